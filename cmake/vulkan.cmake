@@ -1,0 +1,31 @@
+# The Vulkan backend: GLSL compute shaders compiled by glslc at build time and embedded as uint32 arrays.
+find_package(Vulkan)
+find_program(GLSLC glslc)
+if(NOT Vulkan_FOUND OR NOT GLSLC)
+  message(WARNING "Vulkan headers or glslc not found: building without the Vulkan backend (run scripts/setup.sh)")
+  return()
+endif()
+file(GLOB EDGETRAIN_VULKAN_SOURCES CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/src/vulkan/*.cpp)
+file(GLOB EDGETRAIN_SHADERS CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/src/vulkan/shaders/*.comp)
+set(EDGETRAIN_SPV_DIR ${CMAKE_CURRENT_BINARY_DIR}/spirv)
+set(EDGETRAIN_SPV_HEADERS)
+foreach(src ${EDGETRAIN_SHADERS})
+  get_filename_component(name ${src} NAME_WE)
+  set(hdr ${EDGETRAIN_SPV_DIR}/${name}.spv.h)
+  add_custom_command(OUTPUT ${hdr}
+    COMMAND ${CMAKE_COMMAND} -E make_directory ${EDGETRAIN_SPV_DIR}
+    COMMAND ${GLSLC} --target-env=vulkan1.2 -O -I${CMAKE_CURRENT_SOURCE_DIR}/src/vulkan/shaders
+            -mfmt=num -o ${EDGETRAIN_SPV_DIR}/${name}.spv.inc ${src}
+    COMMAND ${CMAKE_COMMAND} -DNAME=${name} -DIN=${EDGETRAIN_SPV_DIR}/${name}.spv.inc -DOUT=${hdr}
+            -P ${CMAKE_CURRENT_SOURCE_DIR}/cmake/embed_spirv.cmake
+    DEPENDS ${src} ${CMAKE_CURRENT_SOURCE_DIR}/cmake/embed_spirv.cmake
+    IMPLICIT_DEPENDS CXX ${src}
+    COMMENT "glslc ${name}.comp")
+  list(APPEND EDGETRAIN_SPV_HEADERS ${hdr})
+endforeach()
+add_custom_target(edgetrain_shaders DEPENDS ${EDGETRAIN_SPV_HEADERS})
+target_sources(edgetrain PRIVATE ${EDGETRAIN_VULKAN_SOURCES})
+add_dependencies(edgetrain edgetrain_shaders)
+target_include_directories(edgetrain PRIVATE ${EDGETRAIN_SPV_DIR})
+target_link_libraries(edgetrain PRIVATE Vulkan::Headers)
+target_compile_definitions(edgetrain PUBLIC EDGETRAIN_HAS_VULKAN=1)

@@ -1,0 +1,132 @@
+// The backend interface: memory, upload/download, and programs that record op calls once and replay
+// them with new per-step scalars. CPU, Vulkan and WebGPU implement it; everything above (model, trainer)
+// talks only to this.
+#pragma once
+
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "edgetrain/ops.h"
+#include "edgetrain/tensor.h"
+
+namespace edgetrain {
+
+// A float argument of an op: a constant fixed at record time, or a named slot of the program whose value
+// is set before each replay (learning rate, bias corrections, n_valid, positions...).
+struct Scalar {
+  float value = 0.0f;
+  int slot = -1;  // >= 0: read Program slot `slot` at replay time
+  Scalar(float v = 0.0f) : value(v) {}  // NOLINT: a plain float is a constant
+  static Scalar from_slot(int s) {
+    Scalar r;
+    r.slot = s;
+    return r;
+  }
+  bool is_slot() const { return slot >= 0; }
+};
+
+// One recorded op invocation. Outputs are allocated by the caller (Graph does it for you); in-place ops
+// (adamw_step) name the same tensors as inputs and outputs.
+struct OpCall {
+  Op op;
+  std::vector<Tensor> in;
+  std::vector<Tensor> out;
+  std::vector<int64_t> ints;
+  std::vector<Scalar> floats;
+  std::string str() const;  // "linear_q4gsw(x f32[4, 8], ...) -> (f32[4, 16])" for messages
+};
+
+class Backend;
+
+// A recorded sequence of op calls (e.g. a whole training step). Record, finalize once, then replay as
+// often as needed; between replays only slot values change. Tensors named in calls stay alive as long as
+// the program does.
+class Program {
+ public:
+  explicit Program(Backend& backend) : backend_(backend) {}
+  virtual ~Program() = default;
+  Program(const Program&) = delete;
+  Program& operator=(const Program&) = delete;
+
+  // Declares a per-replay scalar with its initial value; use the returned Scalar as an op argument.
+  Scalar slot(const std::string& name, float initial = 0.0f);
+  void set(const Scalar& slot, float value);
+  void set(const std::string& name, float value);
+  float get(const Scalar& slot) const;
+
+  // Validates the call against the catalogue (throws Error naming op and shapes), then appends it.
+  void record(OpCall call);
+  void finalize();
+  // Runs every recorded call in order with the current slot values; returns when the work is done.
+  void replay();
+
+  bool finalized() const { return finalized_; }
+  Backend& backend() const { return backend_; }
+  const std::vector<OpCall>& calls() const { return calls_; }
+  const std::vector<float>& slot_values() const { return slot_values_; }
+  // The value of a float argument under the current slots.
+  float resolve(const Scalar& s) const { return s.is_slot() ? slot_values_.at(s.slot) : s.value; }
+
+ protected:
+  virtual void on_finalize() {}  // build command buffers, pipelines...
+  virtual void execute() = 0;    // run calls() with slot_values()
+
+ private:
+  Backend& backend_;
+  std::vector<OpCall> calls_;
+  std::vector<std::string> slot_names_;
+  std::vector<float> slot_values_;
+  bool finalized_ = false;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;         // "cpu", "vulkan", "webgpu"
+  virtual std::string device_name() const = 0;  // e.g. "llvmpipe (LLVM 15.0.6, 256 bits)"
+  virtual bool supports(Op op) const = 0;
+
+  // New zero-filled tensor.
+  Tensor zeros(Shape shape, DType dtype);
+  Tensor from_host(Shape shape, DType dtype, const void* data, size_t bytes);
+  template <typename T>
+  Tensor from_vector(Shape shape, DType dtype, const std::vector<T>& v) {
+    return from_host(shape, dtype, v.data(), v.size() * sizeof(T));
+  }
+  // bytes must equal t.nbytes(); t must belong to this backend.
+  void upload(const Tensor& t, const void* data, size_t bytes);
+  void download(const Tensor& t, void* data, size_t bytes);
+  template <typename T>
+  std::vector<T> to_vector(const Tensor& t) {
+    std::vector<T> v((t.nbytes() + sizeof(T) - 1) / sizeof(T));
+    download(t, v.data(), t.nbytes());
+    return v;
+  }
+
+  virtual std::unique_ptr<Program> new_program() = 0;
+  // Eager convenience: validate, record into a one-call program and run it.
+  virtual void run(OpCall call);
+
+  // Called by Storage when the last Tensor of an allocation goes away.
+  virtual void release(uint64_t id) = 0;
+
+ protected:
+  virtual uint64_t allocate(size_t bytes) = 0;  // zero-filled; bytes may be 0
+  virtual void write(uint64_t id, const void* data, size_t bytes) = 0;
+  virtual void read(uint64_t id, void* data, size_t bytes) = 0;
+};
+
+// Validates a call against the catalogue: argument counts, dtypes, shapes, aliasing. Throws Error with a
+// message naming the op and the shapes. Shared by every backend so misuse fails identically everywhere.
+void check_call(const OpCall& call);
+
+// The outputs a call with these inputs and ints must have (shapes and dtypes), for allocation.
+struct OutSpec {
+  Shape shape;
+  DType dtype;
+};
+std::vector<OutSpec> infer_outputs(Op op, const std::vector<Tensor>& in, const std::vector<int64_t>& ints);
+
+}  // namespace edgetrain

@@ -1,0 +1,84 @@
+// Op functions: the readable way to build computations. A Graph allocates each op's outputs and either
+// records the call into a Program (to replay later) or, without one, runs it at once (eager).
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "edgetrain/backend.h"
+
+namespace edgetrain {
+
+class Graph {
+ public:
+  explicit Graph(Backend& b) : backend_(b) {}              // eager
+  Graph(Backend& b, Program& p) : backend_(b), program_(&p) {}  // recording
+
+  Backend& backend() const { return backend_; }
+  Program* program() const { return program_; }
+  // Records (or runs) a call whose outputs the caller provides.
+  void call(Op op, std::vector<Tensor> in, std::vector<Tensor> out, std::vector<int64_t> ints = {},
+            std::vector<Scalar> floats = {});
+  // Allocates the outputs infer_outputs names, then records (or runs).
+  std::vector<Tensor> apply(Op op, std::vector<Tensor> in, std::vector<int64_t> ints = {},
+                            std::vector<Scalar> floats = {});
+
+  // Training ops.
+  Tensor linear_q4gsw(const Tensor& x, const Tensor& w, const Tensor& scales, int64_t group_size,
+                      const Tensor& bias = {});
+  Tensor linear_q4gsw_backward(const Tensor& dy, const Tensor& w, const Tensor& scales, int64_t group_size,
+                               int64_t K);
+  Tensor linear_dW(const Tensor& dy, const Tensor& x);
+  void linear_dW_into(const Tensor& dy, const Tensor& x, const Tensor& dw, bool accumulate);
+  // Returns {loss [1], dlogits}; with in_place the gradient overwrites the logits buffer.
+  std::pair<Tensor, Tensor> fused_ce(const Tensor& logits, const Tensor& labels, Scalar n_valid,
+                                     bool in_place = false);
+  void q4gsw_requant(const Tensor& latent, const Tensor& scales, int64_t group_size, const Tensor& w);
+  void adamw_step(const Tensor& p, const Tensor& m, const Tensor& v, const Tensor& g, Scalar lr, Scalar beta1,
+                  Scalar beta2, Scalar eps, Scalar weight_decay, Scalar bc1, Scalar bc2);
+
+  // Generic ops.
+  Tensor mm(const Tensor& a, const Tensor& b, bool trans_a = false, bool trans_b = false, Scalar alpha = 1.0f);
+  Tensor bmm(const Tensor& a, const Tensor& b, bool trans_a = false, bool trans_b = false, Scalar alpha = 1.0f);
+  Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias = {});
+  Tensor add(const Tensor& a, const Tensor& b, Scalar alpha = 1.0f);
+  Tensor sub(const Tensor& a, const Tensor& b, Scalar alpha = 1.0f);
+  Tensor mul(const Tensor& a, const Tensor& b);
+  Tensor div(const Tensor& a, const Tensor& b);
+  Tensor scale(const Tensor& x, Scalar s);
+  Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+  Tensor compare(Op op, const Tensor& x, Scalar s);  // eq/ne/lt/le/gt/ge
+  Tensor logical_not(const Tensor& x);
+  void fill(const Tensor& out, Scalar value);
+  Tensor full(Shape shape, DType dtype, Scalar value);
+  Tensor to_dtype(const Tensor& x, DType dtype);                  // dim_order_copy
+  Tensor expand(const Tensor& x, Shape shape);                    // expand_copy
+  Tensor permute(const Tensor& x, std::vector<int64_t> dims);     // permute_copy
+  Tensor sum(const Tensor& x, std::vector<int64_t> dims, bool keepdim = false);
+  Tensor mean(const Tensor& x, std::vector<int64_t> dims, bool keepdim = false);
+  Tensor softmax(const Tensor& x);
+  Tensor log_softmax(const Tensor& x);
+  Tensor softmax_backward(const Tensor& y, const Tensor& dy);
+  Tensor causal_softmax(const Tensor& x, Scalar scale);
+
+  // Llama block.
+  std::pair<Tensor, Tensor> rms_norm(const Tensor& x, const Tensor& w, Scalar eps);  // {y, rstd}
+  std::pair<Tensor, Tensor> rms_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& w,
+                                              const Tensor& rstd);  // {dx, dw}
+  Tensor rope(const Tensor& x, Scalar theta, Scalar pos_offset = 0.0f);
+  Tensor rope_backward(const Tensor& dy, Scalar theta, Scalar pos_offset = 0.0f);
+  Tensor silu_mul(const Tensor& g, const Tensor& u);
+  std::pair<Tensor, Tensor> silu_mul_backward(const Tensor& dh, const Tensor& g, const Tensor& u);
+  Tensor embedding(const Tensor& w, const Tensor& idx);
+  Tensor embedding_backward(const Tensor& dout, const Tensor& idx, int64_t vocab);
+  Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
+  Tensor grad_norm(const std::vector<Tensor>& xs);
+  Tensor clip_coef(const Tensor& norm, Scalar max_norm);
+
+ private:
+  Backend& backend_;
+  Program* program_ = nullptr;
+};
+
+}  // namespace edgetrain

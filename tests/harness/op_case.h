@@ -1,0 +1,88 @@
+// The shared op-test harness: an OpCase is one call of one op on host data; the same cases run on every
+// backend and are compared with the CPU reference. Backends join by being listed in test_backends().
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "edgetrain/backend.h"
+#include "ref/ref.h"
+
+namespace edgetrain::test {
+
+using ref::HostTensor;
+
+// |got - want| <= atol + rtol*|want| for f32 outputs; other dtypes compare exactly. In one place so the
+// tolerances of every op are visible together.
+struct Tolerance {
+  double atol = 0.0, rtol = 0.0;
+};
+namespace tol {
+inline constexpr Tolerance exact{0.0, 0.0};
+inline constexpr Tolerance elementwise{1e-6, 1e-5};  // one or two roundings; transcendental functions
+inline constexpr Tolerance transcendental{1e-5, 1e-4};
+// A dot product / sum of n fp32 terms in another order: error grows like sqrt(n).
+Tolerance reduction(int64_t n);
+}  // namespace tol
+
+struct OpCase {
+  std::string name;  // shown in failures, e.g. "M1_K33_N17_gs32"
+  Op op;
+  std::vector<HostTensor> in;
+  std::vector<bool> in_absent;  // optional input i left out (in[i] then is a placeholder); may be empty
+  std::vector<HostTensor> out;  // initial contents of the outputs (zeros unless the op accumulates)
+  std::vector<int> out_alias;   // out i is input out_alias[i] (in-place ops); -1 or empty: own buffer
+  std::vector<int64_t> ints;
+  std::vector<float> floats;
+  Tolerance tol = tol::elementwise;
+};
+
+// Case generators register per op (from the family test files) with ET_OP_CASES.
+using CaseGenerator = std::function<std::vector<OpCase>()>;
+std::map<Op, std::vector<CaseGenerator>>& case_registry();
+std::vector<OpCase> cases_for(Op op);
+struct CaseRegistrar {
+  CaseRegistrar(Op op, CaseGenerator g) { case_registry()[op].push_back(std::move(g)); }
+};
+#define ET_CAT2(a, b) a##b
+#define ET_CAT(a, b) ET_CAT2(a, b)
+#define ET_OP_CASES(op, fn) static ::edgetrain::test::CaseRegistrar ET_CAT(et_reg_, __LINE__)(::edgetrain::Op::op, fn)
+
+// Builds the case's tensors on the backend, runs the op eagerly, returns the outputs.
+std::vector<HostTensor> run_on(Backend& b, const OpCase& c);
+// The CPU reference's outputs (reference kernels only, no fast paths).
+std::vector<HostTensor> run_reference(const OpCase& c);
+// Empty string when equal within tolerance; otherwise a description of the first mismatches.
+std::string compare(const HostTensor& got, const HostTensor& want, Tolerance t);
+
+// Backends under test: "cpu" always; "vulkan" and "webgpu" when compiled in and a device is present
+// (EDGETRAIN_TEST_BACKENDS=cpu,vulkan overrides). Vulkan runs with the validation layer on.
+std::vector<std::string> test_backends();
+Backend& backend_for_tests(const std::string& name);
+
+// Deterministic random data.
+struct Rng {
+  std::mt19937 gen;
+  explicit Rng(uint32_t seed) : gen(seed) {}
+  float uniform(float lo, float hi) { return std::uniform_real_distribution<float>(lo, hi)(gen); }
+  int32_t integer(int32_t lo, int32_t hi) { return std::uniform_int_distribution<int32_t>(lo, hi)(gen); }
+};
+HostTensor random_f32(Rng& r, Shape s, float lo = -1.0f, float hi = 1.0f);
+HostTensor random_i32(Rng& r, Shape s, int32_t lo, int32_t hi);
+HostTensor random_bool(Rng& r, Shape s);
+HostTensor zeros(Shape s, DType t);
+HostTensor filled_f32(Shape s, float v);
+// A q4gsw weight ready for the ops: random codes 0..15 packed as W_4X8, and random positive scales
+// (a few exactly zero when zero_scales). Also returns the codes for checks.
+struct Q4Weight {
+  HostTensor w;       // u32 [words]
+  HostTensor scales;  // f32 [G, N]
+  std::vector<uint8_t> codes;
+};
+Q4Weight random_q4(Rng& r, int64_t N, int64_t K, int64_t group_size, bool zero_scales = false);
+
+}  // namespace edgetrain::test

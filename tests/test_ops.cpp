@@ -1,0 +1,49 @@
+// Every catalogue op, on every backend under test, against the CPU reference, on the cases the family
+// test files register. An op with no cases fails: every op must be tested.
+#include <gtest/gtest.h>
+
+#include "harness/op_case.h"
+
+namespace edgetrain::test {
+namespace {
+
+struct Param {
+  std::string backend;
+  Op op;
+};
+
+class OpVsReference : public ::testing::TestWithParam<Param> {};
+
+TEST_P(OpVsReference, AllCases) {
+  const Param& p = GetParam();
+  Backend& b = backend_for_tests(p.backend);
+  if (!b.supports(p.op)) GTEST_SKIP() << p.backend << " does not support " << op_name(p.op);
+  auto cases = cases_for(p.op);
+  ASSERT_FALSE(cases.empty()) << "no test cases registered for op " << op_name(p.op);
+  for (const OpCase& c : cases) {
+    SCOPED_TRACE(std::string(op_name(p.op)) + "/" + c.name);
+    auto want = run_reference(c);
+    auto got = run_on(b, c);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      std::string diff = compare(got[i], want[i], c.tol);
+      EXPECT_TRUE(diff.empty()) << "output " << op_info(p.op).outputs.names[std::min(i, op_info(p.op).outputs.names.size() - 1)]
+                                << " of case " << c.name << ":\n" << diff;
+    }
+  }
+}
+
+std::vector<Param> all_params() {
+  std::vector<Param> ps;
+  for (const std::string& b : test_backends())
+    for (const OpInfo& info : all_ops()) ps.push_back({b, info.op});
+  return ps;
+}
+
+INSTANTIATE_TEST_SUITE_P(Catalogue, OpVsReference, ::testing::ValuesIn(all_params()),
+                         [](const ::testing::TestParamInfo<Param>& i) {
+                           return i.param.backend + "_" + op_name(i.param.op);
+                         });
+
+}  // namespace
+}  // namespace edgetrain::test
