@@ -27,5 +27,7 @@ add_custom_target(edgetrain_shaders DEPENDS ${EDGETRAIN_SPV_HEADERS})
 target_sources(edgetrain PRIVATE ${EDGETRAIN_VULKAN_SOURCES})
 add_dependencies(edgetrain edgetrain_shaders)
 target_include_directories(edgetrain PRIVATE ${EDGETRAIN_SPV_DIR})
-target_link_libraries(edgetrain PRIVATE Vulkan::Headers)
+target_link_libraries(edgetrain PRIVATE Vulkan::Vulkan)
 target_compile_definitions(edgetrain PUBLIC EDGETRAIN_HAS_VULKAN=1)
+# Vulkan structs are initialised as {VK_STRUCTURE_TYPE_...} with the remaining fields zeroed on purpose.
+set_source_files_properties(${EDGETRAIN_VULKAN_SOURCES} PROPERTIES COMPILE_OPTIONS -Wno-missing-field-initializers)

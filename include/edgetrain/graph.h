@@ -55,6 +55,7 @@ class Graph {
   Tensor to_dtype(const Tensor& x, DType dtype);                  // dim_order_copy
   Tensor expand(const Tensor& x, Shape shape);                    // expand_copy
   Tensor permute(const Tensor& x, std::vector<int64_t> dims);     // permute_copy
+  void write_rows(const Tensor& x, const Tensor& out, Scalar row_offset);
   Tensor sum(const Tensor& x, std::vector<int64_t> dims, bool keepdim = false);
   Tensor mean(const Tensor& x, std::vector<int64_t> dims, bool keepdim = false);
   Tensor softmax(const Tensor& x);

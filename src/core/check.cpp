@@ -296,6 +296,16 @@ void sig_permute_copy(Ctx& x) {
   x.out(o, a.dtype());
 }
 
+void sig_write_rows(Ctx& x) {
+  x.outputs_given = true;
+  if (x.inferring) x.bad("writes into an existing tensor; use Graph::write_rows");
+  const Tensor &a = x.in(0), &o = x.c.out[0];
+  x.rank_at_least(a, 1, "x");
+  x.rank_at_least(o, 1, "out");
+  if (a.dtype() != o.dtype()) x.bad("out must have x's dtype, got ", o.str());
+  if (a.shape().last() != o.shape().last()) x.bad("x and out must have the same row length, got ", a.str(), " and ", o.str());
+}
+
 // ---- reductions ----
 
 void reduce(Ctx& x) {

@@ -88,6 +88,9 @@ Tensor Graph::expand(const Tensor& x, Shape shape) {
   return t;
 }
 Tensor Graph::permute(const Tensor& x, std::vector<int64_t> dims) { return apply(Op::permute_copy, {x}, dims)[0]; }
+void Graph::write_rows(const Tensor& x, const Tensor& out, Scalar row_offset) {
+  call(Op::write_rows, {x}, {out}, {}, {row_offset});
+}
 static std::vector<int64_t> reduce_ints(const std::vector<int64_t>& dims, bool keepdim) {
   std::vector<int64_t> v{keepdim ? 1 : 0};
   v.insert(v.end(), dims.begin(), dims.end());

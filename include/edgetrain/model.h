@@ -1,0 +1,129 @@
+// A Llama-style decoder (token embedding, RMSNorm, rotary attention, SwiGLU MLP, final norm, output
+// head) whose training step — forward, hand-written backward, gradient clipping, AdamW, re-quantization —
+// is recorded once as a Program on any backend and replayed every step.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "edgetrain/backend.h"
+
+namespace edgetrain {
+
+enum class TrainMode { qat, qlora, fp32 };
+const char* mode_name(TrainMode m);
+TrainMode mode_from_name(const std::string& s);
+
+struct ModelConfig {
+  int64_t vocab = 256;
+  int64_t dim = 128;
+  int64_t n_layers = 2;
+  int64_t n_heads = 4;
+  int64_t ffn_dim = 384;
+  int64_t max_seq = 128;
+  float rope_theta = 10000.0f;
+  float norm_eps = 1e-5f;
+  bool tied_head = false;  // output head shares the token embedding
+  // Quantization / training mode.
+  TrainMode mode = TrainMode::qat;
+  int64_t group_size = 32;
+  // LoRA (qlora mode): rank, alpha, and which block linears get adapters ("q,k,v,o,gate,up,down").
+  int64_t lora_rank = 8;
+  float lora_alpha = 16.0f;
+  std::string lora_targets = "q,k,v,o";
+
+  int64_t head_dim() const { return dim / n_heads; }
+  int64_t parameter_count() const;
+  void validate() const;  // throws Error naming the field
+  std::string to_json() const;
+  static ModelConfig from_json(const std::string& text);  // unknown or bad fields are errors
+  static ModelConfig preset(const std::string& name);     // tiny, mini, small, base
+  static std::vector<std::string> preset_names();
+};
+
+struct OptimConfig {
+  float lr = 3e-3f;
+  float min_lr_ratio = 0.1f;  // cosine decays to lr * min_lr_ratio
+  int64_t warmup_steps = 20;
+  int64_t total_steps = 1000;
+  float beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f;
+  float weight_decay = 0.1f;  // on 2-D weights only
+  float grad_clip = 1.0f;     // max global gradient norm; 0 disables clipping
+  float lr_at(int64_t step) const;  // warmup + cosine, step is 1-based
+};
+
+// One trainable or frozen tensor of the model with its name in checkpoints.
+struct Param {
+  std::string name;
+  Tensor value;      // fp32 master (or frozen fp32 for norms in qlora)
+  Tensor grad;       // fp32 gradient (undefined when frozen)
+  Tensor m, v;       // AdamW moments (undefined when frozen)
+  bool trainable = true;
+  bool decay = false;  // weight decay applies (2-D weights)
+  // q4gsw linears only: packed codes the forward reads, and frozen per-group scales.
+  Tensor codes, scales;
+  bool quantized() const { return codes.defined(); }
+};
+
+// The model's tensors on one backend, and the recorded programs that train and evaluate it.
+class Model {
+ public:
+  Model(Backend& b, const ModelConfig& cfg);
+  ~Model();
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  const ModelConfig& config() const { return cfg_; }
+  Backend& backend() const { return backend_; }
+  std::vector<Param>& params() { return params_; }
+  Param& param(const std::string& name);
+
+  // Random initialisation (deterministic in seed), then quantization of the q4 linears.
+  void init(uint64_t seed);
+  // Re-derives codes from the fp32 masters with the frozen scales (after loading masters).
+  void requantize();
+  // Derives scales (max|w|/7 per group) and codes from the current masters: for a fresh model or
+  // imported fp32 weights.
+  void quantize_from_masters();
+
+  // Training: tokens/labels are i32 [batch*seq] on the host; labels < 0 are ignored. The first call
+  // records the programs; later calls replay them, uploading the batch and reading back one loss.
+  // Accumulates gradients of one micro-batch; n_valid_total is the number of valid labels of the
+  // whole (accumulated) step so the gradients come out as the mean over it.
+  float accumulate(const std::vector<int32_t>& tokens, const std::vector<int32_t>& labels, int64_t batch,
+                   int64_t seq, int64_t n_valid_total);
+  // Computes the global gradient norm and reads it back; if it is finite, clips, applies AdamW at the
+  // 1-based step (lr from the schedule), re-quantizes the 4-bit codes, and zeroes the gradients. If it
+  // is NaN/Inf, only the gradients are zeroed: no weight is written. Returns the norm before clipping.
+  float update(const OptimConfig& opt, int64_t step);
+  // Mean loss over valid labels without touching gradients.
+  float evaluate(const std::vector<int32_t>& tokens, const std::vector<int32_t>& labels, int64_t batch, int64_t seq);
+  // Logits [seq, vocab] of the last position(s) for generation: runs the forward over the given prefix
+  // (with a KV cache: only new tokens are computed). reset() clears the cache.
+  std::vector<float> next_logits(const std::vector<int32_t>& new_tokens);
+  void reset_cache();
+
+  // Whole-model gradient access for tests: runs accumulate() on a zeroed gradient set.
+  std::map<std::string, std::vector<float>> gradients(const std::vector<int32_t>& tokens,
+                                                      const std::vector<int32_t>& labels, int64_t batch, int64_t seq);
+
+  // Host copies of every tensor worth saving (masters, codes, scales, moments), by checkpoint name.
+  struct Named {
+    std::string name;
+    Tensor tensor;
+  };
+  std::vector<Named> state_tensors();
+  int64_t steps_done = 0;  // AdamW step counter (saved in checkpoints)
+
+  struct Impl;  // opaque: parameters by role and the recorded programs (src/model/model_impl.h)
+
+ private:
+  Backend& backend_;
+  ModelConfig cfg_;
+  std::vector<Param> params_;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace edgetrain

@@ -1,0 +1,83 @@
+// The trainer: corpus -> tokens -> batches -> recorded model steps, with a warmup+cosine schedule,
+// gradient accumulation and clipping, periodic evaluation, atomic checkpoints, exact resume, metrics
+// (metrics.jsonl), a loss-curve SVG and a generated sample.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "edgetrain/model.h"
+
+namespace edgetrain {
+
+class Tokenizer;
+
+// A tokenized corpus: memory-mapped text (byte tokenizer: the bytes are the tokens) or a memory-mapped
+// token cache written once per (corpus, tokenizer). Never copies the corpus into memory.
+class TokenStream {
+ public:
+  static std::unique_ptr<TokenStream> open(const std::string& corpus_path, const Tokenizer& tok,
+                                           const std::string& cache_dir);
+  virtual ~TokenStream() = default;
+  virtual int64_t size() const = 0;
+  virtual int32_t at(int64_t i) const = 0;
+};
+
+struct TrainOptions {
+  std::string corpus;             // text file
+  std::string out_dir = "runs/default";
+  std::string tokenizer = "bytes";
+  std::string backend = "auto";
+  std::string device;             // backend device selector
+  std::string init;               // start from this checkpoint's weights (new optimizer state)
+  bool resume = false;            // continue out_dir/checkpoint.safetensors exactly
+  ModelConfig model = ModelConfig::preset("mini");
+  OptimConfig optim;
+  int64_t batch = 16, seq = 128, accum = 1;
+  int64_t eval_every = 100, eval_batches = 8, checkpoint_every = 200, log_every = 10;
+  uint64_t seed = 1;
+  double val_fraction = 0.02;
+  double time_limit_s = 0;        // stop early (with a checkpoint) when exceeded; 0 = none
+  bool skip_nan_steps = false;    // default: stop at the first NaN/Inf loss or gradient norm
+  std::string sample_prompt = "And God said";
+  int64_t sample_tokens = 200;
+  int threads = 0;
+  bool progress = true;           // progress bar on a terminal, plain lines otherwise
+};
+
+struct TrainResult {
+  int64_t steps = 0;
+  float last_train_loss = 0, last_val_loss = 0, first_val_loss = 0;
+  double tokens_per_s = 0, seconds = 0;
+  std::string checkpoint, metrics, curve, sample;
+};
+
+TrainResult train(const TrainOptions& opts);
+
+// Mean validation loss over `batches` fixed batches of the corpus's validation split.
+struct EvalResult {
+  double loss = 0, perplexity = 0;
+  int64_t tokens = 0;
+};
+EvalResult evaluate_split(Model& model, const TokenStream& data, int64_t begin, int64_t end, int64_t batch,
+                          int64_t seq, int64_t batches);
+
+struct SampleOptions {
+  float temperature = 0.8f;
+  int64_t top_k = 40;
+  float top_p = 0.95f;
+  uint64_t seed = 1;
+  int64_t max_tokens = 200;
+};
+// Samples a continuation of prompt with the model's KV cache; returns only the new text.
+std::string generate(Model& model, const Tokenizer& tok, const std::string& prompt, const SampleOptions& opts,
+                     const std::function<void(const std::string&)>& on_text = {});
+
+// Writes an SVG plot of train (every step) and validation (sparse) loss curves.
+void write_loss_svg(const std::string& path, const std::vector<std::pair<int64_t, double>>& train,
+                    const std::vector<std::pair<int64_t, double>>& val, const std::string& title);
+
+}  // namespace edgetrain

@@ -1,0 +1,55 @@
+// Declarations shared by the CPU fast-kernel files (gemm_kernels, q4_kernels, fused_kernels) and their
+// registry (fast_kernels.cpp). Each kernel has the reference's contract: same inputs, outputs, semantics.
+#pragma once
+
+#include <cstdint>
+
+#include "ref/ref.h"
+
+namespace edgetrain::cpu::fast {
+
+// ---- gemm_kernels.cpp ----
+void mm(const ref::Call& c);
+void bmm(const ref::Call& c);
+void linear(const ref::Call& c);
+void linear_dW(const ref::Call& c);
+
+// C[M,N] = alpha * op(A) @ op(B) + beta * C (row-major; op transposes when ta/tb), spread over the worker
+// pool in tiles whose size depends only on the shape, each tile one single-threaded OpenBLAS sgemm. So
+// results do not depend on the thread count, and BLAS threads never nest inside ours.
+void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t lda,
+          const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+// One single-threaded sgemm on the calling thread (for use inside a parallel_for body).
+void sgemm1(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t lda,
+            const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+
+// ---- q4_kernels.cpp ----
+void linear_q4gsw(const ref::Call& c);
+void linear_q4gsw_backward(const ref::Call& c);
+void q4gsw_requant(const ref::Call& c);
+
+// ---- fused_kernels.cpp ----
+void fused_ce(const ref::Call& c);
+void adamw_step(const ref::Call& c);
+void grad_norm(const ref::Call& c);
+void rms_norm(const ref::Call& c);
+void rms_norm_backward(const ref::Call& c);
+void softmax(const ref::Call& c);
+void log_softmax(const ref::Call& c);
+void softmax_backward(const ref::Call& c);
+void causal_softmax(const ref::Call& c);
+void silu_mul(const ref::Call& c);
+void silu_mul_backward(const ref::Call& c);
+void rope(const ref::Call& c);
+void rope_backward(const ref::Call& c);
+void embedding(const ref::Call& c);
+void embedding_backward(const ref::Call& c);
+
+// ---- elementwise_kernels.cpp ----
+void add(const ref::Call& c);
+void sub(const ref::Call& c);
+void mul(const ref::Call& c);
+void scale(const ref::Call& c);
+void permute_copy(const ref::Call& c);
+
+}  // namespace edgetrain::cpu::fast

@@ -1,0 +1,195 @@
+// Fast CPU q4gsw kernels: the 4-bit linear forward and input gradient (W_4X8 decoded per tile into a small
+// per-thread fp32 buffer, then a single-threaded sgemm on the tile; M == 1 decodes on the fly), and the
+// threaded requantization into W_4X8, bit-identical to the reference.
+#include <algorithm>
+#include <vector>
+
+#include "cpu/kernels.h"
+#include "cpu/threads.h"
+#include "edgetrain/q4gsw.h"
+
+namespace edgetrain::cpu::fast {
+namespace {
+
+// Tile sizes: output columns per forward task, input-gradient columns per backward task, and the longest
+// run of the contraction decoded at once (bounds the buffer: 64 x 1024 floats = 256 KiB per thread).
+constexpr int64_t kRowsPerTile = 64;
+constexpr int64_t kColsPerTile = 64;
+constexpr int64_t kMaxRun = 1024;
+
+struct Q4 {
+  const uint32_t* w;
+  const float* s;  // [G, N]
+  int64_t N, K, N8, gs;
+};
+
+std::vector<float>& thread_buffer(size_t n) {
+  thread_local std::vector<float> buf;
+  if (buf.size() < n) buf.resize(n);
+  return buf;
+}
+
+// dst[i * kr + j] = W[n0 + i, k0 + j] for i < nr, j < kr, with n0 % 8 == 0 and k0 % 4 == 0. Rows n and n^1
+// share a word (low/high nibble); a 4-k word never straddles groups (gs % 4 == 0).
+void decode_tile(const Q4& q, int64_t n0, int64_t nr, int64_t k0, int64_t kr, float* dst) {
+  const int64_t k4a = k0 / 4, k4b = (k0 + kr + 3) / 4;
+  for (int64_t i = 0; i < nr; ++i) {
+    const int64_t n = n0 + i;
+    const uint32_t* wp = q.w + 4 * (n / 8) + (n % 8) / 2;
+    const int sh = 4 * static_cast<int>(n % 2);
+    float* d = dst + i * kr;
+    for (int64_t k4 = k4a; k4 < k4b; ++k4) {
+      const int64_t k = 4 * k4;
+      const uint32_t word = wp[4 * k4 * q.N8] >> sh;
+      const float sc = q.s[(k / q.gs) * q.N + n];
+      if (k + 4 <= k0 + kr) {
+        float* o = d + (k - k0);
+        o[0] = static_cast<float>(static_cast<int>(word & 0xF) - 8) * sc;
+        o[1] = static_cast<float>(static_cast<int>((word >> 8) & 0xF) - 8) * sc;
+        o[2] = static_cast<float>(static_cast<int>((word >> 16) & 0xF) - 8) * sc;
+        o[3] = static_cast<float>(static_cast<int>((word >> 24) & 0xF) - 8) * sc;
+      } else {
+        for (int b = 0; k + b < k0 + kr; ++b)
+          d[k - k0 + b] = static_cast<float>(static_cast<int>((word >> (8 * b)) & 0xF) - 8) * sc;
+      }
+    }
+  }
+}
+
+// y[n] = sum_k x[k] W[n,k] (+ bias) for one row x, n in [8*a8, 8*b8): per group, sum the codes times x,
+// then scale. x4 is x zero-padded to a multiple of 4, so padding nibbles multiply zeros.
+void gemv_rows(const Q4& q, const float* x4, const float* bias, int64_t a8, int64_t b8, float* y) {
+  constexpr int64_t kBlocks = 8;  // n8 blocks per pass: 64 outputs
+  const int64_t K4 = (q.K + 3) / 4, G = (q.K + q.gs - 1) / q.gs, g4 = q.gs / 4;
+  for (int64_t c8 = a8; c8 < b8; c8 += kBlocks) {
+    const int64_t nb = std::min(kBlocks, b8 - c8);
+    float total[kBlocks * 8] = {}, part[kBlocks * 8];
+    for (int64_t g = 0; g < G; ++g) {
+      std::fill(part, part + nb * 8, 0.0f);
+      const int64_t k4e = std::min(K4, (g + 1) * g4);
+      for (int64_t k4 = g * g4; k4 < k4e; ++k4) {
+        const float x0 = x4[4 * k4], x1 = x4[4 * k4 + 1], x2 = x4[4 * k4 + 2], x3 = x4[4 * k4 + 3];
+        const uint32_t* wp = q.w + 4 * (k4 * q.N8 + c8);
+        for (int64_t j = 0; j < nb * 4; ++j) {
+          const uint32_t w = wp[j];
+          auto v = [w](int sh) { return static_cast<float>(static_cast<int>((w >> sh) & 0xF) - 8); };
+          part[2 * j] += x0 * v(0) + x1 * v(8) + x2 * v(16) + x3 * v(24);
+          part[2 * j + 1] += x0 * v(4) + x1 * v(12) + x2 * v(20) + x3 * v(28);
+        }
+      }
+      const float* sg = q.s + g * q.N + 8 * c8;
+      const int64_t nn = std::min(nb * 8, q.N - 8 * c8);
+      for (int64_t i = 0; i < nn; ++i) total[i] += sg[i] * part[i];
+    }
+    const int64_t nn = std::min(nb * 8, q.N - 8 * c8);
+    for (int64_t i = 0; i < nn; ++i) y[8 * c8 + i] = total[i] + (bias ? bias[8 * c8 + i] : 0.0f);
+  }
+}
+
+// dx[k] = sum_n dy[n] W[n,k] for k in [4*a4, 4*b4) of one row; dx4 has room for a multiple of 4.
+void gemv_cols(const Q4& q, const float* dy, int64_t a4, int64_t b4, float* dx4) {
+  for (int64_t k4 = a4; k4 < b4; ++k4) {
+    const float* sg = q.s + (4 * k4 / q.gs) * q.N;
+    const uint32_t* wp = q.w + 4 * k4 * q.N8;
+    float acc[4] = {0, 0, 0, 0};
+    for (int64_t n = 0; n < q.N; ++n) {
+      const uint32_t w = wp[4 * (n / 8) + (n % 8) / 2] >> (4 * (n % 2));
+      const float d = dy[n] * sg[n];
+      for (int b = 0; b < 4; ++b) acc[b] += d * static_cast<float>(static_cast<int>((w >> (8 * b)) & 0xF) - 8);
+    }
+    for (int b = 0; b < 4; ++b) dx4[4 * k4 + b] = acc[b];
+  }
+}
+
+}  // namespace
+
+// x [..., K] (M rows), w W_4X8, scales [G, N], bias [N] optional; y [..., N] = x @ W^T + bias.
+void linear_q4gsw(const ref::Call& c) {
+  const ref::View& x = c.in[0];
+  const int64_t K = x.shape.last(), N = c.in[2].shape[1], M = x.shape.rows();
+  const Q4 q{c.in[1].as<uint32_t>(), c.in[2].as<float>(), N, K, (N + 7) / 8, c.ints[0]};
+  const float* bias = c.has_in(3) ? c.in[3].as<float>() : nullptr;
+  const float* xp = x.as<float>();
+  float* y = c.out[0].as<float>();
+  if (M == 0) return;
+  if (M == 1) {
+    std::vector<float> x4(static_cast<size_t>((K + 3) / 4 * 4), 0.0f);
+    std::copy(xp, xp + K, x4.begin());
+    parallel_for(q.N8, 8, [&](int64_t a8, int64_t b8) { gemv_rows(q, x4.data(), bias, a8, b8, y); });
+    return;
+  }
+  const int64_t tiles = (N + kRowsPerTile - 1) / kRowsPerTile;
+  parallel_for(tiles, 1, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t n0 = t * kRowsPerTile, nr = std::min(kRowsPerTile, N - n0);
+      float* buf = thread_buffer(static_cast<size_t>(nr * std::min(K, kMaxRun))).data();
+      if (bias)
+        for (int64_t m = 0; m < M; ++m) std::copy(bias + n0, bias + n0 + nr, y + m * N + n0);
+      for (int64_t k0 = 0; k0 < K; k0 += kMaxRun) {
+        const int64_t kr = std::min(kMaxRun, K - k0);
+        decode_tile(q, n0, nr, k0, kr, buf);
+        sgemm1(false, true, M, nr, kr, 1.0f, xp + k0, K, buf, kr, (k0 > 0 || bias) ? 1.0f : 0.0f, y + n0, N);
+      }
+    }
+  });
+}
+
+// dy [..., N], w W_4X8, scales [G, N], ints {group_size, K}; dx [..., K] = dy @ W.
+void linear_q4gsw_backward(const ref::Call& c) {
+  const ref::View& dy = c.in[0];
+  const int64_t K = c.ints[1], N = c.in[2].shape[1], M = dy.shape.rows();
+  const Q4 q{c.in[1].as<uint32_t>(), c.in[2].as<float>(), N, K, (N + 7) / 8, c.ints[0]};
+  const float* dyp = dy.as<float>();
+  float* dx = c.out[0].as<float>();
+  if (M == 0) return;
+  if (M == 1) {
+    const int64_t K4 = (K + 3) / 4;
+    std::vector<float> dx4(static_cast<size_t>(K4 * 4));
+    parallel_for(K4, 8, [&](int64_t a4, int64_t b4) { gemv_cols(q, dyp, a4, b4, dx4.data()); });
+    std::copy(dx4.begin(), dx4.begin() + K, dx);
+    return;
+  }
+  const int64_t tiles = (K + kColsPerTile - 1) / kColsPerTile;
+  parallel_for(tiles, 1, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t k0 = t * kColsPerTile, kr = std::min(kColsPerTile, K - k0);
+      float* buf = thread_buffer(static_cast<size_t>(kr * std::min(N, kMaxRun))).data();
+      for (int64_t n0 = 0; n0 < N; n0 += kMaxRun) {
+        const int64_t nr = std::min(kMaxRun, N - n0);
+        decode_tile(q, n0, nr, k0, kr, buf);
+        sgemm1(false, false, M, kr, nr, 1.0f, dyp + n0, N, buf, kr, n0 > 0 ? 1.0f : 0.0f, dx + k0, K);
+      }
+    }
+  });
+}
+
+// latent [N, K], scales [G, N], ints {group_size}; every W_4X8 word, codes by q4::requant_code, padding 8.
+// Each task owns whole 8-row blocks, so it writes whole words and no two tasks touch the same word.
+void q4gsw_requant(const ref::Call& c) {
+  const ref::View& lat = c.in[0];
+  const int64_t N = lat.shape[0], K = lat.shape[1], gs = c.ints[0];
+  const int64_t N8 = (N + 7) / 8, K4 = (K + 3) / 4;
+  const float *lp = lat.as<float>(), *s = c.in[1].as<float>();
+  uint32_t* w = c.out[0].as<uint32_t>();
+  parallel_for(N8, 1, [&](int64_t a8, int64_t b8) {
+    for (int64_t n8 = a8; n8 < b8; ++n8)
+      for (int64_t k4 = 0; k4 < K4; ++k4)
+        for (int j = 0; j < 4; ++j) {
+          uint32_t word = 0x88888888u;
+          for (int p = 0; p < 2; ++p) {
+            const int64_t n = 8 * n8 + 2 * j + p;
+            if (n >= N) continue;
+            for (int b = 0; b < 4; ++b) {
+              const int64_t k = 4 * k4 + b;
+              if (k >= K) break;
+              const uint32_t code = q4::requant_code(lp[n * K + k], s[(k / gs) * N + n]);
+              const int sh = 8 * b + 4 * p;
+              word = (word & ~(0xFu << sh)) | (code << sh);
+            }
+          }
+          w[4 * (k4 * N8 + n8) + j] = word;
+        }
+  });
+}
+
+}  // namespace edgetrain::cpu::fast

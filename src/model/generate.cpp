@@ -1,0 +1,60 @@
+// Generation with a KV cache: each call runs only the new tokens through the model, appending their
+// rotated keys and values to per-layer caches, and returns the logits of the new positions. The program
+// is recorded per call because the attended length grows; pipelines are cached by the backends.
+#include <cmath>
+
+#include "model/model_impl.h"
+
+namespace edgetrain {
+
+void Model::reset_cache() { impl_->cache_len = 0; }
+
+std::vector<float> Model::next_logits(const std::vector<int32_t>& new_tokens) {
+  Impl& m = *impl_;
+  const int64_t T = static_cast<int64_t>(new_tokens.size()), D = cfg_.dim, H = cfg_.n_heads, hd = cfg_.head_dim();
+  ET_CHECK(T >= 1, "generate: no tokens given");
+  for (int32_t t : new_tokens) ET_CHECK(t >= 0 && t < cfg_.vocab, "generate: token id ", t, " outside the vocabulary");
+  const int64_t pos = m.cache_len, L = pos + T;
+  ET_CHECK(L <= cfg_.max_seq, "generate: context of ", L, " tokens exceeds max_seq ", cfg_.max_seq,
+           " (reset the cache and feed a shorter prompt)");
+  if (m.k_cache.empty())
+    for (size_t i = 0; i < m.layers.size(); ++i) {
+      m.k_cache.push_back(backend_.zeros(Shape{cfg_.max_seq, D}, DType::f32));
+      m.v_cache.push_back(backend_.zeros(Shape{cfg_.max_seq, D}, DType::f32));
+    }
+  auto prog = backend_.new_program();
+  Graph g(backend_, *prog);
+  Tensor tokens = backend_.from_vector(Shape{T}, DType::i32, new_tokens);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const float theta = cfg_.rope_theta, p0 = static_cast<float>(pos);
+  auto lin = [&](const Tensor& x, const Impl::Lin& l) {
+    Tensor y = l.w->quantized() ? g.linear_q4gsw(x, l.w->codes, l.w->scales, cfg_.group_size) : g.linear(x, l.w->value);
+    if (l.a) g.call(Op::add, {y, g.linear(g.linear(x, l.a->value), l.b->value)}, {y}, {},
+                    {cfg_.lora_alpha / static_cast<float>(cfg_.lora_rank)});
+    return y;
+  };
+  Tensor x = g.embedding(m.emb->value, tokens);  // [T, D]
+  for (size_t i = 0; i < m.layers.size(); ++i) {
+    const Impl::Layer& Ly = m.layers[i];
+    Tensor h = g.rms_norm(x, Ly.attn_norm->value, cfg_.norm_eps).first;
+    Tensor q = g.rope(lin(h, Ly.q).reshape(Shape{1, T, H, hd}), theta, p0);
+    Tensor k = g.rope(lin(h, Ly.k).reshape(Shape{1, T, H, hd}), theta, p0);
+    g.write_rows(k.reshape(Shape{T, D}), m.k_cache[i], p0);
+    g.write_rows(lin(h, Ly.v), m.v_cache[i], p0);
+    // The first L rows of a cache are a contiguous prefix of its memory: view them without a copy.
+    Tensor kc(m.k_cache[i].storage(), Shape{1, L, H, hd}, DType::f32), vc(m.v_cache[i].storage(), Shape{1, L, H, hd}, DType::f32);
+    Tensor qp = g.permute(q, {0, 2, 1, 3}), kp = g.permute(kc, {0, 2, 1, 3}), vp = g.permute(vc, {0, 2, 1, 3});
+    Tensor P = g.causal_softmax(g.bmm(qp, kp, false, true), scale);  // [1, H, T, L]: row t sees j <= t + pos
+    Tensor o = g.permute(g.bmm(P, vp), {0, 2, 1, 3}).reshape(Shape{T, D});
+    Tensor x2 = g.add(x, lin(o, Ly.o));
+    Tensor h2 = g.rms_norm(x2, Ly.ffn_norm->value, cfg_.norm_eps).first;
+    x = g.add(x2, lin(g.silu_mul(lin(h2, Ly.gate), lin(h2, Ly.up)), Ly.down));
+  }
+  Tensor logits = g.linear(g.rms_norm(x, m.norm->value, cfg_.norm_eps).first, m.head->value);  // [T, V]
+  prog->finalize();
+  prog->replay();
+  m.cache_len = L;
+  return backend_.to_vector<float>(logits);
+}
+
+}  // namespace edgetrain

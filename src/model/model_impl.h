@@ -1,0 +1,48 @@
+// Private state of Model: the parameters by role, and the recorded programs.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "edgetrain/graph.h"
+#include "edgetrain/model.h"
+
+namespace edgetrain {
+
+struct Model::Impl {
+  // A block linear: its weight, optional LoRA adapters, and shape [N, K].
+  struct Lin {
+    Param* w = nullptr;
+    Param* a = nullptr;  // lora_a [r, K]
+    Param* b = nullptr;  // lora_b [N, r]
+    int64_t N = 0, K = 0;
+  };
+  struct Layer {
+    Param *attn_norm = nullptr, *ffn_norm = nullptr;
+    Lin q, k, v, o, gate, up, down;
+  };
+  Param* emb = nullptr;
+  Param* norm = nullptr;
+  Param* head = nullptr;  // == emb when tied
+  std::vector<Layer> layers;
+
+  // Forward + backward of one micro-batch (train) or forward only (eval), for a fixed batch x seq.
+  struct StepProgram {
+    std::unique_ptr<Program> program;
+    Tensor tokens, labels, loss;
+    Scalar n_valid;
+    int64_t batch = 0, seq = 0;
+  };
+  StepProgram train, eval;
+  // Optimizer: norm (read back and checked before anything is written), apply (clip, AdamW, requant,
+  // zero grads), zero (drop a bad step's gradients).
+  std::unique_ptr<Program> norm_prog, apply_prog, zero_prog;
+  Tensor grad_norm;
+  Scalar lr, beta1, beta2, eps, weight_decay, bc1, bc2, max_norm;
+
+  // Generation: per-layer KV caches [max_seq, dim] (rows = positions, rope already applied).
+  std::vector<Tensor> k_cache, v_cache;
+  int64_t cache_len = 0;
+};
+
+}  // namespace edgetrain

@@ -1,0 +1,285 @@
+// The training step as recorded programs: forward through q4 (or fp32) linears, fused cross-entropy,
+// the hand-written backward of every block, then (separately) gradient norm, clipping, AdamW and
+// re-quantization. Shapes: B sequences of T tokens, R = B*T rows, D = dim, H heads of hd = D/H, F = ffn.
+#include <cmath>
+
+#include "model/model_impl.h"
+
+namespace edgetrain {
+namespace {
+
+// Activations a block keeps for its backward.
+struct LinSaved {
+  Tensor x;  // the input [R, K]
+  Tensor t;  // LoRA: x A^T [R, r]
+};
+struct BlockSaved {
+  Tensor x, h, rstd1, qp, kp, vp, P, Ot, x2, h2, rstd2, g, u, m;
+  LinSaved q, k, v, o, gate, up, down;
+};
+
+class Recorder {
+ public:
+  Recorder(Graph& g, const ModelConfig& cfg, Model::Impl& m) : g_(g), cfg_(cfg), m_(m) {}
+
+  // y = x W^T (4-bit or fp32) + (alpha/r) (x A^T) B^T.
+  Tensor lin(const Tensor& x, const Model::Impl::Lin& L, LinSaved& s) {
+    s.x = x;
+    Tensor y = L.w->quantized() ? g_.linear_q4gsw(x, L.w->codes, L.w->scales, cfg_.group_size) : g_.linear(x, L.w->value);
+    if (L.a) {
+      s.t = g_.linear(x, L.a->value);
+      Tensor y2 = g_.linear(s.t, L.b->value);
+      g_.call(Op::add, {y, y2}, {y}, {}, {lora_scale()});
+    }
+    return y;
+  }
+
+  // Gradients of lin: accumulates dW (trainable base) and LoRA grads; returns dx.
+  Tensor lin_backward(const Tensor& dy, const Model::Impl::Lin& L, const LinSaved& s) {
+    if (L.w->trainable) g_.linear_dW_into(dy, s.x, L.w->grad, true);
+    Tensor dx = L.w->quantized() ? g_.linear_q4gsw_backward(dy, L.w->codes, L.w->scales, cfg_.group_size, L.K)
+                                 : g_.mm(dy, L.w->value);
+    if (L.a) {
+      Tensor dys = g_.scale(dy, lora_scale());
+      g_.linear_dW_into(dys, s.t, L.b->grad, true);
+      Tensor dt = g_.mm(dys, L.b->value);  // [R, r]
+      g_.linear_dW_into(dt, s.x, L.a->grad, true);
+      Tensor dxa = g_.mm(dt, L.a->value);  // [R, K]
+      add_into(dx, dxa);
+    }
+    return dx;
+  }
+
+  void add_into(const Tensor& acc, const Tensor& x) { g_.call(Op::add, {acc, x}, {acc}, {}, {1.0f}); }
+
+  Tensor rms_norm_backward(const Tensor& dy, const Tensor& x, Param* w, const Tensor& rstd) {
+    Tensor dx = g_.backend().zeros(x.shape(), DType::f32);
+    Tensor dw = w->trainable ? w->grad : g_.backend().zeros(w->value.shape(), DType::f32);
+    g_.call(Op::rms_norm_backward, {dy, x, w->value, rstd}, {dx, dw}, {w->trainable ? 1 : 0});
+    return dx;
+  }
+
+  Tensor heads(const Tensor& x, int64_t B, int64_t T) {  // [R, D] -> [B, H, T, hd]
+    return g_.permute(x.reshape(Shape{B, T, cfg_.n_heads, cfg_.head_dim()}), {0, 2, 1, 3});
+  }
+  Tensor unheads(const Tensor& x, int64_t B, int64_t T) {  // [B, H, T, hd] -> [R, D]
+    return g_.permute(x, {0, 2, 1, 3}).reshape(Shape{B * T, cfg_.dim});
+  }
+
+  Tensor block_forward(const Tensor& x, const Model::Impl::Layer& L, int64_t B, int64_t T, BlockSaved& s) {
+    const float scale = 1.0f / std::sqrt(static_cast<float>(cfg_.head_dim()));
+    const Shape bthd{B, T, cfg_.n_heads, cfg_.head_dim()};
+    s.x = x;
+    std::tie(s.h, s.rstd1) = g_.rms_norm(x, L.attn_norm->value, cfg_.norm_eps);
+    Tensor q = lin(s.h, L.q, s.q), k = lin(s.h, L.k, s.k), v = lin(s.h, L.v, s.v);
+    Tensor qr = g_.rope(q.reshape(bthd), cfg_.rope_theta, 0.0f), kr = g_.rope(k.reshape(bthd), cfg_.rope_theta, 0.0f);
+    s.qp = g_.permute(qr, {0, 2, 1, 3});
+    s.kp = g_.permute(kr, {0, 2, 1, 3});
+    s.vp = heads(v, B, T);
+    s.P = g_.causal_softmax(g_.bmm(s.qp, s.kp, false, true), scale);
+    s.Ot = unheads(g_.bmm(s.P, s.vp), B, T);
+    s.x2 = g_.add(x, lin(s.Ot, L.o, s.o));
+    std::tie(s.h2, s.rstd2) = g_.rms_norm(s.x2, L.ffn_norm->value, cfg_.norm_eps);
+    s.g = lin(s.h2, L.gate, s.gate);
+    s.u = lin(s.h2, L.up, s.up);
+    s.m = g_.silu_mul(s.g, s.u);
+    return g_.add(s.x2, lin(s.m, L.down, s.down));
+  }
+
+  Tensor block_backward(const Tensor& dx3, const Model::Impl::Layer& L, int64_t B, int64_t T, const BlockSaved& s) {
+    const float scale = 1.0f / std::sqrt(static_cast<float>(cfg_.head_dim()));
+    const Shape rd{B * T, cfg_.dim};
+    // MLP: x3 = x2 + down(silu(gate(h2)) * up(h2)), h2 = rms_norm(x2).
+    Tensor dm = lin_backward(dx3, L.down, s.down);
+    auto [dg, du] = g_.silu_mul_backward(dm, s.g, s.u);
+    Tensor dh2 = lin_backward(dg, L.gate, s.gate);
+    add_into(dh2, lin_backward(du, L.up, s.up));
+    Tensor dx2 = rms_norm_backward(dh2, s.x2, L.ffn_norm, s.rstd2);
+    add_into(dx2, dx3);
+    // Attention: x2 = x + o(attn(rope(q(h)), rope(k(h)), v(h))), h = rms_norm(x).
+    Tensor dO = heads(lin_backward(dx2, L.o, s.o), B, T);
+    Tensor dP = g_.bmm(dO, s.vp, false, true);
+    Tensor dvp = g_.bmm(s.P, dO, true, false);
+    Tensor dS = g_.softmax_backward(s.P, dP);  // gradient w.r.t. scale*scores; the bmms below apply scale
+    Tensor dqp = g_.bmm(dS, s.kp, false, false, scale);
+    Tensor dkp = g_.bmm(dS, s.qp, true, false, scale);
+    Tensor dq = g_.rope_backward(g_.permute(dqp, {0, 2, 1, 3}), cfg_.rope_theta, 0.0f).reshape(rd);
+    Tensor dk = g_.rope_backward(g_.permute(dkp, {0, 2, 1, 3}), cfg_.rope_theta, 0.0f).reshape(rd);
+    Tensor dv = unheads(dvp, B, T);
+    Tensor dh = lin_backward(dq, L.q, s.q);
+    add_into(dh, lin_backward(dk, L.k, s.k));
+    add_into(dh, lin_backward(dv, L.v, s.v));
+    Tensor dx = rms_norm_backward(dh, s.x, L.attn_norm, s.rstd1);
+    add_into(dx, dx2);
+    return dx;
+  }
+
+  // Records forward (and backward when train) for one micro-batch; returns the loss tensor.
+  Tensor step(const Tensor& tokens, const Tensor& labels, Scalar n_valid, int64_t B, int64_t T, bool train) {
+    const int64_t R = B * T;
+    Tensor x = g_.embedding(m_.emb->value, tokens);  // [R, D]
+    std::vector<BlockSaved> saved(m_.layers.size());
+    for (size_t i = 0; i < m_.layers.size(); ++i) x = block_forward(x, m_.layers[i], B, T, saved[i]);
+    auto [hf, rstdf] = g_.rms_norm(x, m_.norm->value, cfg_.norm_eps);
+    Tensor logits = g_.linear(hf, m_.head->value);  // [R, V], fp32 head
+    auto [loss, dlogits] = g_.fused_ce(logits, labels, n_valid, /*in_place=*/true);
+    if (!train) return loss;
+    if (m_.head->trainable) g_.linear_dW_into(dlogits, hf, m_.head->grad, true);
+    Tensor dhf = g_.mm(dlogits, m_.head->value);  // [R, D]
+    Tensor dx = rms_norm_backward(dhf, x, m_.norm, rstdf);
+    for (size_t i = m_.layers.size(); i-- > 0;) dx = block_backward(dx, m_.layers[i], B, T, saved[i]);
+    if (m_.emb->trainable) g_.call(Op::embedding_backward, {dx, tokens}, {m_.emb->grad}, {1});
+    (void)R;
+    return loss;
+  }
+
+ private:
+  Scalar lora_scale() const { return cfg_.lora_alpha / static_cast<float>(cfg_.lora_rank); }
+  Graph& g_;
+  const ModelConfig& cfg_;
+  Model::Impl& m_;
+};
+
+void check_batch(const ModelConfig& cfg, const std::vector<int32_t>& tokens, const std::vector<int32_t>& labels,
+                 int64_t batch, int64_t seq) {
+  ET_CHECK(batch >= 1 && seq >= 1, "model: batch and seq must be >= 1, got ", batch, " x ", seq);
+  ET_CHECK(seq <= cfg.max_seq, "model: sequence length ", seq, " exceeds max_seq ", cfg.max_seq);
+  ET_CHECK(static_cast<int64_t>(tokens.size()) == batch * seq && tokens.size() == labels.size(),
+           "model: expected ", batch * seq, " tokens and labels, got ", tokens.size(), " and ", labels.size());
+  for (int32_t t : tokens) ET_CHECK(t >= 0 && t < cfg.vocab, "model: token id ", t, " outside the vocabulary [0, ", cfg.vocab, ")");
+  for (int32_t t : labels) ET_CHECK(t < cfg.vocab, "model: label ", t, " outside the vocabulary [0, ", cfg.vocab, ")");
+}
+
+}  // namespace
+
+static Model::Impl::StepProgram& step_program(Model& model, Model::Impl& m, Model::Impl::StepProgram& sp, int64_t B,
+                                              int64_t T, bool train) {
+  if (sp.program && sp.batch == B && sp.seq == T) return sp;
+  Backend& b = model.backend();
+  sp = Model::Impl::StepProgram{};
+  sp.program = b.new_program();
+  sp.batch = B;
+  sp.seq = T;
+  sp.tokens = b.zeros(Shape{B * T}, DType::i32);
+  sp.labels = b.zeros(Shape{B * T}, DType::i32);
+  sp.n_valid = sp.program->slot("n_valid", 1.0f);
+  Graph g(b, *sp.program);
+  Recorder rec(g, model.config(), m);
+  sp.loss = rec.step(sp.tokens, sp.labels, sp.n_valid, B, T, train);
+  sp.program->finalize();
+  return sp;
+}
+
+float Model::accumulate(const std::vector<int32_t>& tokens, const std::vector<int32_t>& labels, int64_t batch,
+                        int64_t seq, int64_t n_valid_total) {
+  check_batch(cfg_, tokens, labels, batch, seq);
+  ET_CHECK(n_valid_total >= 1, "model: a step needs at least one valid label");
+  auto& sp = step_program(*this, *impl_, impl_->train, batch, seq, true);
+  backend_.upload(sp.tokens, tokens.data(), tokens.size() * sizeof(int32_t));
+  backend_.upload(sp.labels, labels.data(), labels.size() * sizeof(int32_t));
+  sp.program->set(sp.n_valid, static_cast<float>(n_valid_total));
+  sp.program->replay();
+  float loss = 0;
+  backend_.download(sp.loss, &loss, sizeof(float));
+  return loss;  // this micro-batch's share of the step's mean loss
+}
+
+float Model::evaluate(const std::vector<int32_t>& tokens, const std::vector<int32_t>& labels, int64_t batch, int64_t seq) {
+  check_batch(cfg_, tokens, labels, batch, seq);
+  int64_t valid = 0;
+  for (int32_t l : labels) valid += l >= 0;
+  ET_CHECK(valid >= 1, "model: evaluation batch has no valid labels");
+  auto& sp = step_program(*this, *impl_, impl_->eval, batch, seq, false);
+  backend_.upload(sp.tokens, tokens.data(), tokens.size() * sizeof(int32_t));
+  backend_.upload(sp.labels, labels.data(), labels.size() * sizeof(int32_t));
+  sp.program->set(sp.n_valid, static_cast<float>(valid));
+  sp.program->replay();
+  float loss = 0;
+  backend_.download(sp.loss, &loss, sizeof(float));
+  return loss;
+}
+
+static void record_optimizer(Model& model, Model::Impl& m) {
+  Backend& b = model.backend();
+  std::vector<Tensor> grads;
+  for (Param& p : model.params())
+    if (p.trainable) grads.push_back(p.grad);
+  ET_CHECK(!grads.empty(), "model: nothing to train (every parameter is frozen)");
+
+  m.norm_prog = b.new_program();
+  {
+    Graph g(b, *m.norm_prog);
+    m.grad_norm = g.grad_norm(grads);
+    m.norm_prog->finalize();
+  }
+  m.apply_prog = b.new_program();
+  Program& p = *m.apply_prog;
+  m.lr = p.slot("lr");
+  m.beta1 = p.slot("beta1", 0.9f);
+  m.beta2 = p.slot("beta2", 0.95f);
+  m.eps = p.slot("eps", 1e-8f);
+  m.weight_decay = p.slot("weight_decay");
+  m.bc1 = p.slot("bias_correction1", 1.0f);
+  m.bc2 = p.slot("bias_correction2", 1.0f);
+  m.max_norm = p.slot("max_norm", INFINITY);
+  {
+    Graph g(b, p);
+    Tensor coef = g.clip_coef(m.grad_norm, m.max_norm);
+    for (const Tensor& gr : grads) g.call(Op::mul, {gr, coef}, {gr});
+    for (Param& q : model.params()) {
+      if (!q.trainable) continue;
+      g.adamw_step(q.value, q.m, q.v, q.grad, m.lr, m.beta1, m.beta2, m.eps, q.decay ? m.weight_decay : Scalar(0.0f),
+                   m.bc1, m.bc2);
+      if (q.quantized()) g.q4gsw_requant(q.value, q.scales, model.config().group_size, q.codes);
+    }
+    for (const Tensor& gr : grads) g.fill(gr, 0.0f);
+    p.finalize();
+  }
+  m.zero_prog = b.new_program();
+  {
+    Graph g(b, *m.zero_prog);
+    for (const Tensor& gr : grads) g.fill(gr, 0.0f);
+    m.zero_prog->finalize();
+  }
+}
+
+float Model::update(const OptimConfig& opt, int64_t step) {
+  if (!impl_->apply_prog) record_optimizer(*this, *impl_);
+  Impl& m = *impl_;
+  m.norm_prog->replay();
+  float norm = 0;
+  backend_.download(m.grad_norm, &norm, sizeof(float));
+  if (!std::isfinite(norm)) {
+    m.zero_prog->replay();  // nothing is written to the weights
+    return norm;
+  }
+  Program& p = *m.apply_prog;
+  p.set(m.lr, opt.lr_at(step));
+  p.set(m.beta1, opt.beta1);
+  p.set(m.beta2, opt.beta2);
+  p.set(m.eps, opt.eps);
+  p.set(m.weight_decay, opt.weight_decay);
+  p.set(m.bc1, static_cast<float>(1.0 - std::pow(static_cast<double>(opt.beta1), static_cast<double>(step))));
+  p.set(m.bc2, static_cast<float>(1.0 - std::pow(static_cast<double>(opt.beta2), static_cast<double>(step))));
+  p.set(m.max_norm, opt.grad_clip > 0 ? opt.grad_clip : INFINITY);
+  p.replay();
+  steps_done = step;
+  return norm;
+}
+
+std::map<std::string, std::vector<float>> Model::gradients(const std::vector<int32_t>& tokens,
+                                                           const std::vector<int32_t>& labels, int64_t batch,
+                                                           int64_t seq) {
+  if (!impl_->zero_prog) record_optimizer(*this, *impl_);
+  impl_->zero_prog->replay();
+  int64_t valid = 0;
+  for (int32_t l : labels) valid += l >= 0;
+  accumulate(tokens, labels, batch, seq, std::max<int64_t>(valid, 1));
+  std::map<std::string, std::vector<float>> out;
+  for (Param& p : params_)
+    if (p.trainable) out[p.name] = backend_.to_vector<float>(p.grad);
+  impl_->zero_prog->replay();
+  return out;
+}
+
+}  // namespace edgetrain

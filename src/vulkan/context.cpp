@@ -1,0 +1,372 @@
+// Vulkan instance/device setup: layer and extension checks, device ranking and choice, validation
+// message capture (every warning or error becomes an Error at the next sync point), device listing.
+#include "vulkan/context.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <cstring>
+
+namespace edgetrain::vk {
+
+const char* result_name(VkResult r) {
+  switch (r) {
+    case VK_SUCCESS: return "VK_SUCCESS";
+    case VK_NOT_READY: return "VK_NOT_READY";
+    case VK_TIMEOUT: return "VK_TIMEOUT";
+    case VK_ERROR_OUT_OF_HOST_MEMORY: return "VK_ERROR_OUT_OF_HOST_MEMORY";
+    case VK_ERROR_OUT_OF_DEVICE_MEMORY: return "VK_ERROR_OUT_OF_DEVICE_MEMORY";
+    case VK_ERROR_INITIALIZATION_FAILED: return "VK_ERROR_INITIALIZATION_FAILED";
+    case VK_ERROR_DEVICE_LOST: return "VK_ERROR_DEVICE_LOST";
+    case VK_ERROR_MEMORY_MAP_FAILED: return "VK_ERROR_MEMORY_MAP_FAILED";
+    case VK_ERROR_LAYER_NOT_PRESENT: return "VK_ERROR_LAYER_NOT_PRESENT";
+    case VK_ERROR_EXTENSION_NOT_PRESENT: return "VK_ERROR_EXTENSION_NOT_PRESENT";
+    case VK_ERROR_FEATURE_NOT_PRESENT: return "VK_ERROR_FEATURE_NOT_PRESENT";
+    case VK_ERROR_INCOMPATIBLE_DRIVER: return "VK_ERROR_INCOMPATIBLE_DRIVER (no Vulkan driver/ICD found)";
+    case VK_ERROR_TOO_MANY_OBJECTS: return "VK_ERROR_TOO_MANY_OBJECTS";
+    case VK_ERROR_OUT_OF_POOL_MEMORY: return "VK_ERROR_OUT_OF_POOL_MEMORY";
+    default: return "VkResult error";
+  }
+}
+
+void check(VkResult r, const char* what) {
+  if (r == VK_SUCCESS) return;
+  fail("vulkan: ", what, " failed: ", result_name(r), " (", static_cast<int>(r), ")");
+}
+
+namespace {
+
+bool env_flag(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v && std::strcmp(v, "0") != 0;
+}
+
+std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+const char* kind_of(VkPhysicalDeviceType t) {
+  switch (t) {
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return "discrete";
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return "integrated";
+    case VK_PHYSICAL_DEVICE_TYPE_CPU: return "software";
+    default: return "other";
+  }
+}
+
+// Lower is better: discrete > integrated > virtual > cpu (software) > other.
+int rank_of(VkPhysicalDeviceType t) {
+  switch (t) {
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return 0;
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return 1;
+    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return 2;
+    case VK_PHYSICAL_DEVICE_TYPE_CPU: return 3;
+    default: return 4;
+  }
+}
+
+std::string version_str(uint32_t v) {
+  return cat(VK_API_VERSION_MAJOR(v), ".", VK_API_VERSION_MINOR(v), ".", VK_API_VERSION_PATCH(v));
+}
+
+int compute_family(VkPhysicalDevice pd) {
+  uint32_t n = 0;
+  vkGetPhysicalDeviceQueueFamilyProperties(pd, &n, nullptr);
+  std::vector<VkQueueFamilyProperties> fams(n);
+  vkGetPhysicalDeviceQueueFamilyProperties(pd, &n, fams.data());
+  for (uint32_t i = 0; i < n; ++i)
+    if (fams[i].queueFlags & VK_QUEUE_COMPUTE_BIT) return static_cast<int>(i);
+  return -1;
+}
+
+Limits read_limits(VkPhysicalDevice pd) {
+  Limits l;
+  VkPhysicalDeviceSubgroupProperties sub{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
+  VkPhysicalDeviceProperties2 p2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, &sub};
+  vkGetPhysicalDeviceProperties2(pd, &p2);
+  const VkPhysicalDeviceLimits& lim = p2.properties.limits;
+  for (int i = 0; i < 3; ++i) l.max_groups[i] = lim.maxComputeWorkGroupCount[i];
+  l.max_invocations = lim.maxComputeWorkGroupInvocations;
+  l.max_shared_bytes = lim.maxComputeSharedMemorySize;
+  l.subgroup_size = sub.subgroupSize ? sub.subgroupSize : 1;
+  l.max_storage_range = lim.maxStorageBufferRange;
+  VkPhysicalDeviceMemoryProperties mp;
+  vkGetPhysicalDeviceMemoryProperties(pd, &mp);
+  for (uint32_t i = 0; i < mp.memoryHeapCount; ++i)
+    if (mp.memoryHeaps[i].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT)
+      l.device_local_heap = std::max(l.device_local_heap, mp.memoryHeaps[i].size);
+  return l;
+}
+
+std::string details_of(VkPhysicalDevice pd) {
+  VkPhysicalDeviceProperties p;
+  vkGetPhysicalDeviceProperties(pd, &p);
+  std::string drv;
+  if (p.apiVersion >= VK_API_VERSION_1_2) {
+    VkPhysicalDeviceDriverProperties d{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
+    VkPhysicalDeviceProperties2 p2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, &d};
+    vkGetPhysicalDeviceProperties2(pd, &p2);
+    drv = cat(d.driverName, " ", d.driverInfo);
+  }
+  Limits l = read_limits(pd);
+  return cat("Vulkan ", version_str(p.apiVersion), ", driver ", drv.empty() ? version_str(p.driverVersion) : drv,
+             ", subgroup ", l.subgroup_size, ", shared memory ", l.max_shared_bytes, " B, max workgroup ",
+             l.max_invocations, ", storage range ", l.max_storage_range, " B, device memory ",
+             l.device_local_heap >> 20, " MiB");
+}
+
+VKAPI_ATTR VkBool32 VKAPI_CALL on_message(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
+                                          VkDebugUtilsMessageTypeFlagsEXT, const VkDebugUtilsMessengerCallbackDataEXT* data,
+                                          void* user) {
+  if (severity >= VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT && user && data && data->pMessage) {
+    const char* sev = severity >= VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT ? "error" : "warning";
+    static_cast<Context*>(user)->add_message(cat("[", sev, "] ", data->pMessage));
+  }
+  return VK_FALSE;
+}
+
+bool has_layer(const char* name) {
+  uint32_t n = 0;
+  vkEnumerateInstanceLayerProperties(&n, nullptr);
+  std::vector<VkLayerProperties> ls(n);
+  vkEnumerateInstanceLayerProperties(&n, ls.data());
+  for (auto& l : ls)
+    if (std::strcmp(l.layerName, name) == 0) return true;
+  return false;
+}
+
+bool has_instance_ext(const char* layer, const char* name) {
+  uint32_t n = 0;
+  if (vkEnumerateInstanceExtensionProperties(layer, &n, nullptr) != VK_SUCCESS) return false;
+  std::vector<VkExtensionProperties> es(n);
+  vkEnumerateInstanceExtensionProperties(layer, &n, es.data());
+  for (auto& e : es)
+    if (std::strcmp(e.extensionName, name) == 0) return true;
+  return false;
+}
+
+uint32_t instance_version() {
+  uint32_t v = VK_API_VERSION_1_0;
+  auto fn = reinterpret_cast<PFN_vkEnumerateInstanceVersion>(vkGetInstanceProcAddr(nullptr, "vkEnumerateInstanceVersion"));
+  if (fn) fn(&v);
+  return v;
+}
+
+std::vector<VkPhysicalDevice> physical_devices(VkInstance inst) {
+  uint32_t n = 0;
+  check(vkEnumeratePhysicalDevices(inst, &n, nullptr), "vkEnumeratePhysicalDevices");
+  std::vector<VkPhysicalDevice> ds(n);
+  check(vkEnumeratePhysicalDevices(inst, &n, ds.data()), "vkEnumeratePhysicalDevices");
+  ds.resize(n);
+  return ds;
+}
+
+constexpr const char* kValidationLayer = "VK_LAYER_KHRONOS_validation";
+
+}  // namespace
+
+void Context::add_message(std::string m) {
+  std::lock_guard<std::mutex> lock(msg_mu_);
+  if (messages_.size() < 64) messages_.push_back(std::move(m));
+}
+
+std::vector<std::string> Context::take_messages() {
+  std::lock_guard<std::mutex> lock(msg_mu_);
+  std::vector<std::string> m;
+  m.swap(messages_);
+  return m;
+}
+
+void Context::throw_if_messages(const char* where) {
+  auto msgs = take_messages();
+  if (msgs.empty()) return;
+  std::string all = cat("vulkan: ", msgs.size(), " validation message(s) at ", where, ":");
+  for (auto& m : msgs) all += "\n  " + m;
+  throw Error(all);
+}
+
+Context::Context(const BackendOptions& opts) {
+  uint32_t iv = instance_version();
+  ET_CHECK(iv >= VK_API_VERSION_1_2, "vulkan: the Vulkan loader supports only ", version_str(iv),
+           "; edgetrain needs Vulkan 1.2");
+  validation_ = opts.validation || opts.sync_validation || env_flag("EDGETRAIN_VULKAN_VALIDATION") ||
+                env_flag("EDGETRAIN_VULKAN_SYNC_VALIDATION");
+  bool sync = opts.sync_validation || env_flag("EDGETRAIN_VULKAN_SYNC_VALIDATION");
+
+  std::vector<const char*> layers, exts;
+  VkDebugUtilsMessengerCreateInfoEXT mci{VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT};
+  mci.messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT;
+  mci.messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT |
+                    VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT;
+  mci.pfnUserCallback = on_message;
+  mci.pUserData = this;
+  VkValidationFeatureEnableEXT sync_feature = VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT;
+  VkValidationFeaturesEXT vf{VK_STRUCTURE_TYPE_VALIDATION_FEATURES_EXT};
+  vf.enabledValidationFeatureCount = 1;
+  vf.pEnabledValidationFeatures = &sync_feature;
+  const void* chain = nullptr;
+  if (validation_) {
+    ET_CHECK(has_layer(kValidationLayer), "vulkan: validation was requested but the layer ", kValidationLayer,
+             " is not installed (Debian: apt install vulkan-validationlayers)");
+    layers.push_back(kValidationLayer);
+    ET_CHECK(has_instance_ext(nullptr, VK_EXT_DEBUG_UTILS_EXTENSION_NAME) ||
+                 has_instance_ext(kValidationLayer, VK_EXT_DEBUG_UTILS_EXTENSION_NAME),
+             "vulkan: validation was requested but ", VK_EXT_DEBUG_UTILS_EXTENSION_NAME, " is not available");
+    exts.push_back(VK_EXT_DEBUG_UTILS_EXTENSION_NAME);
+    chain = &mci;
+    if (sync) {
+      ET_CHECK(has_instance_ext(kValidationLayer, VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME),
+               "vulkan: synchronization validation needs ", VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME,
+               " from the validation layer");
+      exts.push_back(VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME);
+      vf.pNext = &mci;
+      chain = &vf;
+    }
+  }
+  VkApplicationInfo app{VK_STRUCTURE_TYPE_APPLICATION_INFO};
+  app.pApplicationName = "edgetrain";
+  app.pEngineName = "edgetrain";
+  app.apiVersion = VK_API_VERSION_1_2;
+  VkInstanceCreateInfo ici{VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO, chain};
+  ici.pApplicationInfo = &app;
+  ici.enabledLayerCount = static_cast<uint32_t>(layers.size());
+  ici.ppEnabledLayerNames = layers.data();
+  ici.enabledExtensionCount = static_cast<uint32_t>(exts.size());
+  ici.ppEnabledExtensionNames = exts.data();
+  check(vkCreateInstance(&ici, nullptr, &instance_), "vkCreateInstance");
+  if (validation_) {
+    auto create = reinterpret_cast<PFN_vkCreateDebugUtilsMessengerEXT>(
+        vkGetInstanceProcAddr(instance_, "vkCreateDebugUtilsMessengerEXT"));
+    if (!create) {
+      vkDestroyInstance(instance_, nullptr);
+      fail("vulkan: vkCreateDebugUtilsMessengerEXT is missing although ", VK_EXT_DEBUG_UTILS_EXTENSION_NAME,
+           " was enabled");
+    }
+    check(create(instance_, &mci, nullptr, &messenger_), "vkCreateDebugUtilsMessengerEXT");
+  }
+
+  try {
+    auto devs = physical_devices(instance_);
+    ET_CHECK(!devs.empty(), "vulkan: no Vulkan device found (no driver/ICD reports a physical device)");
+    std::string want = opts.device;
+    if (want.empty())
+      if (const char* e = std::getenv("EDGETRAIN_VULKAN_DEVICE")) want = e;
+    std::vector<std::string> names;
+    int chosen = -1;
+    if (!want.empty() && std::all_of(want.begin(), want.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); })) {
+      size_t idx = std::stoul(want);
+      ET_CHECK(idx < devs.size(), "vulkan: device index ", idx, " out of range (", devs.size(), " device(s))");
+      chosen = static_cast<int>(idx);
+    } else {
+      int best_rank = 1 << 30;
+      for (size_t i = 0; i < devs.size(); ++i) {
+        VkPhysicalDeviceProperties p;
+        vkGetPhysicalDeviceProperties(devs[i], &p);
+        names.push_back(p.deviceName);
+        if (p.apiVersion < VK_API_VERSION_1_2 || compute_family(devs[i]) < 0) continue;
+        if (!want.empty() && lower(p.deviceName).find(lower(want)) == std::string::npos) continue;
+        int r = rank_of(p.deviceType);
+        if (r < best_rank) best_rank = r, chosen = static_cast<int>(i);
+      }
+    }
+    if (chosen < 0) {
+      std::string list;
+      for (auto& n : names) list += (list.empty() ? "" : ", ") + n;
+      fail("vulkan: no usable device", want.empty() ? std::string() : " matching '" + want + "'", " among [", list,
+           "] (needs Vulkan 1.2 and a compute queue)");
+    }
+    phys_ = devs[chosen];
+    vkGetPhysicalDeviceProperties(phys_, &props_);
+    vkGetPhysicalDeviceMemoryProperties(phys_, &mem_props_);
+    ET_CHECK(props_.apiVersion >= VK_API_VERSION_1_2, "vulkan: device ", props_.deviceName, " supports only Vulkan ",
+             version_str(props_.apiVersion), "; edgetrain needs 1.2");
+    int fam = compute_family(phys_);
+    ET_CHECK(fam >= 0, "vulkan: device ", props_.deviceName, " has no compute queue");
+    queue_family_ = static_cast<uint32_t>(fam);
+    limits_ = read_limits(phys_);
+
+    // Portability drivers (MoltenVK) require their subset extension to be enabled when present.
+    std::vector<const char*> dexts;
+    uint32_t n = 0;
+    vkEnumerateDeviceExtensionProperties(phys_, nullptr, &n, nullptr);
+    std::vector<VkExtensionProperties> avail(n);
+    vkEnumerateDeviceExtensionProperties(phys_, nullptr, &n, avail.data());
+    for (auto& e : avail)
+      if (std::strcmp(e.extensionName, "VK_KHR_portability_subset") == 0) dexts.push_back("VK_KHR_portability_subset");
+
+    float prio = 1.0f;
+    VkDeviceQueueCreateInfo qci{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
+    qci.queueFamilyIndex = queue_family_;
+    qci.queueCount = 1;
+    qci.pQueuePriorities = &prio;
+    VkDeviceCreateInfo dci{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
+    dci.queueCreateInfoCount = 1;
+    dci.pQueueCreateInfos = &qci;
+    dci.enabledExtensionCount = static_cast<uint32_t>(dexts.size());
+    dci.ppEnabledExtensionNames = dexts.data();
+    check(vkCreateDevice(phys_, &dci, nullptr, &device_), "vkCreateDevice");
+    vkGetDeviceQueue(device_, queue_family_, 0, &queue_);
+    throw_if_messages("device creation");
+  } catch (...) {
+    destroy();
+    throw;
+  }
+}
+
+Context::~Context() { destroy(); }
+
+void Context::destroy() {
+  if (device_) vkDestroyDevice(device_, nullptr);
+  device_ = VK_NULL_HANDLE;
+  if (messenger_) {
+    auto destroy = reinterpret_cast<PFN_vkDestroyDebugUtilsMessengerEXT>(
+        vkGetInstanceProcAddr(instance_, "vkDestroyDebugUtilsMessengerEXT"));
+    if (destroy) destroy(instance_, messenger_, nullptr);
+    messenger_ = VK_NULL_HANDLE;
+  }
+  if (instance_) vkDestroyInstance(instance_, nullptr);
+  instance_ = VK_NULL_HANDLE;
+}
+
+std::vector<DeviceInfo> list_vulkan_devices() {
+  std::vector<DeviceInfo> out;
+  try {
+    uint32_t iv = instance_version();
+    if (iv < VK_API_VERSION_1_2) {
+      out.push_back({"vulkan", "-", "other", "Vulkan loader " + version_str(iv) + " is older than 1.2", false});
+      return out;
+    }
+    VkApplicationInfo app{VK_STRUCTURE_TYPE_APPLICATION_INFO};
+    app.apiVersion = VK_API_VERSION_1_2;
+    VkInstanceCreateInfo ici{VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO};
+    ici.pApplicationInfo = &app;
+    VkInstance inst = VK_NULL_HANDLE;
+    VkResult r = vkCreateInstance(&ici, nullptr, &inst);
+    if (r != VK_SUCCESS) {
+      out.push_back({"vulkan", "-", "other", cat("no Vulkan: vkCreateInstance failed: ", result_name(r)), false});
+      return out;
+    }
+    std::vector<VkPhysicalDevice> devs;
+    try {
+      devs = physical_devices(inst);
+    } catch (const Error& e) {
+      out.push_back({"vulkan", "-", "other", e.what(), false});
+    }
+    if (devs.empty() && out.empty()) out.push_back({"vulkan", "-", "other", "no Vulkan: no physical device", false});
+    for (size_t i = 0; i < devs.size(); ++i) {
+      VkPhysicalDeviceProperties p;
+      vkGetPhysicalDeviceProperties(devs[i], &p);
+      DeviceInfo d{"vulkan", p.deviceName, kind_of(p.deviceType), cat("#", i, ": ", details_of(devs[i])), true};
+      if (p.apiVersion < VK_API_VERSION_1_2) d.usable = false, d.details += " (unusable: needs Vulkan 1.2)";
+      if (compute_family(devs[i]) < 0) d.usable = false, d.details += " (unusable: no compute queue)";
+      out.push_back(d);
+    }
+    vkDestroyInstance(inst, nullptr);
+  } catch (...) {
+    out.push_back({"vulkan", "-", "other", "no Vulkan: device enumeration failed", false});
+  }
+  return out;
+}
+
+}  // namespace edgetrain::vk

@@ -1,0 +1,74 @@
+// The Vulkan device context: instance (with the validation layer and its message capture when asked),
+// physical-device choice, logical device, one compute queue, and the limits encoders need.
+#pragma once
+
+#include <vulkan/vulkan.h>
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "edgetrain/backends.h"
+
+namespace edgetrain::vk {
+
+// Throws Error "vulkan: <what> failed: <result name>" unless r is VK_SUCCESS.
+void check(VkResult r, const char* what);
+const char* result_name(VkResult r);
+
+struct Limits {
+  uint32_t max_groups[3] = {65535, 65535, 65535};
+  uint32_t max_invocations = 128;
+  uint32_t max_shared_bytes = 16384;
+  uint32_t subgroup_size = 32;
+  VkDeviceSize max_storage_range = 1u << 27;
+  VkDeviceSize device_local_heap = 0;  // bytes of the largest device-local heap
+};
+
+class Context {
+ public:
+  // Creates instance + device per opts (device index or name substring; env EDGETRAIN_VULKAN_DEVICE,
+  // EDGETRAIN_VULKAN_VALIDATION=1, EDGETRAIN_VULKAN_SYNC_VALIDATION=1). Throws Error with a clear reason.
+  explicit Context(const BackendOptions& opts);
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  VkInstance instance() const { return instance_; }
+  VkPhysicalDevice physical() const { return phys_; }
+  VkDevice device() const { return device_; }
+  VkQueue queue() const { return queue_; }
+  uint32_t queue_family() const { return queue_family_; }
+  const VkPhysicalDeviceProperties& properties() const { return props_; }
+  const VkPhysicalDeviceMemoryProperties& memory_properties() const { return mem_props_; }
+  const Limits& limits() const { return limits_; }
+  bool validation() const { return validation_; }
+
+  // Validation messages (warning or error) collected since the last call; they are cleared.
+  std::vector<std::string> take_messages();
+  // Throws Error listing every collected validation message, naming `where`.
+  void throw_if_messages(const char* where);
+  // For the callback.
+  void add_message(std::string m);
+
+ private:
+  void destroy();
+  VkInstance instance_ = VK_NULL_HANDLE;
+  VkDebugUtilsMessengerEXT messenger_ = VK_NULL_HANDLE;
+  VkPhysicalDevice phys_ = VK_NULL_HANDLE;
+  VkDevice device_ = VK_NULL_HANDLE;
+  VkQueue queue_ = VK_NULL_HANDLE;
+  uint32_t queue_family_ = 0;
+  VkPhysicalDeviceProperties props_{};
+  VkPhysicalDeviceMemoryProperties mem_props_{};
+  Limits limits_;
+  bool validation_ = false;
+  std::mutex msg_mu_;
+  std::vector<std::string> messages_;
+};
+
+// Every physical device with kind, driver and limits; never throws.
+std::vector<DeviceInfo> list_vulkan_devices();
+
+}  // namespace edgetrain::vk

@@ -1,0 +1,70 @@
+// How an op becomes Vulkan work: an encoder turns one validated OpCall into one or more Dispatches of
+// embedded SPIR-V kernels. The runtime (context.cpp, program.cpp) owns devices, memory, pipelines and
+// command buffers; encoders (ops_<family>.cpp) only choose kernels, constants and grid sizes.
+//
+// Binding convention, the same for every kernel, so shaders and encoders agree without tables:
+//   set 0, binding i            = call input i (an absent optional input is bound to a 16-byte dummy),
+//   binding n_in + j            = call output j,
+//   binding n_in + n_out        = the program's scalar block (float[]: slots first, then constants),
+//   binding n_in + n_out + 1 + s = scratch buffer s of this call (Dispatch::scratch), if any.
+// All are storage buffers. Float arguments reach shaders as indices into the scalar block (passed in push
+// constants), so a new learning rate or bias correction is a write to that block, never a re-record.
+// The runtime puts a full compute->compute memory barrier between consecutive dispatches.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "edgetrain/backend.h"
+
+namespace edgetrain::vk {
+
+struct Kernel {
+  const char* name;       // shader file stem, e.g. "linear_dw"
+  const uint32_t* spirv;  // embedded words (kSpv_<name> from <name>.spv.h)
+  size_t words;
+};
+#define ET_VK_KERNEL(stem) (::edgetrain::vk::Kernel{#stem, kSpv_##stem, sizeof(kSpv_##stem) / sizeof(uint32_t)})
+
+struct Dispatch {
+  Kernel kernel;
+  std::vector<uint32_t> spec;   // specialization constants, constant_id 0, 1, 2, ...
+  std::vector<uint8_t> push;    // push-constant bytes (<= 128)
+  uint32_t groups[3] = {1, 1, 1};
+  // Appends a POD value to the push constants (keep std430-compatible order: 4-byte fields).
+  template <typename T>
+  Dispatch& arg(const T& v) {
+    static_assert(sizeof(T) % 4 == 0, "push constants are 4-byte fields");
+    size_t o = push.size();
+    push.resize(o + sizeof(T));
+    std::memcpy(push.data() + o, &v, sizeof(T));
+    return *this;
+  }
+};
+
+// What an encoder sees besides the call.
+struct EncodeContext {
+  std::vector<uint32_t> float_index;    // scalar-block index of each float argument of the call
+  uint32_t max_groups[3];               // device maxComputeWorkGroupCount
+  uint32_t subgroup_size;               // device subgroup size (e.g. 32 on NVIDIA, 4..64 on CPUs)
+  uint32_t max_shared_bytes;            // maxComputeSharedMemorySize
+  uint32_t max_invocations;             // maxComputeWorkGroupInvocations
+};
+
+struct Encoded {
+  std::vector<Dispatch> dispatches;
+  std::vector<size_t> scratch_bytes;  // per-call scratch buffers (bound after the scalar block)
+};
+
+// Encoder of one op family member; registered in ops_registry.cpp. Throws Error for unsupported shapes.
+using Encoder = void (*)(const OpCall& call, const EncodeContext& ctx, Encoded& out);
+Encoder encoder_for(Op op);  // nullptr when the op has no Vulkan kernel yet
+
+// Grid helper: splits a large 1-D count of workgroups into x*y within the device limits (shaders then
+// compute the linear workgroup id as gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x and
+// return when it is past the end). Avoids ExecuTorch's 65,535-row caps.
+void grid_1d(uint64_t workgroups, const EncodeContext& ctx, uint32_t groups[3]);
+
+}  // namespace edgetrain::vk

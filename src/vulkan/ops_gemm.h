@@ -1,0 +1,22 @@
+// The shared tiled GEMM (gemm.comp) as an encoder helper, used by the gemm family and by linear_dW.
+#pragma once
+
+#include <cstdint>
+
+#include "vulkan/kernel.h"
+
+namespace edgetrain::vk {
+
+// C[b][M,N] (+)= alpha * A(m,k) * B(k,n) (+ bias[n]) with A(m,k) = A[b*a_batch + m*sa_row + k*sa_red] and
+// B(k,n) = B[b*b_batch + k*sb_red + n*sb_col]. layout 0 binds a,b,out,scalars; layout 1 x,w,bias,y,scalars.
+struct GemmArgs {
+  uint64_t M = 0, N = 0, K = 0;
+  uint32_t sa_row = 0, sa_red = 1, sb_red = 0, sb_col = 1;
+  uint32_t a_batch = 0, b_batch = 0, c_batch = 0, batch = 1;
+  uint32_t alpha_idx = 0xffffffffu;  // scalar-block index, or none (alpha = 1)
+  uint32_t flags = 0;                // bit 0 bias (layout 1), bit 1 accumulate into C
+  uint32_t layout = 0;
+};
+void encode_gemm(const GemmArgs& g, const EncodeContext& ctx, Encoded& out);
+
+}  // namespace edgetrain::vk

@@ -1,0 +1,173 @@
+// Vulkan encoders of the Llama-block family: rms_norm (+backward), rope (+backward), silu_mul (+backward),
+// embedding (+backward, a deterministic scatter-add) and gather. Kernels: shaders/rms_norm*.comp,
+// rope.comp, silu_mul*.comp, embedding*.comp, gather.comp.
+#include <algorithm>
+
+#include "embedding.spv.h"
+#include "embedding_backward.spv.h"
+#include "gather.spv.h"
+#include "rms_norm.spv.h"
+#include "rms_norm_backward.spv.h"
+#include "rope.spv.h"
+#include "silu_mul.spv.h"
+#include "silu_mul_backward.spv.h"
+#include "vulkan/ops_generic.h"
+
+namespace edgetrain::vk {
+namespace {
+using namespace generic;
+
+void encode_rms_norm(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
+  const Shape& s = c.in[0].shape();
+  u32(s.numel(), c);
+  uint32_t D = u32(s.last(), c), rows = u32(s.rows(), c);
+  if (rows == 0) return;
+  uint32_t wg = reduce_wg(ctx);
+  Dispatch d = kernel(ET_VK_KERNEL(rms_norm), {wg});
+  d.arg(D).arg(rows).arg(ctx.float_index[0]);
+  grid_1d(rows, ctx, d.groups);
+  out.dispatches.push_back(d);
+}
+
+// Rows per dw partial of rms_norm_backward.
+constexpr uint32_t kDwChunk = 64;
+
+void encode_rms_norm_backward(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
+  const Shape& s = c.in[1].shape();
+  u32(s.numel(), c);
+  uint32_t D = u32(s.last(), c), rows = u32(s.rows(), c);
+  uint32_t n_chunks = (rows + kDwChunk - 1) / kDwChunk;
+  uint32_t acc = c.ints[0] != 0 ? 1u : 0u;
+  uint32_t wg = reduce_wg(ctx);
+  out.scratch_bytes.push_back(std::max<size_t>(16, size_t(n_chunks) * D * sizeof(float)));
+  u32(uint64_t(n_chunks) * D, c);
+  auto make = [&](uint32_t mode) {
+    Dispatch d = kernel(ET_VK_KERNEL(rms_norm_backward), {wg, mode});
+    d.arg(D).arg(rows).arg(kDwChunk).arg(n_chunks).arg(acc);
+    return d;
+  };
+  if (rows > 0 && D > 0) {
+    Dispatch dx = make(0);
+    grid_1d(rows, ctx, dx.groups);
+    out.dispatches.push_back(dx);
+    Dispatch part = make(1);
+    threads_grid(part, uint64_t(n_chunks) * D, wg, ctx);
+    out.dispatches.push_back(part);
+  }
+  if (D > 0) {
+    Dispatch dw = make(2);
+    threads_grid(dw, D, wg, ctx);
+    out.dispatches.push_back(dw);
+  }
+}
+
+void rope_like(const OpCall& c, const EncodeContext& ctx, Encoded& out, uint32_t backward) {
+  const Shape& s = c.in[0].shape();
+  int r = s.rank();
+  u32(s.numel(), c);
+  uint32_t T = u32(s[r - 3], c), H = u32(s[r - 2], c), D = u32(s[r - 1], c);
+  uint32_t n = u32(s.numel() / std::max<int64_t>(1, int64_t(H) * D) * (D / 2), c);  // B*T*D/2
+  if (n == 0 || H == 0) return;
+  Dispatch d = kernel(ET_VK_KERNEL(rope), {backward});
+  d.arg(n).arg(T).arg(H).arg(D).arg(ctx.float_index[0]).arg(ctx.float_index[1]);
+  threads_grid(d, n, kWG, ctx);
+  out.dispatches.push_back(d);
+}
+void encode_rope(const OpCall& c, const EncodeContext& ctx, Encoded& out) { rope_like(c, ctx, out, 0); }
+void encode_rope_backward(const OpCall& c, const EncodeContext& ctx, Encoded& out) { rope_like(c, ctx, out, 1); }
+
+void encode_silu_mul(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
+  uint32_t n = u32(c.in[0].numel(), c);
+  if (n == 0) return;
+  Dispatch d = kernel(ET_VK_KERNEL(silu_mul));
+  d.arg(n);
+  threads_grid(d, n, kWG, ctx);
+  out.dispatches.push_back(d);
+}
+
+void encode_silu_mul_backward(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
+  uint32_t n = u32(c.in[0].numel(), c);
+  if (n == 0) return;
+  Dispatch d = kernel(ET_VK_KERNEL(silu_mul_backward));
+  d.arg(n);
+  threads_grid(d, n, kWG, ctx);
+  out.dispatches.push_back(d);
+}
+
+void encode_embedding(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
+  const Shape& w = c.in[0].shape();
+  uint32_t n = u32(c.out[0].numel(), c);
+  if (n == 0) return;
+  Dispatch d = kernel(ET_VK_KERNEL(embedding));
+  d.arg(n).arg(u32(w[0], c)).arg(u32(w[1], c));
+  threads_grid(d, n, kWG, ctx);
+  out.dispatches.push_back(d);
+}
+
+// Zero dw (unless accumulating), stable-sort token positions by index into scratch, then one pass where
+// the first position of each run of equal indices sums its run in token order.
+void encode_embedding_backward(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
+  const Shape& dw = c.out[0].shape();
+  uint32_t V = u32(dw[0], c), D = u32(dw[1], c), n = u32(c.in[1].numel(), c);
+  u32(int64_t(V) * D, c);
+  u32(int64_t(n) * D, c);
+  uint32_t acc = c.ints[0] != 0 ? 1u : 0u;
+  uint32_t wg = reduce_wg(ctx);
+  out.scratch_bytes.push_back(std::max<size_t>(16, size_t(n) * sizeof(uint32_t)));
+  auto make = [&](uint32_t mode) {
+    Dispatch d = kernel(ET_VK_KERNEL(embedding_backward), {wg, mode});
+    d.arg(n).arg(V).arg(D).arg(acc);
+    return d;
+  };
+  if (!acc && uint64_t(V) * D > 0) {
+    Dispatch z = make(0);
+    threads_grid(z, uint64_t(V) * D, wg, ctx);
+    out.dispatches.push_back(z);
+  }
+  if (n == 0 || D == 0) return;
+  Dispatch sort = make(1);
+  threads_grid(sort, n, wg, ctx);
+  out.dispatches.push_back(sort);
+  Dispatch add = make(2);
+  threads_grid(add, uint64_t(n) * D, wg, ctx);
+  out.dispatches.push_back(add);
+}
+
+void encode_gather(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
+  const Shape &xs = c.in[0].shape(), &is = c.in[1].shape();
+  uint32_t n = u32(is.numel(), c);
+  if (n == 0) return;
+  int r = xs.rank();
+  int64_t dim = c.ints[0] < 0 ? c.ints[0] + r : c.ints[0];
+  Dims4 st;
+  for (uint32_t& v : st.d) v = 0;
+  int64_t acc = 1;
+  for (int i = r - 1; i >= 0; --i) {
+    st.d[4 - r + i] = u32(acc, c);
+    acc *= xs[i];
+  }
+  u32(acc, c);
+  Dispatch d = kernel(ET_VK_KERNEL(gather));
+  d.arg(pad4(is, c)).arg(st).arg(n).arg(static_cast<uint32_t>(4 - r + dim)).arg(u32(xs[static_cast<int>(dim)], c));
+  threads_grid(d, n, kWG, ctx);
+  out.dispatches.push_back(d);
+}
+
+}  // namespace
+
+Encoder llama_encoder(Op op) {
+  switch (op) {
+    case Op::rms_norm: return encode_rms_norm;
+    case Op::rms_norm_backward: return encode_rms_norm_backward;
+    case Op::rope: return encode_rope;
+    case Op::rope_backward: return encode_rope_backward;
+    case Op::silu_mul: return encode_silu_mul;
+    case Op::silu_mul_backward: return encode_silu_mul_backward;
+    case Op::embedding: return encode_embedding;
+    case Op::embedding_backward: return encode_embedding_backward;
+    case Op::gather: return encode_gather;
+    default: return nullptr;
+  }
+}
+
+}  // namespace edgetrain::vk

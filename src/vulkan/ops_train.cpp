@@ -1,0 +1,155 @@
+// Encoders of the six training ops: linear_q4gsw (tiled GEMM, or the GEMV kernel for one row),
+// linear_q4gsw_backward, linear_dW (the shared tiled GEMM contracting over M), fused_ce (+ row-loss sum),
+// q4gsw_requant and adamw_step. Shapes were validated by check_call; these only size grids and constants.
+#include <algorithm>
+
+#include "adamw_step.spv.h"
+#include "edgetrain/q4gsw.h"
+#include "fused_ce.spv.h"
+#include "fused_ce_sum.spv.h"
+#include "linear_q4gsw.spv.h"
+#include "linear_q4gsw_gemv.spv.h"
+#include "q4gsw_backward.spv.h"
+#include "q4gsw_requant.spv.h"
+#include "vulkan/kernel.h"
+#include "vulkan/ops_gemm.h"
+
+namespace edgetrain::vk {
+namespace {
+
+uint32_t u32(int64_t v, const char* what) {
+  ET_CHECK(v >= 0 && v < (int64_t(1) << 32), "vulkan: ", what, " = ", v, " does not fit 32 bits");
+  return static_cast<uint32_t>(v);
+}
+
+uint32_t tiles64(int64_t n) { return static_cast<uint32_t>((n + 63) / 64); }
+
+void check_grid(const Dispatch& d, const EncodeContext& ctx, const OpCall& c) {
+  for (int i = 0; i < 3; ++i)
+    ET_CHECK(d.groups[i] <= ctx.max_groups[i], "vulkan: ", d.kernel.name, " needs ", d.groups[i],
+             " workgroups on axis ", i, ", more than the device allows (", ctx.max_groups[i], ") for ", c.str());
+}
+
+// Largest power of two <= min(want, device max invocations).
+uint32_t pow2_lanes(uint32_t want, const EncodeContext& ctx) {
+  uint32_t lim = std::min(want, ctx.max_invocations), p = 1;
+  while (p * 2 <= lim) p *= 2;
+  return p;
+}
+
+// Push constants shared by the q4 kernels: M, N, K, N8, K4, G, gs.
+void q4_push(Dispatch& d, int64_t M, const q4::Geometry& g) {
+  d.arg(u32(M, "M")).arg(u32(g.N, "N")).arg(u32(g.K, "K")).arg(u32(g.N8(), "N8")).arg(u32(g.K4(), "K4"));
+  d.arg(u32(g.groups(), "G")).arg(u32(g.group_size, "group_size"));
+}
+
+// y[m,n] = sum_k x[m,k] W[n,k] + bias[n]
+void enc_linear_q4gsw(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
+  const Tensor& x = c.in[0];
+  q4::Geometry g(c.in[2].shape()[1], x.shape().last(), c.ints[0]);
+  int64_t M = x.shape().rows();
+  uint32_t has_bias = c.in.size() > 3 && c.in[3].defined() ? 1u : 0u;
+  if (M == 0) return;
+  if (M == 1) {
+    Dispatch d{ET_VK_KERNEL(linear_q4gsw_gemv)};
+    uint32_t lanes = pow2_lanes(128, ctx);
+    uint32_t cols = std::min<uint32_t>(4, lanes / 4);
+    d.spec = {cols, lanes / cols, lanes};
+    q4_push(d, M, g);
+    d.arg(has_bias);
+    grid_1d((g.N8() + cols - 1) / cols, ctx, d.groups);
+    d.groups[2] = 1;
+    out.dispatches.push_back(std::move(d));
+    return;
+  }
+  Dispatch d{ET_VK_KERNEL(linear_q4gsw)};
+  q4_push(d, M, g);
+  d.arg(has_bias);
+  d.groups[0] = tiles64(g.N);
+  d.groups[1] = tiles64(M);
+  check_grid(d, ctx, c);
+  out.dispatches.push_back(std::move(d));
+}
+
+// dx[m,k] = sum_n dy[m,n] W[n,k]
+void enc_linear_q4gsw_backward(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
+  const Tensor& dy = c.in[0];
+  q4::Geometry g(c.in[2].shape()[1], c.ints[1], c.ints[0]);
+  int64_t M = dy.shape().rows();
+  if (M == 0) return;
+  Dispatch d{ET_VK_KERNEL(q4gsw_backward)};
+  q4_push(d, M, g);
+  d.groups[0] = tiles64(g.K);
+  d.groups[1] = tiles64(M);
+  check_grid(d, ctx, c);
+  out.dispatches.push_back(std::move(d));
+}
+
+// dw[n,k] (+)= sum_m dy[m,n] x[m,k]: the tiled GEMM with A = dy^T (rows n contiguous), B = x.
+void enc_linear_dW(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
+  const Tensor &dy = c.in[0], &x = c.in[1];
+  GemmArgs a;
+  a.M = dy.shape().last();  // N
+  a.N = x.shape().last();   // K
+  a.K = dy.shape().rows();  // M, the contraction
+  a.sa_row = 1;
+  a.sa_red = u32(a.M, "N");
+  a.sb_red = u32(a.N, "K");
+  a.sb_col = 1;
+  a.flags = c.ints[0] ? 2u : 0u;
+  encode_gemm(a, ctx, out);
+}
+
+// loss = sum_r row_loss[r]; dlogits = (softmax - onehot) / n_valid
+void enc_fused_ce(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
+  const Shape& s = c.in[0].shape();
+  uint32_t R = u32(s[0], "rows"), V = u32(s[1], "vocab"), lanes = pow2_lanes(256, ctx);
+  Dispatch rows{ET_VK_KERNEL(fused_ce)};
+  rows.spec = {lanes};
+  rows.arg(R).arg(V).arg(ctx.float_index.at(0));
+  grid_1d(R, ctx, rows.groups);
+  if (R > 0) out.dispatches.push_back(rows);
+  Dispatch sum{ET_VK_KERNEL(fused_ce_sum)};
+  sum.spec = {lanes};
+  sum.arg(R).arg(V).arg(ctx.float_index.at(0));
+  out.dispatches.push_back(std::move(sum));
+  out.scratch_bytes.push_back(static_cast<size_t>(R) * sizeof(float));
+}
+
+// W_4X8 codes from fp32 latents, one thread per word.
+void enc_q4gsw_requant(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
+  const Shape& s = c.in[0].shape();
+  q4::Geometry g(s[0], s[1], c.ints[0]);
+  Dispatch d{ET_VK_KERNEL(q4gsw_requant)};
+  d.arg(u32(g.N, "N")).arg(u32(g.K, "K")).arg(u32(g.N8(), "N8")).arg(u32(g.K4(), "K4"));
+  d.arg(u32(g.groups(), "G")).arg(u32(g.group_size, "group_size")).arg(u32(g.words(), "words"));
+  grid_1d((g.words() + 63) / 64, ctx, d.groups);
+  out.dispatches.push_back(std::move(d));
+}
+
+// In-place AdamW, 4 elements per thread.
+void enc_adamw_step(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
+  int64_t n = c.in[0].numel();
+  if (n == 0) return;
+  Dispatch d{ET_VK_KERNEL(adamw_step)};
+  d.arg(u32(n, "numel"));
+  for (int i = 0; i < 7; ++i) d.arg(ctx.float_index.at(i));
+  grid_1d((n + 255) / 256, ctx, d.groups);
+  out.dispatches.push_back(std::move(d));
+}
+
+}  // namespace
+
+Encoder train_encoder(Op op) {
+  switch (op) {
+    case Op::linear_q4gsw: return enc_linear_q4gsw;
+    case Op::linear_q4gsw_backward: return enc_linear_q4gsw_backward;
+    case Op::linear_dW: return enc_linear_dW;
+    case Op::fused_ce: return enc_fused_ce;
+    case Op::q4gsw_requant: return enc_q4gsw_requant;
+    case Op::adamw_step: return enc_adamw_step;
+    default: return nullptr;
+  }
+}
+
+}  // namespace edgetrain::vk

@@ -1,0 +1,80 @@
+// Shader modules, layouts and compute pipelines, created on first use and cached for the backend's life.
+#include "vulkan/pipelines.h"
+
+namespace edgetrain::vk {
+
+Pipelines::Pipelines(Context& ctx) : ctx_(ctx) {
+  VkPipelineCacheCreateInfo ci{VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO};
+  check(vkCreatePipelineCache(ctx.device(), &ci, nullptr, &cache_), "vkCreatePipelineCache");
+}
+
+Pipelines::~Pipelines() {
+  VkDevice d = ctx_.device();
+  for (auto& [k, p] : pipelines_) vkDestroyPipeline(d, p, nullptr);
+  for (auto& [k, m] : modules_) vkDestroyShaderModule(d, m, nullptr);
+  for (auto& [k, l] : layouts_) {
+    vkDestroyPipelineLayout(d, l.pipeline, nullptr);
+    vkDestroyDescriptorSetLayout(d, l.set, nullptr);
+  }
+  if (cache_) vkDestroyPipelineCache(d, cache_, nullptr);
+}
+
+Pipelines::Layout& Pipelines::layout_for(uint32_t n) {
+  Layout& l = layouts_[n];
+  if (l.set) return l;
+  std::vector<VkDescriptorSetLayoutBinding> bs(n);
+  for (uint32_t i = 0; i < n; ++i) bs[i] = {i, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1, VK_SHADER_STAGE_COMPUTE_BIT, nullptr};
+  VkDescriptorSetLayoutCreateInfo si{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
+  si.bindingCount = n;
+  si.pBindings = bs.data();
+  check(vkCreateDescriptorSetLayout(ctx_.device(), &si, nullptr, &l.set), "vkCreateDescriptorSetLayout");
+  VkPushConstantRange pr{VK_SHADER_STAGE_COMPUTE_BIT, 0, kPushBytes};
+  VkPipelineLayoutCreateInfo pi{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
+  pi.setLayoutCount = 1;
+  pi.pSetLayouts = &l.set;
+  pi.pushConstantRangeCount = 1;
+  pi.pPushConstantRanges = &pr;
+  check(vkCreatePipelineLayout(ctx_.device(), &pi, nullptr, &l.pipeline), "vkCreatePipelineLayout");
+  return l;
+}
+
+VkDescriptorSetLayout Pipelines::set_layout(uint32_t bindings) { return layout_for(bindings).set; }
+VkPipelineLayout Pipelines::layout(uint32_t bindings) { return layout_for(bindings).pipeline; }
+
+VkShaderModule Pipelines::module(const Kernel& k) {
+  VkShaderModule& m = modules_[k.spirv];
+  if (m) return m;
+  VkShaderModuleCreateInfo ci{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
+  ci.codeSize = k.words * sizeof(uint32_t);
+  ci.pCode = k.spirv;
+  VkResult r = vkCreateShaderModule(ctx_.device(), &ci, nullptr, &m);
+  if (r != VK_SUCCESS) {
+    modules_.erase(k.spirv);
+    fail("vulkan: vkCreateShaderModule failed for kernel ", k.name, ": ", result_name(r));
+  }
+  return m;
+}
+
+VkPipeline Pipelines::get(const Kernel& k, const std::vector<uint32_t>& spec, uint32_t bindings) {
+  auto key = std::make_tuple(k.spirv, spec, bindings);
+  auto it = pipelines_.find(key);
+  if (it != pipelines_.end()) return it->second;
+  std::vector<VkSpecializationMapEntry> entries(spec.size());
+  for (uint32_t i = 0; i < spec.size(); ++i) entries[i] = {i, i * 4u, 4};
+  VkSpecializationInfo si{static_cast<uint32_t>(entries.size()), entries.data(), spec.size() * 4, spec.data()};
+  VkComputePipelineCreateInfo ci{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
+  ci.stage = {VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO};
+  ci.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
+  ci.stage.module = module(k);
+  ci.stage.pName = "main";
+  ci.stage.pSpecializationInfo = spec.empty() ? nullptr : &si;
+  ci.layout = layout(bindings);
+  VkPipeline p = VK_NULL_HANDLE;
+  VkResult r = vkCreateComputePipelines(ctx_.device(), cache_, 1, &ci, nullptr, &p);
+  if (r != VK_SUCCESS) fail("vulkan: creating the pipeline of kernel ", k.name, " failed: ", result_name(r));
+  pipelines_[key] = p;
+  ctx_.throw_if_messages(k.name);
+  return p;
+}
+
+}  // namespace edgetrain::vk

@@ -1,0 +1,262 @@
+// VulkanBackend (allocation, transfers, release) and VulkanProgram (encode once, record one command
+// buffer, replay by rewriting the scalar block), plus the registry entry points of backends.cpp.
+#include "vulkan/program.h"
+
+#include <cstdio>
+#include <cstring>
+
+namespace edgetrain::vk {
+
+// Op families whose encoder file is not compiled in (yet) answer "no kernel"; a family file's own
+// definition replaces these weak ones at link time.
+#define ET_VK_WEAK_FAMILY(fn) \
+  __attribute__((weak)) Encoder fn(Op) { return nullptr; }
+ET_VK_WEAK_FAMILY(elementwise_encoder)
+ET_VK_WEAK_FAMILY(copy_encoder)
+ET_VK_WEAK_FAMILY(reduce_encoder)
+ET_VK_WEAK_FAMILY(llama_encoder)
+ET_VK_WEAK_FAMILY(optim_encoder)
+#undef ET_VK_WEAK_FAMILY
+
+// ---- VulkanBackend ----
+
+VulkanBackend::VulkanBackend(const BackendOptions& opts) {
+  ctx_ = std::make_unique<Context>(opts);
+  mem_ = std::make_unique<Memory>(*ctx_);
+  xfer_ = std::make_unique<Transfer>(*ctx_, *mem_);
+  pipes_ = std::make_unique<Pipelines>(*ctx_);
+  dummy_ = mem_->create(16);
+  xfer_->zero_fill_later(dummy_.buffer);
+}
+
+VulkanBackend::~VulkanBackend() {
+  if (ctx_ && ctx_->device()) vkDeviceWaitIdle(ctx_->device());
+  for (auto& [id, b] : buffers_) mem_->destroy(b);
+  buffers_.clear();
+  if (mem_) mem_->destroy(dummy_);
+  pipes_.reset();
+  xfer_.reset();
+  mem_.reset();
+  if (ctx_)
+    for (const std::string& m : ctx_->take_messages())
+      std::fprintf(stderr, "edgetrain vulkan: validation message at shutdown: %s\n", m.c_str());
+  ctx_.reset();
+}
+
+const DeviceBuffer& VulkanBackend::buffer(uint64_t id) const {
+  auto it = buffers_.find(id);
+  ET_CHECK(it != buffers_.end(), "vulkan: unknown tensor allocation ", id);
+  return it->second;
+}
+
+EncodeContext VulkanBackend::encode_context() const {
+  EncodeContext e;
+  const Limits& l = ctx_->limits();
+  for (int i = 0; i < 3; ++i) e.max_groups[i] = l.max_groups[i];
+  e.subgroup_size = l.subgroup_size;
+  e.max_shared_bytes = l.max_shared_bytes;
+  e.max_invocations = l.max_invocations;
+  return e;
+}
+
+uint64_t VulkanBackend::allocate(size_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  DeviceBuffer b = mem_->create(bytes);
+  xfer_->zero_fill_later(b.buffer);
+  uint64_t id = next_id_++;
+  buffers_[id] = b;
+  return id;
+}
+
+void VulkanBackend::release(uint64_t id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = buffers_.find(id);
+  if (it == buffers_.end()) return;
+  xfer_->forget(it->second.buffer);
+  mem_->destroy(it->second);
+  buffers_.erase(it);
+}
+
+void VulkanBackend::write(uint64_t id, const void* data, size_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  xfer_->upload(buffer(id).buffer, data, bytes);
+}
+
+void VulkanBackend::read(uint64_t id, void* data, size_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  xfer_->download(buffer(id).buffer, data, bytes);
+}
+
+std::unique_ptr<Program> VulkanBackend::new_program() { return std::make_unique<VulkanProgram>(*this); }
+
+// ---- VulkanProgram ----
+
+VulkanProgram::~VulkanProgram() {
+  std::lock_guard<std::mutex> lock(vb_.mutex());
+  VkDevice d = vb_.context().device();
+  if (cmd_) vkFreeCommandBuffers(d, vb_.transfer().pool(), 1, &cmd_);
+  if (pool_) vkDestroyDescriptorPool(d, pool_, nullptr);
+  for (DeviceBuffer& s : scratch_) {
+    vb_.transfer().forget(s.buffer);
+    vb_.memory().destroy(s);
+  }
+  vb_.memory().destroy_host(scalars_);
+}
+
+void VulkanProgram::on_finalize() {
+  std::lock_guard<std::mutex> lock(vb_.mutex());
+  Context& ctx = vb_.context();
+  VkDevice dev = ctx.device();
+  const auto& calls = this->calls();
+  if (calls.empty()) return;
+
+  // Scalar block: slots first, then every constant float argument in call order.
+  std::vector<float> block = slot_values();
+  const uint32_t n_slots = static_cast<uint32_t>(block.size());
+  EncodeContext base = vb_.encode_context();
+  std::vector<Encoded> enc(calls.size());
+  what_ = "replay of [";
+  for (size_t c = 0; c < calls.size(); ++c) {
+    const OpCall& call = calls[c];
+    what_ += (c ? ", " : "") + std::string(op_name(call.op));
+    Encoder e = encoder_for(call.op);
+    ET_CHECK(e, "vulkan: no kernel for op ", op_name(call.op), " (call: ", call.str(), ")");
+    EncodeContext ec = base;
+    for (const Scalar& f : call.floats) {
+      if (f.is_slot()) {
+        ec.float_index.push_back(static_cast<uint32_t>(f.slot));
+      } else {
+        ec.float_index.push_back(static_cast<uint32_t>(block.size()));
+        block.push_back(f.value);
+      }
+    }
+    e(call, ec, enc[c]);
+  }
+  what_ += "]";
+  (void)n_slots;
+  scalars_ = vb_.memory().create_host(block.size() * sizeof(float));
+  std::memcpy(scalars_.mapped, block.data(), block.size() * sizeof(float));
+
+  // Descriptor sets: one per call, binding convention of kernel.h, padded with the dummy buffer.
+  uint32_t total_bindings = 0;
+  std::vector<uint32_t> nbind(calls.size());
+  for (size_t c = 0; c < calls.size(); ++c) {
+    uint32_t n = static_cast<uint32_t>(calls[c].in.size() + calls[c].out.size() + 1 + enc[c].scratch_bytes.size());
+    nbind[c] = Pipelines::padded_bindings(n);
+    total_bindings += nbind[c];
+  }
+  VkDescriptorPoolSize ps{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, total_bindings};
+  VkDescriptorPoolCreateInfo pci{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
+  pci.maxSets = static_cast<uint32_t>(calls.size());
+  pci.poolSizeCount = 1;
+  pci.pPoolSizes = &ps;
+  check(vkCreateDescriptorPool(dev, &pci, nullptr, &pool_), "vkCreateDescriptorPool");
+
+  const VkDeviceSize max_range = ctx.limits().max_storage_range;
+  std::vector<VkDescriptorSet> sets(calls.size());
+  for (size_t c = 0; c < calls.size(); ++c) {
+    const OpCall& call = calls[c];
+    VkDescriptorSetLayout sl = vb_.pipelines().set_layout(nbind[c]);
+    VkDescriptorSetAllocateInfo ai{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
+    ai.descriptorPool = pool_;
+    ai.descriptorSetCount = 1;
+    ai.pSetLayouts = &sl;
+    check(vkAllocateDescriptorSets(dev, &ai, &sets[c]), "vkAllocateDescriptorSets");
+    std::vector<VkDescriptorBufferInfo> infos;
+    auto add = [&](VkBuffer b, VkDeviceSize size, const std::string& what) {
+      ET_CHECK(size <= max_range, "vulkan: ", what, " of ", size, " bytes exceeds this device's maxStorageBufferRange (",
+               max_range, " bytes) in call ", call.str());
+      infos.push_back({b, 0, VK_WHOLE_SIZE});
+    };
+    for (const Tensor& t : call.in) {
+      if (!t.defined()) {
+        add(vb_.dummy().buffer, 16, "dummy");
+        continue;
+      }
+      const DeviceBuffer& db = vb_.buffer(t.id());
+      add(db.buffer, db.size, "input " + t.str());
+    }
+    for (const Tensor& t : call.out) {
+      const DeviceBuffer& db = vb_.buffer(t.id());
+      add(db.buffer, db.size, "output " + t.str());
+    }
+    add(scalars_.buffer, scalars_.size, "scalar block");
+    for (size_t s : enc[c].scratch_bytes) {
+      scratch_.push_back(vb_.memory().create(s));
+      vb_.transfer().zero_fill_later(scratch_.back().buffer);
+      add(scratch_.back().buffer, scratch_.back().size, "scratch buffer");
+    }
+    while (infos.size() < nbind[c]) infos.push_back({vb_.dummy().buffer, 0, VK_WHOLE_SIZE});
+    std::vector<VkWriteDescriptorSet> writes(infos.size());
+    for (uint32_t i = 0; i < infos.size(); ++i) {
+      writes[i] = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
+      writes[i].dstSet = sets[c];
+      writes[i].dstBinding = i;
+      writes[i].descriptorCount = 1;
+      writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+      writes[i].pBufferInfo = &infos[i];
+    }
+    vkUpdateDescriptorSets(dev, static_cast<uint32_t>(writes.size()), writes.data(), 0, nullptr);
+  }
+
+  // One command buffer for the whole program.
+  VkCommandBufferAllocateInfo cai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+  cai.commandPool = vb_.transfer().pool();
+  cai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+  cai.commandBufferCount = 1;
+  check(vkAllocateCommandBuffers(dev, &cai, &cmd_), "vkAllocateCommandBuffers");
+  VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+  check(vkBeginCommandBuffer(cmd_, &bi), "vkBeginCommandBuffer");
+  // Uploads, fills and earlier replays happen before this program's first kernel.
+  memory_barrier(cmd_, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, VK_ACCESS_MEMORY_WRITE_BIT,
+                 VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
+  bool first = true;
+  for (size_t c = 0; c < calls.size(); ++c) {
+    VkPipelineLayout pl = vb_.pipelines().layout(nbind[c]);
+    for (const Dispatch& d : enc[c].dispatches) {
+      if (d.groups[0] == 0 || d.groups[1] == 0 || d.groups[2] == 0) continue;
+      ET_CHECK(d.push.size() <= kPushBytes, "vulkan: kernel ", d.kernel.name, " has ", d.push.size(),
+               " bytes of push constants (at most ", kPushBytes, ")");
+      for (int i = 0; i < 3; ++i)
+        ET_CHECK(d.groups[i] <= ctx.limits().max_groups[i], "vulkan: kernel ", d.kernel.name, " needs ", d.groups[i],
+                 " workgroups on axis ", i, ", more than the device's ", ctx.limits().max_groups[i], " (call ",
+                 calls[c].str(), ")");
+      VkPipeline p = vb_.pipelines().get(d.kernel, d.spec, nbind[c]);
+      if (!first)
+        memory_barrier(cmd_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
+                       VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
+      first = false;
+      vkCmdBindPipeline(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, p);
+      vkCmdBindDescriptorSets(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, pl, 0, 1, &sets[c], 0, nullptr);
+      if (!d.push.empty())
+        vkCmdPushConstants(cmd_, pl, VK_SHADER_STAGE_COMPUTE_BIT, 0, static_cast<uint32_t>(d.push.size()), d.push.data());
+      vkCmdDispatch(cmd_, d.groups[0], d.groups[1], d.groups[2]);
+      ++dispatches_;
+    }
+  }
+  memory_barrier(cmd_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
+                 VK_PIPELINE_STAGE_ALL_COMMANDS_BIT | VK_PIPELINE_STAGE_HOST_BIT,
+                 VK_ACCESS_MEMORY_READ_BIT | VK_ACCESS_MEMORY_WRITE_BIT | VK_ACCESS_HOST_READ_BIT);
+  check(vkEndCommandBuffer(cmd_), "vkEndCommandBuffer");
+  ctx.throw_if_messages("program finalize");
+}
+
+void VulkanProgram::execute() {
+  if (!cmd_) return;
+  std::lock_guard<std::mutex> lock(vb_.mutex());
+  const auto& slots = slot_values();
+  if (!slots.empty()) std::memcpy(scalars_.mapped, slots.data(), slots.size() * sizeof(float));
+  vb_.transfer().submit(cmd_, what_.c_str());
+}
+
+}  // namespace edgetrain::vk
+
+namespace edgetrain {
+
+std::vector<DeviceInfo> vulkan_devices() { return vk::list_vulkan_devices(); }
+
+std::unique_ptr<Backend> make_vulkan_backend(const BackendOptions& opts) {
+  return std::make_unique<vk::VulkanBackend>(opts);
+}
+
+}  // namespace edgetrain

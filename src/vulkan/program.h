@@ -1,0 +1,75 @@
+// The Vulkan backend (tensors as device buffers, synchronous transfers) and its Program: finalize encodes
+// every call, allocates scratch, builds descriptor sets and records ONE command buffer with a barrier
+// between dispatches; replay writes the slot values into the host-visible scalar block, submits and waits.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+
+#include "edgetrain/backends.h"
+#include "vulkan/context.h"
+#include "vulkan/kernel.h"
+#include "vulkan/memory.h"
+#include "vulkan/pipelines.h"
+
+namespace edgetrain::vk {
+
+class VulkanBackend : public Backend {
+ public:
+  explicit VulkanBackend(const BackendOptions& opts);
+  ~VulkanBackend() override;
+  std::string name() const override { return "vulkan"; }
+  std::string device_name() const override { return ctx_->properties().deviceName; }
+  bool supports(Op op) const override { return encoder_for(op) != nullptr; }
+  std::unique_ptr<Program> new_program() override;
+  void release(uint64_t id) override;
+
+  // For the runtime and tests.
+  Context& context() { return *ctx_; }
+  Memory& memory() { return *mem_; }
+  Transfer& transfer() { return *xfer_; }
+  Pipelines& pipelines() { return *pipes_; }
+  std::mutex& mutex() { return mu_; }
+  const DeviceBuffer& buffer(uint64_t id) const;
+  const DeviceBuffer& dummy() const { return dummy_; }
+  EncodeContext encode_context() const;
+
+ protected:
+  uint64_t allocate(size_t bytes) override;
+  void write(uint64_t id, const void* data, size_t bytes) override;
+  void read(uint64_t id, void* data, size_t bytes) override;
+
+ private:
+  std::unique_ptr<Context> ctx_;
+  std::unique_ptr<Memory> mem_;
+  std::unique_ptr<Transfer> xfer_;
+  std::unique_ptr<Pipelines> pipes_;
+  std::mutex mu_;
+  std::unordered_map<uint64_t, DeviceBuffer> buffers_;
+  uint64_t next_id_ = 1;
+  DeviceBuffer dummy_;
+};
+
+class VulkanProgram : public Program {
+ public:
+  explicit VulkanProgram(VulkanBackend& b) : Program(b), vb_(b) {}
+  ~VulkanProgram() override;
+
+  size_t dispatch_count() const { return dispatches_; }
+
+ protected:
+  void on_finalize() override;
+  void execute() override;
+
+ private:
+  VulkanBackend& vb_;
+  HostBuffer scalars_;
+  std::vector<DeviceBuffer> scratch_;
+  VkDescriptorPool pool_ = VK_NULL_HANDLE;
+  VkCommandBuffer cmd_ = VK_NULL_HANDLE;
+  size_t dispatches_ = 0;
+  std::string what_;  // "replay of [op, op, ...]" for messages
+};
+
+}  // namespace edgetrain::vk

@@ -1,0 +1,49 @@
+// adamw_step, in place: one thread per 4 elements (vec4 loads/stores, component stores in the tail), grid
+// folded in 2-D for any size; all seven hyper-parameters come from the scalar block, so learning-rate
+// schedules and bias corrections change per replay without re-recording. Same operation order as the
+// reference, marked precise so no multiply-add is contracted.
+#version 450
+#extension GL_GOOGLE_include_directive : require
+#include "common.glsl"
+
+layout(local_size_x = 64) in;
+
+layout(set = 0, binding = 0) readonly buffer BufP { vec4 P[]; };
+layout(set = 0, binding = 1) readonly buffer BufM { vec4 Mo[]; };
+layout(set = 0, binding = 2) readonly buffer BufV { vec4 Vo[]; };
+layout(set = 0, binding = 3) readonly buffer BufG { vec4 G[]; };
+layout(set = 0, binding = 4) buffer BufPo { vec4 Po[]; };  // same buffers as bindings 0..2
+layout(set = 0, binding = 5) buffer BufMo { vec4 Mout[]; };
+layout(set = 0, binding = 6) buffer BufVo { vec4 Vout[]; };
+layout(set = 0, binding = 7) readonly buffer BufScalars { float Sc[]; };
+
+layout(push_constant) uniform Push {
+  uint n;
+  uint lr, beta1, beta2, eps, wd, bc1, bc2;  // scalar-block indices
+} pc;
+
+void main() {
+  const uint i = linear_group_id() * 64 + gl_LocalInvocationID.x;
+  if (4 * i >= pc.n) return;
+  const float lr = Sc[pc.lr], b1 = Sc[pc.beta1], b2 = Sc[pc.beta2], eps = Sc[pc.eps], wd = Sc[pc.wd],
+              bc1 = Sc[pc.bc1], bc2 = Sc[pc.bc2];
+  const vec4 g = G[i];
+  precise vec4 p = P[i];
+  precise vec4 m = Mo[i];
+  precise vec4 v = Vo[i];
+  p = p - lr * wd * p;
+  m = b1 * m + (1.0 - b1) * g;
+  v = b2 * v + (1.0 - b2) * g * g;
+  p = p - lr * (m / bc1) / (sqrt(v / bc2) + eps);
+  if (4 * i + 3 < pc.n) {
+    Po[i] = p;
+    Mout[i] = m;
+    Vout[i] = v;
+  } else {
+    for (uint c = 0; c < 4 && 4 * i + c < pc.n; ++c) {
+      Po[i][c] = p[c];
+      Mout[i][c] = m[c];
+      Vout[i][c] = v[c];
+    }
+  }
+}

@@ -1,0 +1,70 @@
+// The WebGPU device context: Dawn instance, adapter choice (Vulkan, else OpenGLES in compatibility mode;
+// Dawn's Null backend is refused), the device with the adapter's full limits, and the error plumbing that
+// turns Dawn's asynchronous errors (error scopes, uncaptured errors, device loss) into edgetrain::Error.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "edgetrain/backends.h"
+#include "webgpu/dawn_loader.h"
+
+namespace edgetrain::wgpu {
+
+// What adapter discovery found (or why nothing usable was found).
+struct AdapterSummary {
+  bool ok = false;
+  std::string error;             // when !ok
+  std::string name, vendor, architecture, description;
+  uint32_t backend_type = 0, adapter_type = 0;
+  std::string backend_name;      // "vulkan", "gles", "null"
+  std::string how;               // e.g. "VK_ICD_FILENAMES set to SwiftShader during discovery"
+  bool software() const;
+};
+
+// Discovers the adapter the backend would use (cached per process; never throws).
+AdapterSummary probe_adapter();
+
+// Errors Dawn reports outside an error scope, recorded by callbacks (which must not throw through Dawn)
+// and raised by the next Context::check(). Owned by the context; see ~Context for its lifetime.
+struct ErrorSink {
+  std::string uncaptured;  // first uncaptured error message
+  std::string lost;        // device-lost message
+  bool dead = false;       // the context is gone; callbacks just return
+};
+
+class Context {
+ public:
+  // Throws Error naming the reason (no Dawn, no adapter, Null adapter refused, device request failed).
+  explicit Context(const BackendOptions& opts);
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  const Dawn& d;
+  Instance instance = nullptr;
+  Adapter adapter = nullptr;
+  Device device = nullptr;
+  Queue queue = nullptr;
+  Limits limits{};
+  AdapterSummary info;
+
+  // Blocks until the future completes; throws on a wait failure.
+  void wait(Future f, const char* what);
+  // Throws an Error if Dawn reported an uncaptured error or lost the device since the last check.
+  void check(const char* during);
+
+  // Error scopes: push one Validation+Internal+OOM scope set, run creation, pop, and throw with Dawn's
+  // message when anything was reported. `what` names the object (e.g. "shader 'fused_ce'").
+  void push_scopes();
+  void pop_scopes(const std::string& what);
+
+  // Compiles WGSL; throws Error("webgpu: shader '<name>' failed to compile: <Dawn's message with line>").
+  ShaderModule compile(const std::string& name, const std::string& wgsl);
+
+ private:
+  ErrorSink* sink_;
+};
+
+}  // namespace edgetrain::wgpu

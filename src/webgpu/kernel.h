@@ -1,0 +1,120 @@
+// How an op becomes WebGPU work: an encoder turns one validated OpCall into one or more Dispatches of
+// embedded WGSL kernels (the same shape as src/vulkan/kernel.h). The runtime (context.cpp, program.cpp)
+// owns the device, buffers, pipelines and bind groups; encoders (ops_<family>.cpp) only choose kernels,
+// override constants, parameters and grid sizes.
+//
+// Bindings: unlike Vulkan, a WebGPU dispatch may not bind one buffer twice when either binding is
+// writable, so each Dispatch lists its bindings explicitly, in @binding order (0, 1, 2, ...), all in
+// @group(0). An in-place op binds the shared buffer once, read_write, and its kernel reads and writes it
+// there (a variant chosen with an override constant; the unused binding gets a 16-byte dummy).
+// Scalars: float arguments reach kernels as indices into the program's scalar block (a read-only storage
+// array<f32>: slots first, then the call constants) so a new learning rate is a queue write before the
+// replay, never a re-record. Static per-dispatch parameters (sizes, strides, those indices) go into a
+// uniform block written once at finalize (WebGPU has no push constants).
+// Consecutive dispatches in one compute pass see each other's writes (WebGPU orders them).
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "edgetrain/backend.h"
+
+namespace edgetrain::wg {
+
+struct Kernel {
+  const char* name;  // shader file stem, e.g. "gemm"
+  const char* wgsl;  // embedded source (kWgsl_<name> from <name>.wgsl.h)
+};
+#define ET_WG_KERNEL(stem) (::edgetrain::wg::Kernel{#stem, kWgsl_##stem})
+
+enum class Src : uint8_t { input, output, scratch, scalars, params, dummy };
+enum class Access : uint8_t { read, read_write, uniform };
+
+struct Bind {
+  Src src;
+  int index;  // input/output/scratch number; unused otherwise
+  Access access;
+};
+
+struct Dispatch {
+  Kernel kernel;
+  std::vector<std::pair<std::string, double>> consts;  // WGSL override constants
+  std::vector<Bind> binds;                             // @binding(i) = binds[i]
+  std::vector<uint8_t> params;                         // uniform bytes (4-byte fields)
+  uint32_t groups[3] = {1, 1, 1};
+
+  explicit Dispatch(Kernel k) : kernel(k) {}
+  Dispatch& in(int i) { return bind({Src::input, i, Access::read}); }
+  Dispatch& out(int i) { return bind({Src::output, i, Access::read_write}); }
+  Dispatch& scratch(int i, Access a = Access::read_write) { return bind({Src::scratch, i, a}); }
+  Dispatch& scalars() { return bind({Src::scalars, 0, Access::read}); }
+  Dispatch& dummy() { return bind({Src::dummy, 0, Access::read}); }
+  // Binds the uniform parameter block (fill it with arg()).
+  Dispatch& uniform() { return bind({Src::params, 0, Access::uniform}); }
+  Dispatch& bind(Bind b) {
+    binds.push_back(b);
+    return *this;
+  }
+  Dispatch& constant(const std::string& name, double v) {
+    consts.emplace_back(name, v);
+    return *this;
+  }
+  template <typename T>
+  Dispatch& arg(const T& v) {
+    static_assert(sizeof(T) == 4, "uniform fields are u32, i32 or f32");
+    size_t o = params.size();
+    params.resize(o + 4);
+    std::memcpy(params.data() + o, &v, 4);
+    return *this;
+  }
+};
+
+// What an encoder sees besides the call.
+struct EncodeContext {
+  std::vector<uint32_t> float_index;  // scalar-block index of each float argument of the call
+  uint32_t max_groups;                // maxComputeWorkgroupsPerDimension
+  uint32_t max_invocations;           // maxComputeInvocationsPerWorkgroup
+  uint32_t max_size_x;                // maxComputeWorkgroupSizeX
+  uint32_t max_shared_bytes;          // maxComputeWorkgroupStorageSize
+  uint64_t max_binding_bytes;         // maxStorageBufferBindingSize
+  // Largest power of two <= want that the device allows as a 1-D workgroup size.
+  uint32_t wg_size(uint32_t want) const;
+};
+
+struct Encoded {
+  std::vector<Dispatch> dispatches;
+  std::vector<size_t> scratch_bytes;  // per-call scratch buffers, zero-filled once at finalize
+};
+
+// Encoder of one op; registered by family in ops_registry.cpp. Throws Error for unsupported shapes.
+using Encoder = void (*)(const OpCall& call, const EncodeContext& ctx, Encoded& out);
+Encoder encoder_for(Op op);  // nullptr when the op has no WebGPU kernel
+
+// Splits `workgroups` into an x*y grid within the per-dimension limit. Kernels fold it back with
+// linear id = wid.y * nwg.x + wid.x and return past the end, so no op is capped at 65,535 workgroups.
+void grid_1d(uint64_t workgroups, const EncodeContext& ctx, uint32_t groups[3]);
+inline uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
+inline uint32_t u32(int64_t v) {
+  ET_CHECK(v >= 0 && v <= 0xFFFFFFFFll, "webgpu: size ", v, " does not fit a u32 kernel parameter");
+  return static_cast<uint32_t>(v);
+}
+
+}  // namespace edgetrain::wg
+
+namespace edgetrain::wg {
+
+// A strided dense GEMM dispatch of gemm.wgsl (ops_gemm.cpp): C[b,i,j] = alpha * sum_c A(i,c) B(c,j)
+// (+ bias[j]) (+ C). Bindings: A, B, bias (or dummy), C, scalars, params.
+struct GemmShape {
+  uint32_t M, N, K, batch = 1;
+  uint32_t a_si, a_sc, b_sc, b_sj;
+  uint32_t a_batch = 0, b_batch = 0, c_batch = 0;
+  bool bias = false, accumulate = false;
+  int alpha_index = -1;  // scalar-block index of alpha; -1 means alpha = 1
+};
+Dispatch gemm_dispatch(const GemmShape& g, Bind a, Bind b, Bind bias, Bind c, const EncodeContext& ctx);
+
+}  // namespace edgetrain::wg

@@ -1,0 +1,93 @@
+// WebGPU encoders of the dense matrix products (mm, bmm, linear), all on the strided tiled GEMM.
+#include "gemm.wgsl.h"
+#include "webgpu/kernel.h"
+
+namespace edgetrain::wg {
+
+Dispatch gemm_dispatch(const GemmShape& g, Bind a, Bind b, Bind bias, Bind c, const EncodeContext& ctx) {
+  Dispatch d(ET_WG_KERNEL(gemm));
+  d.bind(a).bind(b).bind(bias).bind(c).scalars().uniform();
+  uint32_t flags = (g.bias ? 1u : 0u) | (g.accumulate ? 2u : 0u) | (g.alpha_index >= 0 ? 4u : 0u);
+  d.arg(g.M).arg(g.N).arg(g.K).arg(flags);
+  d.arg(g.a_si).arg(g.a_sc).arg(g.b_sc).arg(g.b_sj);
+  d.arg(g.a_batch).arg(g.b_batch).arg(g.c_batch).arg(static_cast<uint32_t>(g.alpha_index < 0 ? 0 : g.alpha_index));
+  d.groups[0] = static_cast<uint32_t>(ceil_div(g.N, 32));
+  d.groups[1] = static_cast<uint32_t>(ceil_div(g.M, 32));
+  d.groups[2] = g.batch;
+  for (int i = 0; i < 3; ++i)
+    ET_CHECK(d.groups[i] <= ctx.max_groups, "webgpu gemm: grid ", d.groups[0], "x", d.groups[1], "x", d.groups[2],
+             " exceeds the device limit ", ctx.max_groups, " (M=", g.M, " N=", g.N, " batch=", g.batch, ")");
+  return d;
+}
+
+namespace {
+
+const Bind kA{Src::input, 0, Access::read}, kB{Src::input, 1, Access::read}, kOut{Src::output, 0, Access::read_write},
+    kDummy{Src::dummy, 0, Access::read};
+
+// A(i,c) of a [M,K] matrix (or [K,M] stored when trans) and B(c,j) of [K,N] (or [N,K] when trans).
+void mm_strides(GemmShape& g, bool ta, bool tb) {
+  g.a_si = ta ? 1 : g.K;
+  g.a_sc = ta ? g.M : 1;
+  g.b_sc = tb ? 1 : g.N;
+  g.b_sj = tb ? g.K : 1;
+}
+
+void enc_mm(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
+  const Shape& o = c.out[0].shape();
+  bool ta = c.ints[0] != 0, tb = c.ints[1] != 0;
+  GemmShape g{};
+  g.M = u32(o[0]);
+  g.N = u32(o[1]);
+  g.K = u32(ta ? c.in[0].shape()[0] : c.in[0].shape()[1]);
+  mm_strides(g, ta, tb);
+  g.alpha_index = static_cast<int>(ctx.float_index[0]);
+  out.dispatches.push_back(gemm_dispatch(g, kA, kB, kDummy, kOut, ctx));
+}
+
+void enc_bmm(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
+  const Shape& o = c.out[0].shape();
+  const Shape& a = c.in[0].shape();
+  int r = o.rank();
+  bool ta = c.ints[0] != 0, tb = c.ints[1] != 0;
+  GemmShape g{};
+  g.M = u32(o[r - 2]);
+  g.N = u32(o[r - 1]);
+  g.K = u32(ta ? a[r - 2] : a[r - 1]);
+  int64_t batch = 1;
+  for (int i = 0; i < r - 2; ++i) batch *= o[i];
+  g.batch = u32(batch);
+  mm_strides(g, ta, tb);
+  g.a_batch = u32(int64_t{g.M} * g.K);
+  g.b_batch = u32(int64_t{g.K} * g.N);
+  g.c_batch = u32(int64_t{g.M} * g.N);
+  g.alpha_index = static_cast<int>(ctx.float_index[0]);
+  out.dispatches.push_back(gemm_dispatch(g, kA, kB, kDummy, kOut, ctx));
+}
+
+void enc_linear(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
+  GemmShape g{};
+  g.M = u32(c.in[0].shape().rows());
+  g.K = u32(c.in[0].shape().last());
+  g.N = u32(c.in[1].shape()[0]);
+  g.a_si = g.K;
+  g.a_sc = 1;
+  g.b_sc = 1;      // B(c,j) = w[j, c]
+  g.b_sj = g.K;
+  g.bias = c.in.size() > 2 && c.in[2].defined();
+  Bind bias = g.bias ? Bind{Src::input, 2, Access::read} : kDummy;
+  out.dispatches.push_back(gemm_dispatch(g, kA, kB, bias, kOut, ctx));
+}
+
+}  // namespace
+
+Encoder gemm_encoder(Op op) {
+  switch (op) {
+    case Op::mm: return enc_mm;
+    case Op::bmm: return enc_bmm;
+    case Op::linear: return enc_linear;
+    default: return nullptr;
+  }
+}
+
+}  // namespace edgetrain::wg

@@ -1,0 +1,124 @@
+// WebGPU encoders of the training ops: q4gsw forward (tiled GEMM, or GEMV at M = 1), q4gsw input
+// gradient, dense weight gradient, fused cross-entropy (+ the loss sum) and requantization into W_4X8.
+#include "edgetrain/q4gsw.h"
+#include "fused_ce.wgsl.h"
+#include "q4_gemm.wgsl.h"
+#include "q4_gemv.wgsl.h"
+#include "q4_requant.wgsl.h"
+#include "sum_partials.wgsl.h"
+#include "webgpu/kernel.h"
+
+namespace edgetrain::wg {
+namespace {
+
+// Bindings 0..5 of q4_gemm / q4_gemv: A, W, scales, bias (or dummy), Y, params.
+void q4_common(Dispatch& d, const q4::Geometry& g, uint32_t M, bool bias) {
+  d.in(0).in(1).in(2);
+  if (bias) d.in(3);
+  else d.dummy();
+  d.out(0).uniform();
+  if (M != UINT32_MAX) d.arg(M);
+  d.arg(u32(g.N)).arg(u32(g.K)).arg(u32(g.group_size)).arg(u32(g.N8())).arg(u32(g.K4())).arg(bias ? 1u : 0u);
+}
+
+void enc_linear_q4gsw(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
+  const Shape& xs = c.in[0].shape();
+  q4::Geometry g(c.in[2].shape()[1], xs.last(), c.ints[0]);
+  const int64_t M = xs.rows();
+  bool bias = c.in.size() > 3 && c.in[3].defined();
+  if (M == 0) return;
+  if (M == 1) {
+    Dispatch d(ET_WG_KERNEL(q4_gemv));
+    uint32_t wg = ctx.wg_size(64);
+    d.constant("WG", wg);
+    q4_common(d, g, UINT32_MAX, bias);
+    d.arg(0u).arg(0u);
+    grid_1d(static_cast<uint64_t>(g.N8()), ctx, d.groups);
+    out.dispatches.push_back(std::move(d));
+    return;
+  }
+  Dispatch d(ET_WG_KERNEL(q4_gemm));
+  d.constant("BACKWARD", 0);
+  q4_common(d, g, u32(M), bias);
+  d.arg(0u);
+  d.groups[0] = static_cast<uint32_t>(ceil_div(g.N, 32));
+  d.groups[1] = static_cast<uint32_t>(ceil_div(M, 32));
+  ET_CHECK(d.groups[0] <= ctx.max_groups && d.groups[1] <= ctx.max_groups, "webgpu linear_q4gsw: M=", M,
+           " N=", g.N, " exceed the device grid");
+  out.dispatches.push_back(std::move(d));
+}
+
+void enc_linear_q4gsw_backward(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
+  q4::Geometry g(c.in[2].shape()[1], c.ints[1], c.ints[0]);
+  const int64_t M = c.in[0].shape().rows();
+  if (M == 0) return;
+  Dispatch d(ET_WG_KERNEL(q4_gemm));
+  d.constant("BACKWARD", 1);
+  q4_common(d, g, u32(M), false);
+  d.arg(0u);
+  d.groups[0] = static_cast<uint32_t>(ceil_div(g.K, 32));
+  d.groups[1] = static_cast<uint32_t>(ceil_div(M, 32));
+  ET_CHECK(d.groups[0] <= ctx.max_groups && d.groups[1] <= ctx.max_groups, "webgpu linear_q4gsw_backward: M=",
+           M, " K=", g.K, " exceed the device grid");
+  out.dispatches.push_back(std::move(d));
+}
+
+// dw[n,k] (+)= sum_m dy[m,n] x[m,k]: the dense GEMM with A(i=n, c=m) = dy[m*N + n], B(c=m, j=k) = x[m*K + k].
+void enc_linear_dW(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
+  GemmShape g{};
+  g.M = u32(c.in[0].shape().last());
+  g.N = u32(c.in[1].shape().last());
+  g.K = u32(c.in[0].shape().rows());
+  g.a_si = 1;
+  g.a_sc = g.M;
+  g.b_sc = g.N;
+  g.b_sj = 1;
+  g.accumulate = c.ints[0] != 0;
+  out.dispatches.push_back(gemm_dispatch(g, {Src::input, 0, Access::read}, {Src::input, 1, Access::read},
+                                         {Src::dummy, 0, Access::read}, {Src::output, 0, Access::read_write},
+                                         ctx));
+}
+
+void enc_fused_ce(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
+  const int64_t R = c.in[0].shape()[0], V = c.in[0].shape()[1];
+  const bool in_place = c.out[1].same_memory(c.in[0]);
+  out.scratch_bytes.push_back(static_cast<size_t>(R) * 4);  // per-row loss terms
+  Dispatch rows(ET_WG_KERNEL(fused_ce));
+  rows.constant("WG", ctx.wg_size(256)).constant("IN_PLACE", in_place ? 1 : 0);
+  if (in_place) rows.dummy();
+  else rows.in(0);
+  rows.in(1).out(1).scratch(0).scalars().uniform();
+  rows.arg(u32(R)).arg(u32(V)).arg(ctx.float_index[0]).arg(0u);
+  grid_1d(static_cast<uint64_t>(R), ctx, rows.groups);
+  if (R > 0) out.dispatches.push_back(std::move(rows));
+  Dispatch sum(ET_WG_KERNEL(sum_partials));
+  sum.constant("WG", ctx.wg_size(256)).constant("SQUARE", 0);
+  sum.scratch(0, Access::read).out(0).uniform();
+  sum.arg(u32(R)).arg(0u).arg(0u).arg(0u);
+  out.dispatches.push_back(std::move(sum));
+}
+
+void enc_q4gsw_requant(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
+  const Shape& ls = c.in[0].shape();
+  q4::Geometry g(ls[0], ls[1], c.ints[0]);
+  Dispatch d(ET_WG_KERNEL(q4_requant));
+  d.in(0).in(1).out(0).uniform();
+  d.arg(u32(g.N)).arg(u32(g.K)).arg(u32(g.group_size)).arg(u32(g.N8())).arg(u32(g.words()));
+  grid_1d(ceil_div(static_cast<uint64_t>(g.words()), 64), ctx, d.groups);
+  out.dispatches.push_back(std::move(d));
+}
+
+}  // namespace
+
+Encoder train_encoder(Op op) {
+  switch (op) {
+    case Op::linear_q4gsw: return enc_linear_q4gsw;
+    case Op::linear_q4gsw_backward: return enc_linear_q4gsw_backward;
+    case Op::linear_dW: return enc_linear_dW;
+    case Op::fused_ce: return enc_fused_ce;
+    case Op::q4gsw_requant: return enc_q4gsw_requant;
+    default: return nullptr;
+  }
+}
+
+}  // namespace edgetrain::wg

@@ -1,0 +1,33 @@
+// In-place AdamW, one thread per element on a folded 2-D grid. All seven scalars come from the scalar
+// block (indices in the uniform), so a learning-rate schedule or new bias corrections need no re-record.
+// Order per element (OPS.md section 7): decay, m, v, update.
+override WG: u32 = 256u;
+struct Params { n: u32, lr: u32, b1: u32, b2: u32, eps: u32, wd: u32, bc1: u32, bc2: u32 }
+@group(0) @binding(0) var<storage, read_write> P: array<f32>;
+@group(0) @binding(1) var<storage, read_write> Mo: array<f32>;
+@group(0) @binding(2) var<storage, read_write> Vo: array<f32>;
+@group(0) @binding(3) var<storage, read> G: array<f32>;
+@group(0) @binding(4) var<storage, read> scalars: array<f32>;
+@group(0) @binding(5) var<uniform> p: Params;
+
+@compute @workgroup_size(WG)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+  let i = gid.y * nwg.x * WG + gid.x;
+  if (i >= p.n) { return; }
+  let lr = scalars[p.lr];
+  let b1 = scalars[p.b1];
+  let b2 = scalars[p.b2];
+  let eps = scalars[p.eps];
+  let wd = scalars[p.wd];
+  let bc1 = scalars[p.bc1];
+  let bc2 = scalars[p.bc2];
+  let g = G[i];
+  var pi = P[i];
+  pi = pi - lr * wd * pi;
+  let mi = b1 * Mo[i] + (1.0 - b1) * g;
+  let vi = b2 * Vo[i] + (1.0 - b2) * g * g;
+  pi = pi - lr * (mi / bc1) / (sqrt(vi / bc2) + eps);
+  P[i] = pi;
+  Mo[i] = mi;
+  Vo[i] = vi;
+}

@@ -1,0 +1,42 @@
+// Sums n floats into out[0] with one workgroup (a fixed-order tree, so results are deterministic).
+// SQUARE = true sums squares and writes the square root (grad_norm over one buffer of partials).
+// A NaN anywhere gives NaN, tested on the bits so no fast-math assumption can drop it.
+override WG: u32 = 256u;
+override SQUARE: bool = false;
+struct Params { n: u32, pad0: u32, pad1: u32, pad2: u32 }
+@group(0) @binding(0) var<storage, read> src: array<f32>;
+@group(0) @binding(1) var<storage, read_write> out: array<f32>;
+@group(0) @binding(2) var<uniform> p: Params;
+
+var<workgroup> red: array<f32, WG>;
+var<workgroup> nan_seen: atomic<u32>;
+
+fn is_nan(x: f32) -> bool {
+  let b = bitcast<u32>(x);
+  return (b & 0x7f800000u) == 0x7f800000u && (b & 0x007fffffu) != 0u;
+}
+
+@compute @workgroup_size(WG)
+fn main(@builtin(local_invocation_index) li: u32) {
+  var acc = 0.0;
+  var bad = false;
+  for (var i = li; i < p.n; i += WG) {
+    let x = src[i];
+    if (is_nan(x)) { bad = true; }
+    if (SQUARE) { acc = fma(x, x, acc); } else { acc += x; }
+  }
+  if (bad) { atomicStore(&nan_seen, 1u); }
+  red[li] = acc;
+  workgroupBarrier();
+  for (var s = WG / 2u; s > 0u; s /= 2u) {
+    if (li < s) { red[li] += red[li + s]; }
+    workgroupBarrier();
+  }
+  let any_nan = atomicLoad(&nan_seen);
+  if (li == 0u) {
+    var r = red[0];
+    if (SQUARE) { r = sqrt(r); }
+    if (any_nan != 0u) { r = bitcast<f32>(0x7fc00000u); }
+    out[0] = r;
+  }
+}

@@ -1,0 +1,176 @@
+// Matrix products (mm, bmm, linear): op cases at GPU tile edges for the cross-backend harness, and
+// hand-computed checks of the reference's transpose flags, alpha, batching and bias.
+#include <gtest/gtest.h>
+
+#include "harness/op_case.h"
+
+namespace edgetrain::test {
+namespace {
+
+// M, N, K around 64x64 output tiles, 4x4/8x8 register tiles and 16/32-wide k steps.
+struct MNK {
+  int64_t M, N, K;
+};
+const std::vector<MNK> kShapes = {{1, 1, 1},     {1, 64, 64},  {3, 5, 7},     {63, 64, 65},  {64, 64, 64},
+                                  {65, 63, 129}, {128, 1, 33}, {1, 129, 128}, {129, 65, 16}, {64, 128, 31}};
+
+std::string mnk_name(const MNK& s) {
+  return "M" + std::to_string(s.M) + "_N" + std::to_string(s.N) + "_K" + std::to_string(s.K);
+}
+
+std::vector<OpCase> mm_cases() {
+  std::vector<OpCase> cs;
+  Rng r(201);
+  const float alphas[] = {1.0f, 0.5f, -2.0f};
+  int i = 0;
+  for (const MNK& s : kShapes)
+    for (int ta = 0; ta < 2; ++ta)
+      for (int tb = 0; tb < 2; ++tb, ++i) {
+        // Every flag combination at every shape; alpha cycles so each value meets several shapes.
+        OpCase c;
+        c.op = Op::mm;
+        c.name = mnk_name(s) + "_ta" + std::to_string(ta) + "_tb" + std::to_string(tb);
+        c.in = {random_f32(r, ta ? Shape{s.K, s.M} : Shape{s.M, s.K}),
+                random_f32(r, tb ? Shape{s.N, s.K} : Shape{s.K, s.N})};
+        c.out = {zeros(Shape{s.M, s.N}, DType::f32)};
+        c.ints = {ta, tb};
+        c.floats = {alphas[i % 3]};
+        c.tol = tol::reduction(s.K);
+        cs.push_back(std::move(c));
+      }
+  return cs;
+}
+ET_OP_CASES(mm, mm_cases);
+
+std::vector<OpCase> bmm_cases() {
+  struct S {
+    std::vector<int64_t> batch;
+    MNK mnk;
+  };
+  const std::vector<S> shapes = {{{1}, {1, 1, 1}},       {{2}, {64, 64, 64}},  {{3}, {65, 63, 17}},
+                                 {{2, 3}, {7, 129, 5}},  {{1, 2}, {128, 8, 64}}, {{4, 1}, {1, 33, 65}}};
+  std::vector<OpCase> cs;
+  Rng r(202);
+  int i = 0;
+  for (const S& s : shapes)
+    for (int ta = 0; ta < 2; ++ta)
+      for (int tb = 0; tb < 2; ++tb, ++i) {
+        auto with = [&](int64_t a, int64_t b) {
+          int64_t d[kMaxRank];
+          size_t n = s.batch.size();
+          for (size_t j = 0; j < n; ++j) d[j] = s.batch[j];
+          d[n] = a;
+          d[n + 1] = b;
+          return Shape::of(d, static_cast<int>(n) + 2);
+        };
+        const MNK& m = s.mnk;
+        OpCase c;
+        c.op = Op::bmm;
+        c.name = "B" + std::to_string(s.batch.size() == 1 ? s.batch[0] : s.batch[0] * 10 + s.batch[1]) + "_" +
+                 mnk_name(m) + "_ta" + std::to_string(ta) + "_tb" + std::to_string(tb);
+        c.in = {random_f32(r, ta ? with(m.K, m.M) : with(m.M, m.K)), random_f32(r, tb ? with(m.N, m.K) : with(m.K, m.N))};
+        c.out = {zeros(with(m.M, m.N), DType::f32)};
+        c.ints = {ta, tb};
+        c.floats = {i % 2 ? 0.25f : 1.0f};
+        c.tol = tol::reduction(m.K);
+        cs.push_back(std::move(c));
+      }
+  return cs;
+}
+ET_OP_CASES(bmm, bmm_cases);
+
+std::vector<OpCase> linear_cases() {
+  struct S {
+    std::vector<int64_t> lead;  // empty: x is rank 1
+    MNK mnk;                    // M is unused (the product of lead)
+    bool bias;
+  };
+  const std::vector<S> shapes = {
+      {{}, {1, 64, 64}, true},      {{1}, {1, 13, 37}, false},   {{3}, {3, 129, 128}, true},
+      {{63}, {63, 63, 64}, false},  {{64}, {64, 64, 64}, true},  {{65}, {65, 65, 129}, true},
+      {{2, 5}, {10, 24, 40}, false}, {{129}, {129, 1, 3}, true}, {{128}, {128, 128, 16}, false},
+  };
+  std::vector<OpCase> cs;
+  Rng r(203);
+  for (const S& s : shapes) {
+    auto with = [&](int64_t last) {
+      int64_t d[kMaxRank];
+      for (size_t j = 0; j < s.lead.size(); ++j) d[j] = s.lead[j];
+      d[s.lead.size()] = last;
+      return Shape::of(d, static_cast<int>(s.lead.size()) + 1);
+    };
+    OpCase c;
+    c.op = Op::linear;
+    c.name = "rank" + std::to_string(s.lead.size() + 1) + "_" + mnk_name(s.mnk) + (s.bias ? "_bias" : "");
+    c.in = {random_f32(r, with(s.mnk.K)), random_f32(r, Shape{s.mnk.N, s.mnk.K}),
+            s.bias ? random_f32(r, Shape{s.mnk.N}) : zeros(Shape{s.mnk.N}, DType::f32)};
+    c.in_absent = {false, false, !s.bias};
+    c.out = {zeros(with(s.mnk.N), DType::f32)};
+    c.tol = tol::reduction(s.mnk.K);
+    cs.push_back(std::move(c));
+  }
+  return cs;
+}
+ET_OP_CASES(linear, linear_cases);
+
+// ---- the reference against hand-computed values ----
+
+HostTensor f32(Shape s, std::vector<float> v) { return HostTensor::from(s, DType::f32, v); }
+
+std::vector<float> run1(Op op, std::vector<HostTensor> in, Shape out, std::vector<int64_t> ints = {},
+                        std::vector<float> floats = {}) {
+  OpCase c;
+  c.name = "hand";
+  c.op = op;
+  c.in = std::move(in);
+  c.out = {zeros(out, DType::f32)};
+  c.ints = std::move(ints);
+  c.floats = std::move(floats);
+  return run_reference(c)[0].to_vector<float>();
+}
+
+TEST(GemmReference, MmFlagsByHand) {
+  HostTensor a = f32(Shape{2, 2}, {1, 2, 3, 4}), b = f32(Shape{2, 2}, {5, 6, 7, 8});
+  EXPECT_EQ(run1(Op::mm, {a, b}, Shape{2, 2}, {0, 0}, {1}), (std::vector<float>{19, 22, 43, 50}));
+  EXPECT_EQ(run1(Op::mm, {a, b}, Shape{2, 2}, {1, 0}, {1}), (std::vector<float>{26, 30, 38, 44}));
+  EXPECT_EQ(run1(Op::mm, {a, b}, Shape{2, 2}, {0, 1}, {1}), (std::vector<float>{17, 23, 39, 53}));
+  EXPECT_EQ(run1(Op::mm, {a, b}, Shape{2, 2}, {1, 1}, {1}), (std::vector<float>{23, 31, 34, 46}));
+  EXPECT_EQ(run1(Op::mm, {a, b}, Shape{2, 2}, {0, 0}, {-0.5f}), (std::vector<float>{-9.5f, -11, -21.5f, -25}));
+  // Non-square: [1, 3] @ [3, 2], and the same product with both operands stored transposed.
+  HostTensor row = f32(Shape{1, 3}, {1, 2, 3}), m32 = f32(Shape{3, 2}, {1, 0, 0, 1, 1, 1});
+  EXPECT_EQ(run1(Op::mm, {row, m32}, Shape{1, 2}, {0, 0}, {1}), (std::vector<float>{4, 5}));
+  HostTensor col = f32(Shape{3, 1}, {1, 2, 3}), m23 = f32(Shape{2, 3}, {1, 0, 1, 0, 1, 1});
+  EXPECT_EQ(run1(Op::mm, {col, m23}, Shape{1, 2}, {1, 1}, {1}), (std::vector<float>{4, 5}));
+}
+
+TEST(GemmReference, BmmIsMmPerBatch) {
+  Rng r(5);
+  // Rank 4 [2, 3, M, K]: every batch must equal mm on that slice, for every flag combination.
+  const int64_t B0 = 2, B1 = 3, M = 4, N = 5, K = 6;
+  for (int ta = 0; ta < 2; ++ta)
+    for (int tb = 0; tb < 2; ++tb) {
+      Shape sa = ta ? Shape{B0, B1, K, M} : Shape{B0, B1, M, K}, sb = tb ? Shape{B0, B1, N, K} : Shape{B0, B1, K, N};
+      HostTensor a = random_f32(r, sa), b = random_f32(r, sb);
+      auto all = run1(Op::bmm, {a, b}, Shape{B0, B1, M, N}, {ta, tb}, {0.5f});
+      for (int64_t i = 0; i < B0 * B1; ++i) {
+        std::vector<float> ai(a.as<float>() + i * M * K, a.as<float>() + (i + 1) * M * K);
+        std::vector<float> bi(b.as<float>() + i * K * N, b.as<float>() + (i + 1) * K * N);
+        auto one = run1(Op::mm, {f32(ta ? Shape{K, M} : Shape{M, K}, ai), f32(tb ? Shape{N, K} : Shape{K, N}, bi)},
+                        Shape{M, N}, {ta, tb}, {0.5f});
+        EXPECT_EQ(std::vector<float>(all.begin() + i * M * N, all.begin() + (i + 1) * M * N), one)
+            << "batch " << i << " ta " << ta << " tb " << tb;
+      }
+    }
+}
+
+TEST(GemmReference, LinearByHand) {
+  HostTensor x = f32(Shape{2, 2}, {1, 2, -1, 0}), w = f32(Shape{3, 2}, {1, 0, 0, 1, 1, 1});
+  EXPECT_EQ(run1(Op::linear, {x, w, f32(Shape{3}, {0.5f, 0, -1})}, Shape{2, 3}),
+            (std::vector<float>{1.5f, 2, 2, -0.5f, 0, -2}));
+  EXPECT_EQ(run1(Op::linear, {x, w}, Shape{2, 3}), (std::vector<float>{1, 2, 3, -1, 0, -1}));
+  // Rank-1 input: a single row.
+  EXPECT_EQ(run1(Op::linear, {f32(Shape{2}, {3, 4}), w}, Shape{3}), (std::vector<float>{3, 4, 7}));
+}
+
+}  // namespace
+}  // namespace edgetrain::test

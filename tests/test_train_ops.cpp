@@ -1,0 +1,515 @@
+// Training and optimizer ops: op cases at GPU tile edges for the cross-backend harness, hand-computed checks
+// of the reference itself, and a recorded training step replayed with changing slots on every backend.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "edgetrain/graph.h"
+#include "edgetrain/q4gsw.h"
+#include "harness/op_case.h"
+
+namespace edgetrain::test {
+namespace {
+
+Shape lead_plus(const std::vector<int64_t>& lead, int64_t last) {
+  int64_t d[kMaxRank];
+  for (size_t i = 0; i < lead.size(); ++i) d[i] = lead[i];
+  d[lead.size()] = last;
+  return Shape::of(d, static_cast<int>(lead.size()) + 1);
+}
+
+std::string dims_name(const std::vector<int64_t>& lead) {
+  std::string s = "M";
+  for (size_t i = 0; i < lead.size(); ++i) s += (i ? "x" : "") + std::to_string(lead[i]);
+  return s;
+}
+
+// fused_ce mixes exp/log (transcendental error) with sums over V columns and R rows.
+Tolerance ce_tol(int64_t R, int64_t V) {
+  Tolerance r = tol::reduction(std::max(R, V));
+  return {std::max(r.atol, tol::transcendental.atol), std::max(r.rtol, tol::transcendental.rtol)};
+}
+
+// ---- q4gsw linear forward and input gradient ----
+
+// Leading dims, K, N, group size, bias, zero scales. M and N straddle 64-wide output tiles and 4/8-wide
+// register tiles; K covers partial last groups and K not a multiple of 4 or 8; gs covers 4..128.
+struct LinShape {
+  std::vector<int64_t> lead;
+  int64_t K, N, gs;
+  bool bias, zero_scales;
+};
+const std::vector<LinShape> kLinShapes = {
+    {{1}, 64, 64, 32, true, false},    {{1}, 37, 13, 32, false, false},  {{1}, 256, 9, 128, true, false},
+    {{3}, 128, 129, 64, true, false},  {{63}, 64, 63, 64, false, false}, {{64}, 128, 64, 128, true, false},
+    {{65}, 129, 65, 32, true, true},   {{128}, 64, 128, 32, false, false}, {{129}, 96, 17, 64, true, false},
+    {{2, 5}, 40, 24, 32, true, false}, {{4}, 4, 8, 128, false, false},   {{2}, 3, 5, 4, true, false},
+};
+
+std::string lin_name(const LinShape& s) {
+  return dims_name(s.lead) + "_K" + std::to_string(s.K) + "_N" + std::to_string(s.N) + "_gs" +
+         std::to_string(s.gs) + (s.bias ? "_bias" : "") + (s.zero_scales ? "_zeroscales" : "");
+}
+
+std::vector<OpCase> linear_q4gsw_cases() {
+  std::vector<OpCase> cs;
+  Rng r(101);
+  for (const LinShape& s : kLinShapes) {
+    Q4Weight q = random_q4(r, s.N, s.K, s.gs, s.zero_scales);
+    OpCase c;
+    c.name = lin_name(s);
+    c.op = Op::linear_q4gsw;
+    c.in = {random_f32(r, lead_plus(s.lead, s.K)), q.w, q.scales,
+            s.bias ? random_f32(r, Shape{s.N}) : zeros(Shape{s.N}, DType::f32)};
+    c.in_absent = {false, false, false, !s.bias};
+    c.out = {zeros(lead_plus(s.lead, s.N), DType::f32)};
+    c.ints = {s.gs};
+    c.tol = tol::reduction(s.K);
+    cs.push_back(std::move(c));
+  }
+  return cs;
+}
+ET_OP_CASES(linear_q4gsw, linear_q4gsw_cases);
+
+std::vector<OpCase> linear_q4gsw_backward_cases() {
+  std::vector<OpCase> cs;
+  Rng r(102);
+  for (const LinShape& s : kLinShapes) {
+    Q4Weight q = random_q4(r, s.N, s.K, s.gs, s.zero_scales);
+    OpCase c;
+    c.name = lin_name(s);
+    c.op = Op::linear_q4gsw_backward;
+    c.in = {random_f32(r, lead_plus(s.lead, s.N)), q.w, q.scales};
+    c.out = {zeros(lead_plus(s.lead, s.K), DType::f32)};
+    c.ints = {s.gs, s.K};
+    c.tol = tol::reduction(s.N);
+    cs.push_back(std::move(c));
+  }
+  return cs;
+}
+ET_OP_CASES(linear_q4gsw_backward, linear_q4gsw_backward_cases);
+
+// ---- dense weight gradient ----
+
+std::vector<OpCase> linear_dW_cases() {
+  struct S {
+    std::vector<int64_t> lead;
+    int64_t N, K;
+    int accumulate;
+  };
+  const std::vector<S> shapes = {
+      {{1}, 64, 64, 0},   {{3}, 65, 63, 1},    {{64}, 64, 64, 1}, {{65}, 128, 129, 0}, {{129}, 17, 33, 1},
+      {{2, 31}, 8, 12, 1}, {{128}, 1, 3, 0},  {{63}, 129, 64, 1}, {{1}, 1, 1, 1},
+  };
+  std::vector<OpCase> cs;
+  Rng r(103);
+  for (const S& s : shapes) {
+    OpCase c;
+    c.name = dims_name(s.lead) + "_N" + std::to_string(s.N) + "_K" + std::to_string(s.K) +
+             (s.accumulate ? "_acc" : "_overwrite");
+    c.op = Op::linear_dW;
+    c.in = {random_f32(r, lead_plus(s.lead, s.N)), random_f32(r, lead_plus(s.lead, s.K))};
+    // Nonzero initial dw in both modes: accumulate must add to it, overwrite must ignore it.
+    c.out = {random_f32(r, Shape{s.N, s.K}, -2.0f, 2.0f)};
+    c.ints = {s.accumulate};
+    int64_t M = 1;
+    for (int64_t d : s.lead) M *= d;
+    c.tol = tol::reduction(M + 1);
+    cs.push_back(std::move(c));
+  }
+  return cs;
+}
+ET_OP_CASES(linear_dW, linear_dW_cases);
+
+// ---- fused cross-entropy ----
+
+std::vector<OpCase> fused_ce_cases() {
+  struct S {
+    const char* name;
+    int64_t R, V;
+    float lo, hi;
+    std::vector<int32_t> special;  // labels for the first rows (rest random valid)
+    bool in_place;
+    float n_valid;  // 0: the number of rows with label >= 0
+  };
+  const std::vector<S> shapes = {
+      {"R1_V7", 1, 7, -3, 3, {}, false, 0},
+      {"R4_V64", 4, 64, -5, 5, {}, false, 0},
+      {"R9_V1000_ignored", 9, 1000, -4, 4, {-100, 3, -1, 999, 0}, false, 0},
+      {"R3_V65_nvalid2.5", 3, 65, -2, 2, {}, false, 2.5f},
+      {"R6_V129_label_out_of_range", 6, 129, -3, 3, {129, -100, 5, 100000}, false, 0},
+      {"R5_V50_in_place", 5, 50, -3, 3, {-100, 49}, true, 0},
+      {"R2_V1", 2, 1, -3, 3, {}, false, 0},
+      {"R8_V257_large_logits_in_place", 8, 257, 500, 520, {-1}, true, 0},
+      {"R64_V32_all_ignored", 64, 32, -3, 3, std::vector<int32_t>(64, -100), false, 1},
+      {"R3_V300_wide", 3, 300, -60, 60, {}, true, 0},
+      {"R65_V63", 65, 63, -8, 8, {-100, -100}, false, 0},
+  };
+  std::vector<OpCase> cs;
+  Rng r(104);
+  for (const S& s : shapes) {
+    HostTensor labels = random_i32(r, Shape{s.R}, 0, static_cast<int32_t>(s.V - 1));
+    for (size_t i = 0; i < s.special.size(); ++i) labels.as<int32_t>()[i] = s.special[i];
+    int valid = 0;
+    for (int64_t i = 0; i < s.R; ++i) valid += labels.as<int32_t>()[i] >= 0;
+    OpCase c;
+    c.name = s.name;
+    c.op = Op::fused_ce;
+    c.in = {random_f32(r, Shape{s.R, s.V}, s.lo, s.hi), labels};
+    c.out = {zeros(Shape{}, DType::f32), zeros(Shape{s.R, s.V}, DType::f32)};
+    if (s.in_place) c.out_alias = {-1, 0};
+    c.floats = {s.n_valid != 0 ? s.n_valid : static_cast<float>(valid)};
+    c.tol = ce_tol(s.R, s.V);
+    cs.push_back(std::move(c));
+  }
+  return cs;
+}
+ET_OP_CASES(fused_ce, fused_ce_cases);
+
+// ---- requantization into W_4X8 ----
+
+std::vector<OpCase> q4gsw_requant_cases() {
+  struct S {
+    int64_t N, K, gs;
+    bool zero_scales;
+  };
+  const std::vector<S> shapes = {{8, 8, 32, false},   {12, 8, 4, false},    {13, 37, 32, false},
+                                 {64, 64, 64, false}, {65, 129, 128, true}, {1, 4, 32, false},
+                                 {3, 7, 4, false},    {16, 256, 32, true},  {129, 33, 8, false}};
+  std::vector<OpCase> cs;
+  Rng r(105);
+  auto make = [](std::string name, HostTensor lat, HostTensor scales, int64_t gs) {
+    q4::Geometry g(lat.shape()[0], lat.shape()[1], gs);
+    OpCase c;
+    c.name = std::move(name);
+    c.op = Op::q4gsw_requant;
+    c.in = {std::move(lat), std::move(scales)};
+    // Garbage in the output: every word, padding included, must be written.
+    c.out = {HostTensor::from(Shape{g.words()}, DType::u32,
+                              std::vector<uint32_t>(static_cast<size_t>(g.words()), 0xDEADBEEFu))};
+    c.ints = {gs};
+    c.tol = tol::exact;
+    return c;
+  };
+  for (const S& s : shapes) {
+    q4::Geometry g(s.N, s.K, s.gs);
+    // Latents up to ~15 scales away from 0, so both rounding and clamping are exercised.
+    HostTensor scales = random_f32(r, Shape{g.groups(), s.N}, 0.1f, 0.3f);
+    if (s.zero_scales)
+      for (int64_t i = 0; i < scales.numel(); i += 4) scales.as<float>()[i] = 0.0f;
+    cs.push_back(make("N" + std::to_string(s.N) + "_K" + std::to_string(s.K) + "_gs" + std::to_string(s.gs) +
+                          (s.zero_scales ? "_zeroscales" : ""),
+                      random_f32(r, Shape{s.N, s.K}, -1.5f, 1.5f), scales, s.gs));
+  }
+  // Exact ties and special values. Power-of-two scales make latent/s exact even where a GPU divides by
+  // multiplying with a reciprocal, so round-half-to-even is tested, not the division's rounding.
+  {
+    const int64_t N = 9, K = 20, gs = 8;
+    HostTensor scales(Shape{3, N}, DType::f32);
+    for (int64_t i = 0; i < scales.numel(); ++i) scales.as<float>()[i] = std::ldexp(1.0f, static_cast<int>(i % 5) - 3);
+    HostTensor lat(Shape{N, K}, DType::f32);
+    const float specials[] = {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                              -std::numeric_limits<float>::infinity(), 1e30f, -1e30f, -0.0f};
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t k = 0; k < K; ++k) {
+        float s = scales.as<float>()[(k / gs) * N + n];
+        int64_t i = n * K + k;
+        lat.as<float>()[i] = i % 7 == 6 ? specials[(i / 7) % 6] : (static_cast<float>(i % 19) - 9.5f) * s;
+      }
+    cs.push_back(make("N9_K20_gs8_ties_and_specials", lat, scales, gs));
+  }
+  return cs;
+}
+ET_OP_CASES(q4gsw_requant, q4gsw_requant_cases);
+
+// ---- AdamW ----
+
+OpCase adamw_case(std::string name, Rng& r, Shape shape, float lr, float b1, float b2, float eps, float wd,
+                  int step) {
+  OpCase c;
+  c.name = std::move(name);
+  c.op = Op::adamw_step;
+  c.in = {random_f32(r, shape, -1, 1), random_f32(r, shape, -0.1f, 0.1f), random_f32(r, shape, 0.0f, 0.01f),
+          random_f32(r, shape, -0.2f, 0.2f)};
+  c.out = {zeros(shape, DType::f32), zeros(shape, DType::f32), zeros(shape, DType::f32)};
+  c.out_alias = {0, 1, 2};
+  const float bc1 = static_cast<float>(1.0 - std::pow(static_cast<double>(b1), step));
+  const float bc2 = static_cast<float>(1.0 - std::pow(static_cast<double>(b2), step));
+  c.floats = {lr, b1, b2, eps, wd, bc1, bc2};
+  // A sqrt and a few divisions per element: allowed a few ulps more than plain arithmetic.
+  c.tol = tol::transcendental;
+  return c;
+}
+
+std::vector<OpCase> adamw_step_cases() {
+  Rng r(106);
+  std::vector<OpCase> cs;
+  cs.push_back(adamw_case("n1_step1", r, Shape{1}, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, 1));
+  cs.push_back(adamw_case("n63_step1_wd", r, Shape{63}, 1e-2f, 0.9f, 0.999f, 1e-8f, 0.1f, 1));
+  cs.push_back(adamw_case("8x8_step10_wd", r, Shape{8, 8}, 3e-3f, 0.9f, 0.95f, 1e-6f, 0.01f, 10));
+  cs.push_back(adamw_case("n65_step1000", r, Shape{65}, 1e-4f, 0.8f, 0.99f, 1e-8f, 0.0f, 1000));
+  cs.push_back(adamw_case("3x4097_step2_wd", r, Shape{3, 4097}, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.05f, 2));
+  return cs;
+}
+ET_OP_CASES(adamw_step, adamw_step_cases);
+
+// ---- gradient norm and clipping ----
+
+std::vector<OpCase> grad_norm_cases() {
+  Rng r(107);
+  std::vector<std::vector<Shape>> sets = {
+      {Shape{1}}, {Shape{64, 64}}, {Shape{}, Shape{63}, Shape{3, 5, 7}}, {Shape{4097}, Shape{129, 65}}};
+  std::vector<OpCase> cs;
+  for (size_t i = 0; i < sets.size(); ++i) {
+    OpCase c;
+    c.name = "set" + std::to_string(i);
+    c.op = Op::grad_norm;
+    int64_t n = 0;
+    for (const Shape& s : sets[i]) {
+      c.in.push_back(random_f32(r, s, -2, 2));
+      n += s.numel();
+    }
+    c.out = {zeros(Shape{}, DType::f32)};
+    c.tol = tol::reduction(n);
+    cs.push_back(std::move(c));
+  }
+  return cs;
+}
+ET_OP_CASES(grad_norm, grad_norm_cases);
+
+std::vector<OpCase> clip_coef_cases() {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  const std::vector<std::pair<float, float>> vals = {{0.5f, 1.0f}, {13.0f, 1.0f}, {0.0f, 1.0f}, {1.0f, 1.0f},
+                                                     {nan, 1.0f},  {inf, 1.0f},   {250.0f, 0.3f}};
+  std::vector<OpCase> cs;
+  for (size_t i = 0; i < vals.size(); ++i) {
+    OpCase c;
+    c.name = "case" + std::to_string(i);
+    c.op = Op::clip_coef;
+    c.in = {filled_f32(Shape{}, vals[i].first)};
+    c.out = {zeros(Shape{}, DType::f32)};
+    c.floats = {vals[i].second};
+    cs.push_back(std::move(c));
+  }
+  return cs;
+}
+ET_OP_CASES(clip_coef, clip_coef_cases);
+
+// ---- the reference against hand-computed values ----
+
+OpCase one(Op op, std::vector<HostTensor> in, std::vector<HostTensor> out, std::vector<int64_t> ints = {},
+           std::vector<float> floats = {}) {
+  OpCase c;
+  c.name = "hand";
+  c.op = op;
+  c.in = std::move(in);
+  c.out = std::move(out);
+  c.ints = std::move(ints);
+  c.floats = std::move(floats);
+  return c;
+}
+
+HostTensor f32(Shape s, std::vector<float> v) { return HostTensor::from(s, DType::f32, v); }
+
+TEST(TrainReference, LinearQ4gswByHand) {
+  // W row 0 = q {1, -1, 0} * 0.5, row 1 = q {-8, 7, 4} * 0.25 (one group: gs 4 > K 3).
+  q4::Geometry g(2, 3, 4);
+  std::vector<uint8_t> codes = {9, 7, 8, 0, 15, 12};
+  HostTensor w = HostTensor::from(Shape{g.words()}, DType::u32, q4::pack_w4x8(g, codes.data()));
+  HostTensor s = f32(Shape{1, 2}, {0.5f, 0.25f});
+  OpCase c = one(Op::linear_q4gsw, {f32(Shape{1, 3}, {1, 2, 3}), w, s, f32(Shape{2}, {10, -1})},
+                 {zeros(Shape{1, 2}, DType::f32)}, {4});
+  auto y = run_reference(c)[0].to_vector<float>();
+  EXPECT_FLOAT_EQ(y[0], 0.5f - 1.0f + 10.0f);
+  EXPECT_FLOAT_EQ(y[1], -2.0f + 3.5f + 3.0f - 1.0f);
+  c.in_absent = {false, false, false, true};
+  y = run_reference(c)[0].to_vector<float>();
+  EXPECT_FLOAT_EQ(y[1], -2.0f + 3.5f + 3.0f);
+
+  OpCase b = one(Op::linear_q4gsw_backward, {f32(Shape{1, 2}, {1, 2}), w, s}, {zeros(Shape{1, 3}, DType::f32)},
+                 {4, 3});
+  auto dx = run_reference(b)[0].to_vector<float>();
+  EXPECT_FLOAT_EQ(dx[0], 0.5f - 4.0f);
+  EXPECT_FLOAT_EQ(dx[1], -0.5f + 3.5f);
+  EXPECT_FLOAT_EQ(dx[2], 2.0f);
+}
+
+// The W_4X8 decoding in the reference agrees with dequantize() + the dense linear on every case shape.
+TEST(TrainReference, LinearQ4gswMatchesDequantizedLinear) {
+  Rng r(7);
+  for (const LinShape& s : kLinShapes) {
+    SCOPED_TRACE(lin_name(s));
+    Q4Weight q = random_q4(r, s.N, s.K, s.gs, s.zero_scales);
+    q4::Geometry g(s.N, s.K, s.gs);
+    HostTensor wd = HostTensor::from(Shape{s.N, s.K}, DType::f32,
+                                     q4::dequantize(g, q.codes.data(), q.scales.as<float>()));
+    HostTensor x = random_f32(r, lead_plus(s.lead, s.K)), bias = random_f32(r, Shape{s.N});
+    auto got = run_reference(one(Op::linear_q4gsw, {x, q.w, q.scales, bias}, {zeros(lead_plus(s.lead, s.N), DType::f32)},
+                                 {s.gs}))[0];
+    auto want = run_reference(one(Op::linear, {x, wd, bias}, {zeros(lead_plus(s.lead, s.N), DType::f32)}))[0];
+    EXPECT_EQ(compare(got, want, tol::reduction(s.K)), "");
+  }
+}
+
+TEST(TrainReference, FusedCeByHand) {
+  // Row 0: uniform over 3 classes; row 1 ignored; row 2: class 0 dominates by 1000 (needs the max shift).
+  HostTensor logits = f32(Shape{3, 3}, {0, 0, 0, 5, 6, 7, 1000, 0, 0});
+  HostTensor labels = HostTensor::from(Shape{3}, DType::i32, std::vector<int32_t>{2, -100, 0});
+  auto o = run_reference(one(Op::fused_ce, {logits, labels}, {zeros(Shape{}, DType::f32), zeros(Shape{3, 3}, DType::f32)},
+                             {}, {2.0f}));
+  EXPECT_FLOAT_EQ(o[0].as<float>()[0], static_cast<float>(std::log(3.0) / 2));
+  auto d = o[1].to_vector<float>();
+  const float third = static_cast<float>(1.0 / 6), two_thirds = static_cast<float>(-1.0 / 3);
+  EXPECT_FLOAT_EQ(d[0], third);
+  EXPECT_FLOAT_EQ(d[1], third);
+  EXPECT_FLOAT_EQ(d[2], two_thirds);
+  for (int j = 3; j < 9; ++j) EXPECT_EQ(d[j], 0.0f) << j;
+
+  // A label >= V poisons its row and the loss instead of reading past the row.
+  labels.as<int32_t>()[1] = 3;
+  o = run_reference(one(Op::fused_ce, {logits, labels}, {zeros(Shape{}, DType::f32), zeros(Shape{3, 3}, DType::f32)},
+                        {}, {2.0f}));
+  EXPECT_TRUE(std::isnan(o[0].as<float>()[0]));
+  for (int j = 3; j < 6; ++j) EXPECT_TRUE(std::isnan(o[1].as<float>()[j])) << j;
+  EXPECT_FLOAT_EQ(o[1].as<float>()[0], third);
+}
+
+TEST(TrainReference, RequantByHand) {
+  // One row at scale 1: ties go to even, the range clamps, NaN gives value 0; rows 1..7 are padding.
+  HostTensor lat = f32(Shape{1, 8}, {0.5f, 1.5f, 2.5f, -0.5f, -1.5f, 100, -100, std::nanf("")});
+  q4::Geometry g(1, 8, 8);
+  OpCase c = one(Op::q4gsw_requant, {lat, f32(Shape{1, 1}, {1.0f})},
+                 {HostTensor::from(Shape{g.words()}, DType::u32, std::vector<uint32_t>(8, 0))}, {8});
+  auto words = run_reference(c)[0].to_vector<uint32_t>();
+  auto codes = q4::unpack_w4x8(g, words.data());
+  EXPECT_EQ(codes, (std::vector<uint8_t>{8, 10, 10, 8, 6, 15, 0, 8}));
+  // Word j of block k4 holds rows 2j, 2j+1: row 0 sits in the low nibble of each byte of words 0 and 4.
+  EXPECT_EQ(words[0], 0x888A8A88u);  // byte b = k b: code of row 0 low, padding row 1 high
+  EXPECT_EQ(words[4], 0x88808F86u);  // k 4..7 -> codes 6, 15, 0, 8
+  for (int i : {1, 2, 3, 5, 6, 7}) EXPECT_EQ(words[i], 0x88888888u) << i;
+}
+
+TEST(TrainReference, AdamwByHand) {
+  const double lr = 0.1, b1 = 0.9, b2 = 0.999, eps = 1e-8, wd = 0.01, bc1 = 1 - b1, bc2 = 1 - b2;
+  OpCase c = one(Op::adamw_step, {f32(Shape{2}, {1, -2}), f32(Shape{2}, {0, 0.5f}), f32(Shape{2}, {0, 0.25f}),
+                                  f32(Shape{2}, {0.5f, -1})},
+                 {zeros(Shape{2}, DType::f32), zeros(Shape{2}, DType::f32), zeros(Shape{2}, DType::f32)}, {},
+                 {0.1f, 0.9f, 0.999f, 1e-8f, 0.01f, static_cast<float>(bc1), static_cast<float>(bc2)});
+  c.out_alias = {0, 1, 2};
+  auto o = run_reference(c);
+  const double p0[2] = {1, -2}, m0[2] = {0, 0.5}, v0[2] = {0, 0.25}, g[2] = {0.5, -1};
+  for (int i = 0; i < 2; ++i) {
+    double p = p0[i] - lr * wd * p0[i];
+    double m = b1 * m0[i] + (1 - b1) * g[i];
+    double v = b2 * v0[i] + (1 - b2) * g[i] * g[i];
+    p -= lr * (m / bc1) / (std::sqrt(v / bc2) + eps);
+    EXPECT_NEAR(o[0].as<float>()[i], p, 1e-5 * std::fabs(p)) << i;
+    EXPECT_NEAR(o[1].as<float>()[i], m, 1e-6 * std::fabs(m)) << i;
+    EXPECT_NEAR(o[2].as<float>()[i], v, 1e-6 * std::fabs(v)) << i;
+  }
+}
+
+TEST(TrainReference, GradNormAndClipByHand) {
+  auto n = run_reference(one(Op::grad_norm, {f32(Shape{2}, {3, 4}), f32(Shape{}, {12})}, {zeros(Shape{}, DType::f32)}));
+  EXPECT_FLOAT_EQ(n[0].as<float>()[0], 13.0f);
+  auto coef = [](float norm, float max_norm) {
+    return run_reference(one(Op::clip_coef, {f32(Shape{}, {norm})}, {zeros(Shape{}, DType::f32)}, {}, {max_norm}))[0]
+        .as<float>()[0];
+  };
+  EXPECT_FLOAT_EQ(coef(13.0f, 1.0f), static_cast<float>(1.0 / (13.0 + 1e-6)));
+  EXPECT_EQ(coef(0.5f, 1.0f), 1.0f);
+  EXPECT_EQ(coef(0.0f, 1.0f), 1.0f);
+  EXPECT_TRUE(std::isnan(coef(std::nanf(""), 1.0f)));
+}
+
+// ---- a recorded training step, replayed with changing slots ----
+
+// One step recorded once: forward through the 4-bit weight, fused CE with the gradient written over the
+// logits, input gradient, weight gradient, then AdamW on the fp32 latent weight and on the input rows
+// (trained like an embedding, so the loss changes from replay to replay). lr, both bias corrections and
+// n_valid are slots; each replay is compared with the same step run op by op through the reference.
+class ReplayStep : public ::testing::TestWithParam<std::string> {};
+
+HostTensor download(Backend& b, const Tensor& t) {
+  HostTensor h(t.shape(), t.dtype());
+  b.download(t, h.data(), h.nbytes());
+  return h;
+}
+
+TEST_P(ReplayStep, MatchesEagerReference) {
+  Backend& b = backend_for_tests(GetParam());
+  for (Op op : {Op::linear_q4gsw, Op::fused_ce, Op::linear_q4gsw_backward, Op::linear_dW, Op::adamw_step})
+    if (!b.supports(op)) GTEST_SKIP() << GetParam() << " does not support " << op_name(op);
+  const int64_t M = 12, K = 40, N = 24, gs = 32;  // K = 40: a partial last group
+  // eps well above the fp32 noise of tiny gradients, so Adam's normalization cannot amplify it.
+  const float b1 = 0.9f, b2 = 0.99f, eps = 1e-3f, wd = 0.01f;
+  // Five chained steps in which a GPU may round every op differently from the reference.
+  const Tolerance chained{1e-5, 1e-4};
+
+  Rng r(300);
+  Q4Weight q = random_q4(r, N, K, gs);
+  HostTensor x = random_f32(r, Shape{M, K}), latent = random_f32(r, Shape{N, K}, -0.3f, 0.3f);
+  HostTensor labels = random_i32(r, Shape{M}, 0, static_cast<int32_t>(N - 1));
+  labels.as<int32_t>()[3] = -100;
+  HostTensor mx = zeros(Shape{M, K}, DType::f32), vx = mx, mw = zeros(Shape{N, K}, DType::f32), vw = mw;
+
+  auto up = [&](const HostTensor& h) { return b.from_host(h.shape(), h.dtype(), h.data(), h.nbytes()); };
+  Tensor tx = up(x), tw = up(q.w), ts = up(q.scales), tlab = up(labels), tlat = up(latent);
+  Tensor tmx = up(mx), tvx = up(vx), tmw = up(mw), tvw = up(vw);
+  auto prog = b.new_program();
+  Graph g(b, *prog);
+  Scalar lr = prog->slot("lr"), bc1 = prog->slot("bc1"), bc2 = prog->slot("bc2"), nv = prog->slot("n_valid");
+  Tensor logits = g.linear_q4gsw(tx, tw, ts, gs);
+  auto [loss, dlogits] = g.fused_ce(logits, tlab, nv, /*in_place=*/true);
+  Tensor dx = g.linear_q4gsw_backward(dlogits, tw, ts, gs, K);
+  Tensor dw = b.zeros(Shape{N, K}, DType::f32);
+  g.linear_dW_into(dlogits, tx, dw, false);
+  g.adamw_step(tlat, tmw, tvw, dw, lr, b1, b2, eps, wd, bc1, bc2);
+  g.adamw_step(tx, tmx, tvx, dx, lr, b1, b2, eps, 0.0f, bc1, bc2);
+  prog->finalize();
+
+  for (int t = 1; t <= 5; ++t) {
+    SCOPED_TRACE("replay " + std::to_string(t));
+    const float lrv = 0.05f / static_cast<float>(t);
+    const float bc1v = static_cast<float>(1.0 - std::pow(static_cast<double>(b1), t));
+    const float bc2v = static_cast<float>(1.0 - std::pow(static_cast<double>(b2), t));
+    // 11 rows are valid; a different n_valid each replay shows the slot is read every time.
+    const float nvv = 11.0f + static_cast<float>(t - 1);
+    prog->set(lr, lrv);
+    prog->set(bc1, bc1v);
+    prog->set(bc2, bc2v);
+    prog->set("n_valid", nvv);
+    prog->replay();
+
+    HostTensor lg = run_reference(one(Op::linear_q4gsw, {x, q.w, q.scales}, {zeros(Shape{M, N}, DType::f32)}, {gs}))[0];
+    OpCase ce = one(Op::fused_ce, {lg, labels}, {zeros(Shape{}, DType::f32), zeros(Shape{M, N}, DType::f32)}, {}, {nvv});
+    ce.out_alias = {-1, 0};
+    auto ceo = run_reference(ce);
+    HostTensor dxr = run_reference(one(Op::linear_q4gsw_backward, {ceo[1], q.w, q.scales},
+                                       {zeros(Shape{M, K}, DType::f32)}, {gs, K}))[0];
+    HostTensor dwr = run_reference(one(Op::linear_dW, {ceo[1], x}, {zeros(Shape{N, K}, DType::f32)}, {0}))[0];
+    auto adam = [&](HostTensor& p, HostTensor& m, HostTensor& v, const HostTensor& grad, float decay) {
+      OpCase a = one(Op::adamw_step, {p, m, v, grad}, {p, m, v}, {}, {lrv, b1, b2, eps, decay, bc1v, bc2v});
+      a.out_alias = {0, 1, 2};
+      auto o = run_reference(a);
+      p = o[0];
+      m = o[1];
+      v = o[2];
+    };
+    adam(latent, mw, vw, dwr, wd);
+    adam(x, mx, vx, dxr, 0.0f);
+
+    EXPECT_EQ(compare(download(b, loss), ceo[0], chained), "") << "loss";
+    EXPECT_EQ(compare(download(b, tlat), latent, chained), "") << "latent weight";
+    EXPECT_EQ(compare(download(b, tvw), vw, chained), "") << "latent second moment";
+    EXPECT_EQ(compare(download(b, tx), x, chained), "") << "input rows";
+    EXPECT_EQ(compare(download(b, tmx), mx, chained), "") << "input first moment";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, ReplayStep, ::testing::ValuesIn(test_backends()),
+                         [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
+
+}  // namespace
+}  // namespace edgetrain::test

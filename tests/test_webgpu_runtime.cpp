@@ -1,0 +1,207 @@
+// The WebGPU runtime on Dawn: adapter choice (and refusal of Dawn's Null adapter), WGSL compile errors as
+// Errors naming the shader and line, upload/download round trips, and a recorded training step replayed
+// with changing per-step scalars against the CPU reference. Skips when Dawn or an adapter is missing.
+#ifdef EDGETRAIN_HAS_WEBGPU
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+
+#include "cpu/cpu_backend.h"
+#include "edgetrain/backends.h"
+#include "harness/op_case.h"
+#include "webgpu/dawn_loader.h"
+#include "webgpu/program.h"
+
+namespace edgetrain::test {
+namespace {
+
+bool webgpu_usable(std::string* why) {
+  for (const DeviceInfo& d : list_devices())
+    if (d.backend == "webgpu") {
+      if (!d.usable) *why = d.details;
+      return d.usable;
+    }
+  *why = "webgpu is not listed";
+  return false;
+}
+
+wg::WebGpuBackend& webgpu() {
+  static std::unique_ptr<Backend> b = make_backend("webgpu");
+  return dynamic_cast<wg::WebGpuBackend&>(*b);
+}
+
+#define REQUIRE_WEBGPU()                                       \
+  do {                                                         \
+    std::string why;                                           \
+    if (!webgpu_usable(&why)) GTEST_SKIP() << "no WebGPU: " << why; \
+  } while (0)
+
+TEST(WebGpuRuntime, AdapterInfo) {
+  REQUIRE_WEBGPU();
+  auto devs = webgpu_devices();
+  ASSERT_EQ(devs.size(), 1u);
+  EXPECT_EQ(devs[0].backend, "webgpu");
+  EXPECT_FALSE(devs[0].name.empty());
+  EXPECT_NE(devs[0].name, "Null backend");
+  std::cout << "webgpu adapter: " << devs[0].name << " [" << devs[0].kind << "] " << devs[0].details << "\n";
+  wg::WebGpuBackend& b = webgpu();
+  EXPECT_EQ(b.name(), "webgpu");
+  EXPECT_EQ(b.device_name(), devs[0].name);
+  const wgpu::Limits& l = b.ctx().limits;
+  EXPECT_GE(l.maxComputeInvocationsPerWorkgroup, 64u);
+  EXPECT_GE(l.maxStorageBuffersPerShaderStage, 8u);
+  EXPECT_NE(b.ctx().info.backend_type, wgpu::kBackendNull);
+}
+
+TEST(WebGpuRuntime, NullAdapterIsRefused) {
+  if (!wgpu::dawn()) GTEST_SKIP() << "Dawn not found: " << wgpu::dawn_load_error();
+  setenv("EDGETRAIN_WEBGPU_BACKEND", "null", 1);
+  std::string msg;
+  try {
+    make_backend("webgpu");
+  } catch (const Error& e) {
+    msg = e.what();
+  }
+  auto devs = webgpu_devices();
+  unsetenv("EDGETRAIN_WEBGPU_BACKEND");
+  ASSERT_FALSE(msg.empty()) << "a Null adapter was accepted";
+  EXPECT_NE(msg.find("refusing Dawn's Null backend"), std::string::npos) << msg;
+  ASSERT_EQ(devs.size(), 1u);
+  EXPECT_FALSE(devs[0].usable);
+  EXPECT_NE(devs[0].details.find("Null backend"), std::string::npos) << devs[0].details;
+}
+
+TEST(WebGpuRuntime, CompileErrorNamesShaderAndLine) {
+  REQUIRE_WEBGPU();
+  const std::string bad =
+      "@group(0) @binding(0) var<storage, read_write> o: array<u32>;\n"
+      "@compute @workgroup_size(1)\n"
+      "fn main() {\n"
+      "  o[0] = undefined_name + 1u;\n"
+      "}\n";
+  std::string msg;
+  try {
+    webgpu().compile_check("broken_kernel", bad);
+  } catch (const Error& e) {
+    msg = e.what();
+  }
+  ASSERT_FALSE(msg.empty()) << "invalid WGSL compiled";
+  EXPECT_NE(msg.find("broken_kernel"), std::string::npos) << msg;
+  EXPECT_NE(msg.find(":4:"), std::string::npos) << "no line 4 in: " << msg;
+  EXPECT_NE(msg.find("undefined_name"), std::string::npos) << msg;
+  // A valid shader still compiles after the failure (the error scopes were balanced).
+  EXPECT_NO_THROW(webgpu().compile_check("ok_kernel",
+                                         "@group(0) @binding(0) var<storage, read_write> o: array<u32>;\n"
+                                         "@compute @workgroup_size(1) fn main() { o[0] = 1u; }\n"));
+}
+
+TEST(WebGpuRuntime, UploadDownloadRoundTrips) {
+  REQUIRE_WEBGPU();
+  wg::WebGpuBackend& b = webgpu();
+  Rng r(7);
+  for (int64_t n : {0, 1, 3, 4, 5, 17, 1000, 65537}) {
+    SCOPED_TRACE(n);
+    HostTensor f = random_f32(r, Shape{n});
+    Tensor t = b.from_host(f.shape(), DType::f32, f.data(), f.nbytes());
+    EXPECT_EQ(compare(HostTensor::from(Shape{n}, DType::f32, b.to_vector<float>(t)), f, tol::exact), "");
+    HostTensor bl = random_bool(r, Shape{n});  // 1-byte elements: sizes that are not multiples of 4
+    Tensor tb = b.from_host(bl.shape(), DType::boolean, bl.data(), bl.nbytes());
+    HostTensor back(bl.shape(), DType::boolean);
+    b.download(tb, back.data(), back.nbytes());
+    EXPECT_EQ(compare(back, bl, tol::exact), "");
+    Tensor z = b.zeros(Shape{n}, DType::i32);
+    for (int32_t v : b.to_vector<int32_t>(z)) ASSERT_EQ(v, 0);
+  }
+}
+
+// One training step (q4 forward -> fused CE -> weight gradient -> AdamW) recorded once and replayed five
+// times with a new learning rate and bias corrections each time, on WebGPU and on the CPU reference.
+TEST(WebGpuRuntime, RecordedStepReplaysWithNewScalars) {
+  REQUIRE_WEBGPU();
+  wg::WebGpuBackend& gpu = webgpu();
+  cpu::CpuBackend cpu(BackendOptions{1, "", false, false});
+  cpu.set_reference_only(true);
+  const int64_t M = 37, K = 72, N = 45, gs = 32;
+  Rng r(11);
+  Q4Weight q = random_q4(r, N, K, gs);
+  HostTensor x = random_f32(r, Shape{M, K});
+  HostTensor labels = random_i32(r, Shape{M}, -1, static_cast<int32_t>(N) - 1);
+  HostTensor latent = random_f32(r, Shape{N, K}, -0.3f, 0.3f);
+
+  struct Run {
+    Backend& b;
+    std::unique_ptr<Program> p;
+    Tensor x, w, s, lab, logits, loss, dlogits, dw, param, m, v;
+    Scalar lr, bc1, bc2;
+    Run(Backend& be, const HostTensor& xh, const Q4Weight& qh, const HostTensor& labh, const HostTensor& lat,
+        int64_t M, int64_t N, int64_t K, int64_t gs)
+        : b(be), p(be.new_program()) {
+      auto up = [&](const HostTensor& h) { return b.from_host(h.shape(), h.dtype(), h.data(), h.nbytes()); };
+      x = up(xh);
+      w = up(qh.w);
+      s = up(qh.scales);
+      lab = up(labh);
+      param = up(lat);
+      logits = b.zeros(Shape{M, N}, DType::f32);
+      loss = b.zeros(Shape{}, DType::f32);
+      dlogits = b.zeros(Shape{M, N}, DType::f32);
+      dw = b.zeros(Shape{N, K}, DType::f32);
+      m = b.zeros(Shape{N, K}, DType::f32);
+      v = b.zeros(Shape{N, K}, DType::f32);
+      lr = p->slot("lr", 1e-3f);
+      bc1 = p->slot("bc1", 1.0f);
+      bc2 = p->slot("bc2", 1.0f);
+      Scalar n_valid = p->slot("n_valid", 1.0f);
+      p->record({Op::linear_q4gsw, {x, w, s}, {logits}, {gs}, {}});
+      p->record({Op::fused_ce, {logits, lab}, {loss, dlogits}, {}, {n_valid}});
+      p->record({Op::linear_dW, {dlogits, x}, {dw}, {0}, {}});
+      p->record({Op::adamw_step, {param, m, v, dw}, {param, m, v}, {},
+                 {lr, Scalar(0.9f), Scalar(0.999f), Scalar(1e-8f), Scalar(0.01f), bc1, bc2}});
+      p->finalize();
+    }
+    HostTensor get(const Tensor& t) {
+      HostTensor h(t.shape(), t.dtype());
+      b.download(t, h.data(), h.nbytes());
+      return h;
+    }
+  };
+  Run g(gpu, x, q, labels, latent, M, N, K, gs), c(cpu, x, q, labels, latent, M, N, K, gs);
+  int valid = 0;
+  for (int64_t i = 0; i < M; ++i) valid += labels.as<int32_t>()[i] >= 0;
+  for (Run* run : {&g, &c}) run->p->set("n_valid", static_cast<float>(valid));
+
+  for (int step = 1; step <= 5; ++step) {
+    SCOPED_TRACE("replay " + std::to_string(step));
+    float lr = 1e-2f / static_cast<float>(step);
+    for (Run* run : {&g, &c}) {
+      run->p->set(run->lr, lr);
+      run->p->set(run->bc1, 1.0f - std::pow(0.9f, static_cast<float>(step)));
+      run->p->set(run->bc2, 1.0f - std::pow(0.999f, static_cast<float>(step)));
+    }
+    auto t0 = std::chrono::steady_clock::now();
+    g.p->replay();
+    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    c.p->replay();
+    if (step == 1 || step == 5) std::cout << "webgpu replay " << step << ": " << ms << " ms\n";
+    EXPECT_EQ(compare(g.get(g.logits), c.get(c.logits), tol::reduction(K)), "") << "logits";
+    EXPECT_EQ(compare(g.get(g.loss), c.get(c.loss), tol::reduction(M * N)), "") << "loss";
+    EXPECT_EQ(compare(g.get(g.dlogits), c.get(c.dlogits), tol::reduction(N)), "") << "dlogits";
+    EXPECT_EQ(compare(g.get(g.dw), c.get(c.dw), tol::reduction(M * N)), "") << "dw";
+    EXPECT_EQ(compare(g.get(g.m), c.get(c.m), tol::reduction(M * N)), "") << "m";
+    EXPECT_EQ(compare(g.get(g.v), c.get(c.v), tol::reduction(M * N)), "") << "v";
+    EXPECT_EQ(compare(g.get(g.param), c.get(c.param), tol::reduction(M * N)), "") << "param";
+  }
+  // The parameters really moved, by a step that depends on the replayed learning rates.
+  HostTensor pg = g.get(g.param);
+  double moved = 0;
+  for (int64_t i = 0; i < pg.numel(); ++i) moved += std::fabs(pg.as<float>()[i] - latent.as<float>()[i]);
+  EXPECT_GT(moved / static_cast<double>(pg.numel()), 1e-3);
+}
+
+}  // namespace
+}  // namespace edgetrain::test
+
+#endif  // EDGETRAIN_HAS_WEBGPU

@@ -1,0 +1,114 @@
+// `edgetrain generate` and `edgetrain eval`: use a checkpoint to write text or to measure loss.
+#include <cstdio>
+#include <memory>
+
+#include "edgetrain/backends.h"
+#include "edgetrain/checkpoint.h"
+#include "edgetrain/paths.h"
+#include "edgetrain/tokenizer.h"
+#include "edgetrain/trainer.h"
+#include "tools/commands.h"
+
+namespace edgetrain::cli {
+namespace {
+
+struct Loaded {
+  std::unique_ptr<Backend> backend;
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Tokenizer> tok;
+};
+
+Loaded load(const std::string& path, const std::string& backend, const std::string& device, int threads,
+            const std::string& tokenizer_override) {
+  ModelConfig cfg = read_checkpoint_config(path);
+  std::map<std::string, std::string> meta = read_checkpoint_metadata(path);
+  Loaded l;
+  BackendOptions bo;
+  bo.device = device;
+  bo.threads = threads;
+  l.backend = make_backend(backend, bo);
+  l.model = std::make_unique<Model>(*l.backend, cfg);
+  load_checkpoint(path, *l.model, nullptr);
+  std::string tok = !tokenizer_override.empty() ? tokenizer_override : meta.count("tokenizer") ? meta["tokenizer"] : "bytes";
+  l.tok = make_tokenizer(tok);
+  ET_CHECK(l.tok->vocab_size() == cfg.vocab, "tokenizer '", tok, "' has ", l.tok->vocab_size(),
+           " tokens but the checkpoint's model has ", cfg.vocab);
+  return l;
+}
+
+}  // namespace
+
+Runner add_generate(CLI::App& app) {
+  auto* sub = app.add_subcommand("generate",
+      "Sample text from a checkpoint (KV cache; temperature, top-k, top-p; seeded). Example:\n"
+      "  edgetrain generate --checkpoint runs/mini/checkpoint.safetensors --prompt \"In the beginning\"");
+  struct Flags {
+    std::string checkpoint, prompt = "And God said", backend = "auto", device, tokenizer;
+    SampleOptions s;
+    int threads = 0;
+  };
+  auto f = std::make_shared<Flags>();
+  sub->add_option("--checkpoint", f->checkpoint, "Checkpoint file (.safetensors)")->required();
+  sub->add_option("--prompt", f->prompt, "Text to continue")->capture_default_str();
+  sub->add_option("--max-tokens", f->s.max_tokens, "Tokens to generate")->capture_default_str();
+  sub->add_option("--temperature", f->s.temperature, "Sampling temperature (0 = greedy)")->capture_default_str();
+  sub->add_option("--top-k", f->s.top_k, "Keep the k most likely tokens (0 = all)")->capture_default_str();
+  sub->add_option("--top-p", f->s.top_p, "Nucleus: keep the smallest set with this total probability")->capture_default_str();
+  sub->add_option("--seed", f->s.seed, "Sampling seed")->capture_default_str();
+  sub->add_option("--backend", f->backend, "auto, cpu, vulkan or webgpu")->capture_default_str();
+  sub->add_option("--device", f->device, "Device index or name substring");
+  sub->add_option("--threads", f->threads, "CPU threads (0 = all cores)");
+  sub->add_option("--tokenizer", f->tokenizer, "Override the checkpoint's tokenizer");
+  return [f] {
+    Loaded l = load(f->checkpoint, f->backend, f->device, f->threads, f->tokenizer);
+    std::printf("%s", f->prompt.c_str());
+    std::fflush(stdout);
+    generate(*l.model, *l.tok, f->prompt, f->s, [](const std::string& t) {
+      std::printf("%s", t.c_str());
+      std::fflush(stdout);
+    });
+    std::printf("\n");
+    return 0;
+  };
+}
+
+Runner add_eval(CLI::App& app) {
+  auto* sub = app.add_subcommand("eval",
+      "Validation loss and perplexity of a checkpoint on a corpus's held-out end (the split train used). Example:\n"
+      "  edgetrain eval --checkpoint runs/mini/checkpoint.safetensors");
+  struct Flags {
+    std::string checkpoint, corpus, backend = "auto", device, tokenizer;
+    int64_t batch = 8, seq = 128, batches = 16;
+    double val_fraction = 0.02;
+    bool whole = false;
+    int threads = 0;
+  };
+  auto f = std::make_shared<Flags>();
+  sub->add_option("--checkpoint", f->checkpoint, "Checkpoint file (.safetensors)")->required();
+  sub->add_option("--corpus", f->corpus, "Text file (default: the KJV corpus)");
+  sub->add_option("--val-fraction", f->val_fraction, "Held-out fraction at the end of the corpus")->capture_default_str();
+  sub->add_flag("--whole", f->whole, "Evaluate on windows spread over the whole file instead");
+  sub->add_option("--batch", f->batch, "Sequences per batch")->capture_default_str();
+  sub->add_option("--seq", f->seq, "Tokens per sequence")->capture_default_str();
+  sub->add_option("--batches", f->batches, "Number of batches")->capture_default_str();
+  sub->add_option("--backend", f->backend, "auto, cpu, vulkan or webgpu")->capture_default_str();
+  sub->add_option("--device", f->device, "Device index or name substring");
+  sub->add_option("--threads", f->threads, "CPU threads (0 = all cores)");
+  sub->add_option("--tokenizer", f->tokenizer, "Override the checkpoint's tokenizer");
+  return [f] {
+    Loaded l = load(f->checkpoint, f->backend, f->device, f->threads, f->tokenizer);
+    std::string corpus = f->corpus.empty() ? deps_path("data/kjv.txt") : f->corpus;
+    ET_CHECK(f->batch >= 1 && f->batches >= 1 && f->seq >= 1, "eval: --batch, --batches and --seq must be >= 1");
+    ET_CHECK(f->seq <= l.model->config().max_seq, "eval: --seq exceeds the model's max_seq ", l.model->config().max_seq);
+    ET_CHECK(f->val_fraction > 0 && f->val_fraction < 1, "eval: --val-fraction must be in (0, 1)");
+    auto data = TokenStream::open(corpus, *l.tok, "runs/cache");
+    int64_t N = data->size();
+    int64_t begin = f->whole ? 0 : N - std::max<int64_t>(f->seq + 2, static_cast<int64_t>(static_cast<double>(N) * f->val_fraction));
+    EvalResult r = evaluate_split(*l.model, *data, std::max<int64_t>(0, begin), N, f->batch, f->seq, f->batches);
+    std::printf("%s on %s (%s, %ld tokens evaluated): loss %.4f nats/token, perplexity %.3f\n", f->checkpoint.c_str(),
+                corpus.c_str(), f->whole ? "whole file" : "validation split", static_cast<long>(r.tokens), r.loss, r.perplexity);
+    return 0;
+  };
+}
+
+}  // namespace edgetrain::cli
