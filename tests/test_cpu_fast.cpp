@@ -10,6 +10,7 @@
 
 #include "cpu/cpu_backend.h"
 #include "cpu/threads.h"
+#include "edgetrain/q4gsw.h"
 #include "harness/op_case.h"
 
 namespace edgetrain::test {

@@ -37,7 +37,7 @@ TEST_F(Misuse, LinearQ4gswWrongK) {
 TEST_F(Misuse, LinearQ4gswWrongScalesShape) {
   // K = 8 with gs = 32 is one group; two rows of scales are wrong.
   expect_error({Op::linear_q4gsw, {f32({4, 8}), q4w(8, 8), f32({2, 8})}, {f32({4, 8})}, {32}, {}},
-               {"linear_q4gsw", "scales must be [1, 8]", "f32[2, 8]"});
+               {"linear_q4gsw", "= [1, 8]", "f32[2, 8]"});
 }
 
 TEST_F(Misuse, GroupSizeNotMultipleOf4) {

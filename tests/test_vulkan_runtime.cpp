@@ -33,7 +33,7 @@ bool vulkan_usable() {
 vk::VulkanBackend& vb() { return dynamic_cast<vk::VulkanBackend&>(backend_for_tests("vulkan")); }
 
 TEST(VulkanRuntime, ListsDevices) {
-  auto devs = vulkan_devices();  // never throws
+  auto devs = vk::list_vulkan_devices();  // never throws
   ASSERT_FALSE(devs.empty());
   NEED_VULKAN();
   for (const DeviceInfo& d : devs) {
@@ -63,6 +63,46 @@ TEST(VulkanRuntime, DeviceChoiceByNameAndIndex) {
   }
   o.device = "999";
   EXPECT_THROW(make_backend("vulkan", o), Error);
+}
+
+// Sets an environment variable for one scope (the loader reads its variables at each instance creation).
+struct ScopedEnv {
+  std::string name, old;
+  bool had;
+  ScopedEnv(const char* n, const char* v) : name(n) {
+    const char* o = std::getenv(n);
+    had = o != nullptr;
+    if (had) old = o;
+    setenv(n, v, 1);
+  }
+  ~ScopedEnv() {
+    if (had) setenv(name.c_str(), old.c_str(), 1);
+    else unsetenv(name.c_str());
+  }
+};
+
+TEST(VulkanRuntime, NoDriverIsReportedNotThrown) {
+  ScopedEnv icd("VK_ICD_FILENAMES", "/nonexistent/edgetrain_icd.json");
+  ScopedEnv drv("VK_DRIVER_FILES", "/nonexistent/edgetrain_icd.json");
+  auto devs = vk::list_vulkan_devices();
+  ASSERT_FALSE(devs.empty());
+  for (const DeviceInfo& d : devs) EXPECT_FALSE(d.usable) << d.name << ": " << d.details;
+  EXPECT_NE(devs[0].details.find("no Vulkan"), std::string::npos) << devs[0].details;
+  EXPECT_THROW(make_backend("vulkan"), Error);
+}
+
+TEST(VulkanRuntime, MissingValidationLayerIsAClearError) {
+  NEED_VULKAN();
+  ScopedEnv path("VK_LAYER_PATH", "/nonexistent");
+  ScopedEnv add("VK_ADD_LAYER_PATH", "/nonexistent");
+  BackendOptions o;
+  o.validation = true;
+  try {
+    make_backend("vulkan", o);
+    GTEST_SKIP() << "the loader still found the validation layer";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("VK_LAYER_KHRONOS_validation"), std::string::npos) << e.what();
+  }
 }
 
 TEST(VulkanRuntime, UploadDownloadRoundTrip) {
@@ -115,8 +155,11 @@ TEST(VulkanRuntime, ValidationErrorThrownAtSync) {
   bi.usage = 0;
   bi.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
   VkBuffer buf = VK_NULL_HANDLE;
-  vkCreateBuffer(b.context().device(), &bi, nullptr, &buf);
-  if (buf) vkDestroyBuffer(b.context().device(), buf, nullptr);
+  auto create = reinterpret_cast<PFN_vkCreateBuffer>(b.context().device_proc("vkCreateBuffer"));
+  auto destroy = reinterpret_cast<PFN_vkDestroyBuffer>(b.context().device_proc("vkDestroyBuffer"));
+  ASSERT_TRUE(create && destroy);
+  create(b.context().device(), &bi, nullptr, &buf);
+  if (buf) destroy(b.context().device(), buf, nullptr);
   try {
     b.to_vector<float>(t);
     ADD_FAILURE() << "a validation error was not turned into an Error";
@@ -246,7 +289,7 @@ TEST(VulkanRuntime, LargerShapesMatchReference) {
   NEED_VULKAN();
   Rng r(9);
   std::vector<OpCase> cs;
-  for (auto [M, N, K] : {std::tuple<int64_t, int64_t, int64_t>{1, 1000, 300}, {2, 200, 260}, {150, 130, 70}}) {
+  for (auto [M, N, K] : {std::tuple<int64_t, int64_t, int64_t>{1, 1000, 300}, {2, 200, 260}, {150, 130, 70}, {257, 140, 131}}) {
     Q4Weight q = random_q4(r, N, K, 32);
     OpCase f;
     f.name = "fwd";
@@ -264,6 +307,30 @@ TEST(VulkanRuntime, LargerShapesMatchReference) {
     bw.ints = {32, K};
     bw.tol = tol::reduction(N);
     cs.push_back(bw);
+  }
+  // Products big enough for the 128x128 GEMM tiles, with ragged edges, every transpose and accumulate.
+  for (int ta = 0; ta < 2; ++ta)
+    for (int tb = 0; tb < 2; ++tb) {
+      const int64_t M = 200, N = 300, K = 70;
+      OpCase mm;
+      mm.name = "mm_200x300x70_ta" + std::to_string(ta) + "_tb" + std::to_string(tb);
+      mm.op = Op::mm;
+      mm.in = {random_f32(r, ta ? Shape{K, M} : Shape{M, K}), random_f32(r, tb ? Shape{N, K} : Shape{K, N})};
+      mm.out = {zeros(Shape{M, N}, DType::f32)};
+      mm.ints = {ta, tb};
+      mm.floats = {ta ? 0.5f : 1.0f};
+      mm.tol = tol::reduction(K);
+      cs.push_back(mm);
+    }
+  {
+    OpCase dw;
+    dw.name = "linear_dW_M77_N130_K257_acc";
+    dw.op = Op::linear_dW;
+    dw.in = {random_f32(r, Shape{7, 11, 130}), random_f32(r, Shape{77, 257})};
+    dw.out = {random_f32(r, Shape{130, 257})};
+    dw.ints = {1};
+    dw.tol = tol::reduction(78);
+    cs.push_back(dw);
   }
   OpCase ad;
   ad.name = "adamw_70001";

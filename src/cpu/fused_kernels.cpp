@@ -15,8 +15,8 @@
 namespace edgetrain::cpu::fast {
 namespace {
 
-using simd::f8;
-using simd::i8;
+using simd::vf;
+using simd::vi;
 using simd::kLanes;
 constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
@@ -25,7 +25,7 @@ constexpr int64_t kBlock = 1024;  // floats per block of a row: small enough to 
 // Rows per task so that a task touches at least ~16K floats.
 int64_t row_grain(int64_t row_len) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(row_len, 1)); }
 
-bool any(i8 m) {
+bool any(vi m) {
   int32_t r = 0;
   for (int i = 0; i < kLanes; ++i) r |= m[i];
   return r != 0;
@@ -37,7 +37,7 @@ double dot(const float* a, const float* b, int64_t n) {
   for (int64_t b0 = 0; b0 < n; b0 += 128) {
     const int64_t len = std::min<int64_t>(128, n - b0);
     const float *pa = a + b0, *pb = b ? b + b0 : pa;
-    f8 acc = {};
+    vf acc = {};
     int64_t j = 0;
     for (; j + kLanes <= len; j += kLanes) acc += simd::load(pa + j) * simd::load(pb + j);
     float t = simd::hsum(acc);
@@ -57,11 +57,11 @@ bool max_sumexp(const float* x, int64_t n, float s, float& m_out, double& l_out)
   for (int64_t b0 = 0; b0 < n; b0 += kBlock) {
     const int64_t len = std::min(kBlock, n - b0);
     const float* p = x + b0;
-    f8 mv = simd::splat(-kInf);
-    i8 nan = {};
+    vf mv = simd::splat(-kInf);
+    vi nan = {};
     int64_t j = 0;
     for (; j + kLanes <= len; j += kLanes) {
-      f8 v = simd::load(p + j) * s;
+      vf v = simd::load(p + j) * s;
       nan |= v != v;
       mv = v > mv ? v : mv;
     }
@@ -77,8 +77,8 @@ bool max_sumexp(const float* x, int64_t n, float s, float& m_out, double& l_out)
       m = bm;
     }
     if (bad || !std::isfinite(m)) return false;
-    const f8 mm = simd::splat(m);
-    f8 acc = {};
+    const vf mm = simd::splat(m);
+    vf acc = {};
     for (j = 0; j + kLanes <= len; j += kLanes) acc += simd::exp(simd::load(p + j) * s - mm);
     float t = simd::hsum(acc);
     for (; j < len; ++j) t += simd::exp1(p[j] * s - m);
@@ -119,7 +119,7 @@ double ce_row(const float* row, float* drow, int64_t V, int32_t y, double n_vali
   if (!max_sumexp(row, V, 1.0f, m, l)) return ce_row_slow(row, drow, V, y, n_valid);
   const double lse = m + std::log(l), xy = row[y];
   const float scale = static_cast<float>(1.0 / (l * n_valid));
-  const f8 mm = simd::splat(m);
+  const vf mm = simd::splat(m);
   int64_t j = 0;
   for (; j + kLanes <= V; j += kLanes) simd::store(drow + j, simd::exp(simd::load(row + j) - mm) * scale);
   for (; j < V; ++j) drow[j] = simd::exp1(row[j] - m) * scale;
@@ -144,7 +144,7 @@ void softmax_row(const float* x, float* y, int64_t n, float s) {
   double l;
   if (!max_sumexp(x, n, s, m, l)) return softmax_row_slow(x, y, n, s);
   const float inv = static_cast<float>(1.0 / l);
-  const f8 mm = simd::splat(m);
+  const vf mm = simd::splat(m);
   int64_t j = 0;
   for (; j + kLanes <= n; j += kLanes) simd::store(y + j, simd::exp(simd::load(x + j) * s - mm) * inv);
   for (; j < n; ++j) y[j] = simd::exp1(x[j] * s - m) * inv;
@@ -190,16 +190,14 @@ void adamw_step(const ref::Call& c) {
   parallel_for(c.in[0].numel(), 1 << 14, [&](int64_t i0, int64_t i1) {
     int64_t i = i0;
     for (; i + kLanes <= i1; i += kLanes) {
-      f8 pi = simd::load(p + i), gi = simd::load(g + i);
-      pi = pi - lrwd * pi;
-      f8 mi = b1 * simd::load(m + i) + c1 * gi;
-      f8 vi = b2 * simd::load(v + i) + c2 * gi * gi;
-      f8 den = vi / bc2;
-      for (int k = 0; k < kLanes; ++k) den[k] = __builtin_sqrtf(den[k]);
-      pi = pi - lr * (mi / bc1) / (den + eps);
-      simd::store(p + i, pi);
-      simd::store(m + i, mi);
-      simd::store(v + i, vi);
+      vf pv = simd::load(p + i), gv = simd::load(g + i);
+      pv = pv - lrwd * pv;
+      vf mv = b1 * simd::load(m + i) + c1 * gv;
+      vf vv = b2 * simd::load(v + i) + c2 * gv * gv;
+      pv = pv - lr * (mv / bc1) / (simd::sqrt(vv / bc2) + eps);
+      simd::store(p + i, pv);
+      simd::store(m + i, mv);
+      simd::store(v + i, vv);
     }
     for (; i < i1; ++i) {
       float pi = p[i];
@@ -361,8 +359,8 @@ void silu_mul(const ref::Call& c) {
   parallel_for(c.out[0].numel(), 1 << 14, [&](int64_t i0, int64_t i1) {
     int64_t i = i0;
     for (; i + kLanes <= i1; i += kLanes) {
-      f8 gv = simd::load(g + i);
-      f8 s = 1.0f / (1.0f + simd::exp(-gv));
+      vf gv = simd::load(g + i);
+      vf s = 1.0f / (1.0f + simd::exp(-gv));
       simd::store(h + i, gv * s * simd::load(u + i));
     }
     for (; i < i1; ++i) h[i] = g[i] * (1.0f / (1.0f + simd::exp1(-g[i]))) * u[i];
@@ -375,22 +373,22 @@ void silu_mul_backward(const ref::Call& c) {
   const float *dh = c.in[0].as<float>(), *g = c.in[1].as<float>(), *u = c.in[2].as<float>();
   float *dg = c.out[0].as<float>(), *du = c.out[1].as<float>();
   parallel_for(c.out[0].numel(), 1 << 14, [&](int64_t i0, int64_t i1) {
-    auto step = [&](f8 dhv, f8 gv, f8 uv, f8& dgv, f8& duv) {
-      f8 e = simd::exp(-gv);
-      f8 s = 1.0f / (1.0f + e);
-      f8 oms = e > 1.0f ? 1.0f - s : e * s;
+    auto step = [&](vf dhv, vf gv, vf uv, vf& dgv, vf& duv) {
+      vf e = simd::exp(-gv);
+      vf s = 1.0f / (1.0f + e);
+      vf oms = e > 1.0f ? 1.0f - s : e * s;
       dgv = dhv * uv * s * (1.0f + gv * oms);
       duv = dhv * gv * s;
     };
     int64_t i = i0;
     for (; i + kLanes <= i1; i += kLanes) {
-      f8 a, b;
+      vf a, b;
       step(simd::load(dh + i), simd::load(g + i), simd::load(u + i), a, b);
       simd::store(dg + i, a);
       simd::store(du + i, b);
     }
     for (; i < i1; ++i) {
-      f8 a, b;
+      vf a, b;
       step(simd::splat(dh[i]), simd::splat(g[i]), simd::splat(u[i]), a, b);
       dg[i] = a[0];
       du[i] = b[0];

@@ -113,9 +113,9 @@ void pre_tokenize(std::string_view text, Emit&& emit) {
   const size_t n = text.size();
   size_t i = 0;
   while (i < n) {
-    size_t end = 0;
-    if (s[i] == '\'') end = i + contraction_length(s, n, i);
-    if (end == 0) {
+    const size_t contraction = s[i] == '\'' ? contraction_length(s, n, i) : 0;
+    size_t end = i + contraction;
+    if (contraction == 0) {
       // " ?X+" where X is letters, numbers or other (not space): the optional leading ' ' is U+0020 only.
       Char first = char_at(s, n, i);
       size_t j = i;

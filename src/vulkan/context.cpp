@@ -171,6 +171,8 @@ void Context::add_message(std::string m) {
   if (messages_.size() < 64) messages_.push_back(std::move(m));
 }
 
+PFN_vkVoidFunction Context::device_proc(const char* name) const { return vkGetDeviceProcAddr(device_, name); }
+
 std::vector<std::string> Context::take_messages() {
   std::lock_guard<std::mutex> lock(msg_mu_);
   std::vector<std::string> m;
@@ -235,18 +237,14 @@ Context::Context(const BackendOptions& opts) {
   ici.enabledExtensionCount = static_cast<uint32_t>(exts.size());
   ici.ppEnabledExtensionNames = exts.data();
   check(vkCreateInstance(&ici, nullptr, &instance_), "vkCreateInstance");
-  if (validation_) {
-    auto create = reinterpret_cast<PFN_vkCreateDebugUtilsMessengerEXT>(
-        vkGetInstanceProcAddr(instance_, "vkCreateDebugUtilsMessengerEXT"));
-    if (!create) {
-      vkDestroyInstance(instance_, nullptr);
-      fail("vulkan: vkCreateDebugUtilsMessengerEXT is missing although ", VK_EXT_DEBUG_UTILS_EXTENSION_NAME,
-           " was enabled");
-    }
-    check(create(instance_, &mci, nullptr, &messenger_), "vkCreateDebugUtilsMessengerEXT");
-  }
-
   try {
+    if (validation_) {
+      auto create = reinterpret_cast<PFN_vkCreateDebugUtilsMessengerEXT>(
+          vkGetInstanceProcAddr(instance_, "vkCreateDebugUtilsMessengerEXT"));
+      ET_CHECK(create, "vulkan: vkCreateDebugUtilsMessengerEXT is missing although ",
+               VK_EXT_DEBUG_UTILS_EXTENSION_NAME, " was enabled");
+      check(create(instance_, &mci, nullptr, &messenger_), "vkCreateDebugUtilsMessengerEXT");
+    }
     auto devs = physical_devices(instance_);
     ET_CHECK(!devs.empty(), "vulkan: no Vulkan device found (no driver/ICD reports a physical device)");
     std::string want = opts.device;

@@ -44,6 +44,8 @@ class Context {
   const VkPhysicalDeviceMemoryProperties& memory_properties() const { return mem_props_; }
   const Limits& limits() const { return limits_; }
   bool validation() const { return validation_; }
+  // A device-level entry point (lets tests make raw calls without linking the loader themselves).
+  PFN_vkVoidFunction device_proc(const char* name) const;
 
   // Validation messages (warning or error) collected since the last call; they are cleared.
   std::vector<std::string> take_messages();

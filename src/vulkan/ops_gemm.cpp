@@ -7,16 +7,20 @@
 namespace edgetrain::vk {
 
 void encode_gemm(const GemmArgs& g, const EncodeContext& ctx, Encoded& out) {
-  auto tiles = [](uint64_t n) { return static_cast<uint32_t>((n + 63) / 64); };
   ET_CHECK(g.M < (1ull << 32) && g.N < (1ull << 32) && g.K < (1ull << 32), "vulkan gemm: sizes too large");
+  // 128x128 tiles (8x8 per thread) once both output dims fill them and shared memory holds two 16x129
+  // slices; 64x64 tiles (4x4) otherwise, so small products still spread over many workgroups.
+  const uint32_t big_shared = 2 * 16 * 129 * sizeof(float);
+  const uint32_t t = g.M >= 128 && g.N >= 128 && ctx.max_shared_bytes >= big_shared ? 8 : 4;
+  const uint64_t tile = 16 * t;
   Dispatch d{ET_VK_KERNEL(gemm)};
-  d.spec = {g.sa_red == 1 ? 1u : 0u, g.sb_col == 1 ? 1u : 0u, g.layout};
+  d.spec = {g.sa_red == 1 ? 1u : 0u, g.sb_col == 1 ? 1u : 0u, g.layout, t, t};
   d.arg(static_cast<uint32_t>(g.M)).arg(static_cast<uint32_t>(g.N)).arg(static_cast<uint32_t>(g.K));
   d.arg(g.sa_row).arg(g.sa_red).arg(g.sb_red).arg(g.sb_col);
   d.arg(g.a_batch).arg(g.b_batch).arg(g.c_batch);
   d.arg(g.alpha_idx).arg(g.flags);
-  d.groups[0] = tiles(g.N);
-  d.groups[1] = tiles(g.M);
+  d.groups[0] = static_cast<uint32_t>((g.N + tile - 1) / tile);
+  d.groups[1] = static_cast<uint32_t>((g.M + tile - 1) / tile);
   d.groups[2] = g.batch;
   ET_CHECK(d.groups[0] <= ctx.max_groups[0] && d.groups[1] <= ctx.max_groups[1] && d.groups[2] <= ctx.max_groups[2],
            "vulkan gemm: grid ", d.groups[0], "x", d.groups[1], "x", d.groups[2], " exceeds the device limits");

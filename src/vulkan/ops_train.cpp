@@ -22,7 +22,12 @@ uint32_t u32(int64_t v, const char* what) {
   return static_cast<uint32_t>(v);
 }
 
-uint32_t tiles64(int64_t n) { return static_cast<uint32_t>((n + 63) / 64); }
+// Per-thread register tile of the q4 GEMMs: 8x8 (128x128 workgroup tiles) once both output dims fill
+// them and shared memory holds two 16x129 fp32 slices, else 4x4 (64x64) to keep small shapes spread out.
+uint32_t reg_tile(int64_t rows, int64_t cols, const EncodeContext& ctx) {
+  return rows >= 128 && cols >= 128 && ctx.max_shared_bytes >= 2 * 16 * 129 * sizeof(float) ? 8 : 4;
+}
+uint32_t tiles(int64_t n, uint32_t t) { return static_cast<uint32_t>((n + 16 * t - 1) / (16 * t)); }
 
 void check_grid(const Dispatch& d, const EncodeContext& ctx, const OpCall& c) {
   for (int i = 0; i < 3; ++i)
@@ -63,10 +68,12 @@ void enc_linear_q4gsw(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
     return;
   }
   Dispatch d{ET_VK_KERNEL(linear_q4gsw)};
+  uint32_t t = reg_tile(M, g.N, ctx);
+  d.spec = {t, t};
   q4_push(d, M, g);
   d.arg(has_bias);
-  d.groups[0] = tiles64(g.N);
-  d.groups[1] = tiles64(M);
+  d.groups[0] = tiles(g.N, t);
+  d.groups[1] = tiles(M, t);
   check_grid(d, ctx, c);
   out.dispatches.push_back(std::move(d));
 }
@@ -78,9 +85,11 @@ void enc_linear_q4gsw_backward(const OpCall& c, const EncodeContext& ctx, Encode
   int64_t M = dy.shape().rows();
   if (M == 0) return;
   Dispatch d{ET_VK_KERNEL(q4gsw_backward)};
+  uint32_t t = reg_tile(M, g.K, ctx);
+  d.spec = {t, t};
   q4_push(d, M, g);
-  d.groups[0] = tiles64(g.K);
-  d.groups[1] = tiles64(M);
+  d.groups[0] = tiles(g.K, t);
+  d.groups[1] = tiles(M, t);
   check_grid(d, ctx, c);
   out.dispatches.push_back(std::move(d));
 }

@@ -112,7 +112,6 @@ void VulkanProgram::on_finalize() {
 
   // Scalar block: slots first, then every constant float argument in call order.
   std::vector<float> block = slot_values();
-  const uint32_t n_slots = static_cast<uint32_t>(block.size());
   EncodeContext base = vb_.encode_context();
   std::vector<Encoded> enc(calls.size());
   what_ = "replay of [";
@@ -133,7 +132,6 @@ void VulkanProgram::on_finalize() {
     e(call, ec, enc[c]);
   }
   what_ += "]";
-  (void)n_slots;
   scalars_ = vb_.memory().create_host(block.size() * sizeof(float));
   std::memcpy(scalars_.mapped, block.data(), block.size() * sizeof(float));
 

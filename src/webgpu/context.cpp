@@ -237,6 +237,7 @@ Context::Context(const BackendOptions& opts) : d(*[] {
 }
 
 Context::~Context() {
+  if (dawn_exiting()) return;
   if (queue) d.QueueRelease(queue);
   if (device) {
     d.DeviceDestroy(device);

@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <mutex>
 #include <vector>
@@ -74,8 +75,17 @@ Loaded load() {
   return l;
 }
 
+std::atomic<bool> g_exiting{false};
+
 Loaded& loaded() {
-  static Loaded* l = new Loaded(load());  // leaked on purpose: Dawn stays loaded until exit
+  static Loaded* l = [] {
+    auto* r = new Loaded(load());  // leaked on purpose: Dawn stays loaded until exit
+    // Registered after dlopen ran Dawn's static constructors, so this runs before Dawn's static
+    // destructors; objects destroyed later (a static backend cache made before Dawn was loaded) then
+    // skip their Dawn calls instead of calling into a torn-down library.
+    if (r->ok) std::atexit([] { g_exiting = true; });
+    return r;
+  }();
   return *l;
 }
 
@@ -87,5 +97,7 @@ const Dawn* dawn() {
 }
 
 const std::string& dawn_load_error() { return loaded().error; }
+
+bool dawn_exiting() { return g_exiting; }
 
 }  // namespace edgetrain::wgpu

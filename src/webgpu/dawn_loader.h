@@ -72,5 +72,7 @@ struct Dawn {
 // paths were tried and what failed.
 const Dawn* dawn();
 const std::string& dawn_load_error();
+// True once the process has begun exiting (see dawn_loader.cpp): destructors must not call Dawn then.
+bool dawn_exiting();
 
 }  // namespace edgetrain::wgpu

@@ -96,6 +96,7 @@ Encoder encoder_for(Op op);  // nullptr when the op has no WebGPU kernel
 // Splits `workgroups` into an x*y grid within the per-dimension limit. Kernels fold it back with
 // linear id = wid.y * nwg.x + wid.x and return past the end, so no op is capped at 65,535 workgroups.
 void grid_1d(uint64_t workgroups, const EncodeContext& ctx, uint32_t groups[3]);
+constexpr uint32_t kNanBits = 0x7fc00000u;  // a quiet NaN, passed in uniforms (WGSL has no NaN literal)
 inline uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 inline uint32_t u32(int64_t v) {
   ET_CHECK(v >= 0 && v <= 0xFFFFFFFFll, "webgpu: size ", v, " does not fit a u32 kernel parameter");
@@ -116,5 +117,20 @@ struct GemmShape {
   int alpha_index = -1;  // scalar-block index of alpha; -1 means alpha = 1
 };
 Dispatch gemm_dispatch(const GemmShape& g, Bind a, Bind b, Bind bias, Bind c, const EncodeContext& ctx);
+
+}  // namespace edgetrain::wg
+
+namespace edgetrain::wg {
+
+// A shape or stride vector front-padded to 4 dims (shape: 1s; strides: 0s), as kernels' vec4<u32>.
+struct Shape4 {
+  uint32_t dims[4] = {1, 1, 1, 1};
+};
+Shape4 shape4(const Shape& s);
+// Element strides of `operand` read at the indices of `out` under numpy broadcasting (0 on broadcast dims).
+Shape4 bcast_strides(const Shape& operand, const Shape& out);
+inline void arg4(Dispatch& d, const Shape4& s) {
+  for (uint32_t v : s.dims) d.arg(v);
+}
 
 }  // namespace edgetrain::wg

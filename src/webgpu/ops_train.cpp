@@ -88,13 +88,13 @@ void enc_fused_ce(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   if (in_place) rows.dummy();
   else rows.in(0);
   rows.in(1).out(1).scratch(0).scalars().uniform();
-  rows.arg(u32(R)).arg(u32(V)).arg(ctx.float_index[0]).arg(0u);
+  rows.arg(u32(R)).arg(u32(V)).arg(ctx.float_index[0]).arg(kNanBits);
   grid_1d(static_cast<uint64_t>(R), ctx, rows.groups);
   if (R > 0) out.dispatches.push_back(std::move(rows));
   Dispatch sum(ET_WG_KERNEL(sum_partials));
-  sum.constant("WG", ctx.wg_size(256)).constant("SQUARE", 0);
+  sum.constant("WG", ctx.wg_size(256));
   sum.scratch(0, Access::read).out(0).uniform();
-  sum.arg(u32(R)).arg(0u).arg(0u).arg(0u);
+  sum.arg(u32(R)).arg(kNanBits).arg(0u).arg(0u);
   out.dispatches.push_back(std::move(sum));
 }
 

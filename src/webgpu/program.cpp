@@ -24,6 +24,7 @@ class WebGpuProgram : public Program {
  public:
   explicit WebGpuProgram(WebGpuBackend& b) : Program(b), b_(b) {}
   ~WebGpuProgram() override {
+    if (wgpu::dawn_exiting()) return;
     const wgpu::Dawn& d = b_.d();
     for (Step& s : steps_)
       if (s.group) d.BindGroupRelease(s.group);
@@ -189,6 +190,10 @@ WebGpuBackend::WebGpuBackend(const BackendOptions& opts) : ctx_(std::make_unique
 }
 
 WebGpuBackend::~WebGpuBackend() {
+  if (wgpu::dawn_exiting()) {
+    (void)ctx_.release();  // Dawn may already be torn down: leak instead of calling it
+    return;
+  }
   const wgpu::Dawn& dn = d();
   for (auto& [k, p] : pipelines_) {
     dn.ComputePipelineRelease(p.pipeline);

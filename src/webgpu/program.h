@@ -12,6 +12,12 @@
 #include "webgpu/context.h"
 #include "webgpu/kernel.h"
 
+namespace edgetrain {
+// Registry entry points (also declared in src/backends.cpp).
+std::vector<DeviceInfo> webgpu_devices();
+std::unique_ptr<Backend> make_webgpu_backend(const BackendOptions& opts);
+}  // namespace edgetrain
+
 namespace edgetrain::wg {
 
 struct Pipeline {

@@ -14,7 +14,8 @@ const cases = [
   // contractions, lower and upper case (GPT-2 splits only the lower-case forms)
   "I'm here", "don't", "you're", "we've", "she'll", "he'd", "it's", "Joe's car", "IT'S", "I'M", "DON'T",
   "WE'VE YOU'RE SHE'LL HE'D", "'s", "'s'", "''s", "'''", "rock 'n' roll", "y'all'd've", " 's", "Jesus' sake",
-  "O'Brien's", "it’s (curly)",
+  "O'Brien's", "it’s (curly)", "'Sam 'Tim 'Red 'Vera 'Mike 'Lloyd 'Dan", "'sam 'tim 'red 'vera 'mike 'lloyd 'dan",
+  "SHE'LLBE WE'VEGOT I'MOK HE'DGO IT'SUP", "'r 'l 'v 're've'll",
   // numbers
   '0', '42', '12345678901234567890', '3.14159', '1,000,000', '-7e10', 'x1y2z3', 'abc123def', '2024-01-31',
   '١٢٣ ٤٥٦', '½ ¾ ² ³', 'Ⅻ chapters', '१२३',

@@ -55,7 +55,7 @@ std::vector<HostTensor> run_on(Backend& b, const OpCase& c) {
 
 std::vector<HostTensor> run_reference(const OpCase& c) {
   static auto ref_backend = [] {
-    auto b = std::make_unique<cpu::CpuBackend>(BackendOptions{1, "", false, false});
+    auto b = std::make_unique<cpu::CpuBackend>(BackendOptions{});  // all cores: the thread count is process-wide
     b->set_reference_only(true);
     return b;
   }();

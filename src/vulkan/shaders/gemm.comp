@@ -1,6 +1,7 @@
 // Tiled fp32 GEMM for mm, bmm, linear and linear_dW: C[b] (+)= alpha * op(A[b]) @ op(B[b]) (+ bias).
-// A 64x64 output tile per 16x16 workgroup, 4x4 outputs per thread (strided by 16 so shared reads and
-// global stores stay contiguous), a 16-deep slice of A and B staged in shared memory per step. General
+// A (16*TM)x(16*TN) output tile per 16x16 workgroup (64x64 with 4x4 per thread, or 128x128 with 8x8 for
+// big products), outputs strided by 16 so shared reads and global stores stay contiguous, and a 16-deep
+// slice of A and B staged in shared memory per step. General
 // row/contraction strides in push constants cover transposes; spec constants only pick coalesced load maps.
 #version 450
 #extension GL_GOOGLE_include_directive : require
@@ -9,6 +10,8 @@
 layout(constant_id = 0) const uint A_RED_CONTIG = 1;  // A's contraction index has stride 1
 layout(constant_id = 1) const uint B_COL_CONTIG = 1;  // B's column index has stride 1
 layout(constant_id = 2) const uint LAYOUT = 0;        // 0: a,b,out,scalars  1: x,w,bias,y,scalars
+layout(constant_id = 3) const uint TM = 4;            // rows per thread
+layout(constant_id = 4) const uint TN = 4;            // columns per thread
 
 layout(local_size_x = 16, local_size_y = 16) in;
 
@@ -27,7 +30,7 @@ layout(push_constant) uniform Push {
   uint flags;                    // bit 0: add bias[n]; bit 1: accumulate into C
 } pc;
 
-const uint BM = 64, BN = 64, BK = 16;
+const uint BM = 16 * TM, BN = 16 * TN, BK = 16;
 shared float As[BK][BM + 1];
 shared float Bs[BK][BN + 1];
 
@@ -37,17 +40,20 @@ void main() {
   const uint tx = gl_LocalInvocationID.x, ty = gl_LocalInvocationID.y, tid = ty * 16 + tx;
   const uint row0 = gl_WorkGroupID.y * BM, col0 = gl_WorkGroupID.x * BN, b = gl_WorkGroupID.z;
   const uint aoff = b * pc.a_batch, boff = b * pc.b_batch, coff = b * pc.c_batch;
-  float acc[4][4];
-  for (uint i = 0; i < 4; ++i)
-    for (uint j = 0; j < 4; ++j) acc[i][j] = 0.0;
+  float acc[TM][TN];
+  for (uint i = 0; i < TM; ++i)
+    for (uint j = 0; j < TN; ++j) acc[i][j] = 0.0;
 
   for (uint k0 = 0; k0 < pc.K; k0 += BK) {
-    for (uint i = 0; i < 4; ++i) {
+    for (uint i = 0; i < TM; ++i) {
       uint e = tid + 256 * i;
       uint r = A_RED_CONTIG == 1 ? e / BK : e % BM;
       uint ka = A_RED_CONTIG == 1 ? e % BK : e / BM;
       uint gr = row0 + r, gk = k0 + ka;
       As[ka][r] = (gr < pc.M && gk < pc.K) ? A[aoff + gr * pc.sa_row + gk * pc.sa_red] : 0.0;
+    }
+    for (uint i = 0; i < TN; ++i) {
+      uint e = tid + 256 * i;
       uint c = B_COL_CONTIG == 1 ? e % BN : e / BK;
       uint kb = B_COL_CONTIG == 1 ? e / BN : e % BK;
       uint gc = col0 + c, gkb = k0 + kb;
@@ -55,20 +61,20 @@ void main() {
     }
     barrier();
     for (uint kk = 0; kk < BK; ++kk) {
-      float a[4], bv[4];
-      for (uint i = 0; i < 4; ++i) a[i] = As[kk][ty + 16 * i];
-      for (uint j = 0; j < 4; ++j) bv[j] = Bs[kk][tx + 16 * j];
-      for (uint i = 0; i < 4; ++i)
-        for (uint j = 0; j < 4; ++j) acc[i][j] += a[i] * bv[j];
+      float a[TM], bv[TN];
+      for (uint i = 0; i < TM; ++i) a[i] = As[kk][ty + 16 * i];
+      for (uint j = 0; j < TN; ++j) bv[j] = Bs[kk][tx + 16 * j];
+      for (uint i = 0; i < TM; ++i)
+        for (uint j = 0; j < TN; ++j) acc[i][j] += a[i] * bv[j];
     }
     barrier();
   }
 
   const float alpha = pc.alpha_idx == 0xffffffffu ? 1.0 : scalar_at(pc.alpha_idx);
-  for (uint i = 0; i < 4; ++i) {
+  for (uint i = 0; i < TM; ++i) {
     uint r = row0 + ty + 16 * i;
     if (r >= pc.M) continue;
-    for (uint j = 0; j < 4; ++j) {
+    for (uint j = 0; j < TN; ++j) {
       uint c = col0 + tx + 16 * j;
       if (c >= pc.N) continue;
       float v = alpha == 1.0 ? acc[i][j] : alpha * acc[i][j];

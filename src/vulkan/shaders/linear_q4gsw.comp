@@ -1,10 +1,12 @@
 // linear_q4gsw, GEMM path (M > 1): y[m,n] = sum_k x[m,k] * W[n,k] + bias[n] with W in W_4X8.
-// 64x64 (m,n) tile per 16x16 workgroup, 4x4 outputs per thread; per 16-deep k step the workgroup stages
-// x and the dequantized weight tile (one W_4X8 word = 4 k x 2 n per thread, 128 words) in shared memory.
+// (16*TM)x(16*TN) (m,n) tile per 16x16 workgroup (64x64 or 128x128); per 16-deep k step the workgroup
+// stages x and the dequantized weight tile (W_4X8 words of 4 k x 2 n, 2*BN of them) in shared memory.
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 
+layout(constant_id = 0) const uint TM = 4;  // rows per thread (tile 16*TM)
+layout(constant_id = 1) const uint TN = 4;  // columns per thread (tile 16*TN)
 layout(local_size_x = 16, local_size_y = 16) in;
 
 layout(set = 0, binding = 0) readonly buffer BufX { float X[]; };
@@ -17,27 +19,27 @@ layout(push_constant) uniform Push {
   uint M, N, K, N8, K4, G, gs, has_bias;
 } pc;
 
-const uint BM = 64, BN = 64, BK = 16;
+const uint BM = 16 * TM, BN = 16 * TN, BK = 16;
 shared float Xs[BK][BM + 1];
 shared float Ws[BK][BN + 1];
 
 void main() {
   const uint tx = gl_LocalInvocationID.x, ty = gl_LocalInvocationID.y, tid = ty * 16 + tx;
   const uint row0 = gl_WorkGroupID.y * BM, col0 = gl_WorkGroupID.x * BN;
-  float acc[4][4];
-  for (uint i = 0; i < 4; ++i)
-    for (uint j = 0; j < 4; ++j) acc[i][j] = 0.0;
+  float acc[TM][TN];
+  for (uint i = 0; i < TM; ++i)
+    for (uint j = 0; j < TN; ++j) acc[i][j] = 0.0;
 
   for (uint k0 = 0; k0 < pc.K; k0 += BK) {
-    for (uint i = 0; i < 4; ++i) {
+    for (uint i = 0; i < TM; ++i) {
       uint e = tid + 256 * i;
       uint r = e / BK, kk = e % BK;
       uint gr = row0 + r, gk = k0 + kk;
       Xs[kk][r] = (gr < pc.M && gk < pc.K) ? X[gr * pc.K + gk] : 0.0;
     }
-    if (tid < 128) {
-      uint blk = tid / 4, j = tid % 4;
-      uint kk4 = blk / 8, nn8 = blk % 8;
+    for (uint wi = tid; wi < 2 * BN; wi += 256) {  // 4 k4 x BN/8 n8 blocks of 4 words
+      uint blk = wi / 4, j = wi % 4;
+      uint kk4 = blk / (BN / 8), nn8 = blk % (BN / 8);
       uint gk4 = k0 / 4 + kk4, gn8 = col0 / 8 + nn8;
       uint word = (gk4 < pc.K4 && gn8 < pc.N8) ? W[4 * (gk4 * pc.N8 + gn8) + j] : 0x88888888u;
       uint nl = nn8 * 8 + 2 * j, gn = col0 + nl;
@@ -52,19 +54,19 @@ void main() {
     }
     barrier();
     for (uint kk = 0; kk < BK; ++kk) {
-      float a[4], w[4];
-      for (uint i = 0; i < 4; ++i) a[i] = Xs[kk][ty + 16 * i];
-      for (uint j = 0; j < 4; ++j) w[j] = Ws[kk][tx + 16 * j];
-      for (uint i = 0; i < 4; ++i)
-        for (uint j = 0; j < 4; ++j) acc[i][j] += a[i] * w[j];
+      float a[TM], w[TN];
+      for (uint i = 0; i < TM; ++i) a[i] = Xs[kk][ty + 16 * i];
+      for (uint j = 0; j < TN; ++j) w[j] = Ws[kk][tx + 16 * j];
+      for (uint i = 0; i < TM; ++i)
+        for (uint j = 0; j < TN; ++j) acc[i][j] += a[i] * w[j];
     }
     barrier();
   }
 
-  for (uint i = 0; i < 4; ++i) {
+  for (uint i = 0; i < TM; ++i) {
     uint r = row0 + ty + 16 * i;
     if (r >= pc.M) continue;
-    for (uint j = 0; j < 4; ++j) {
+    for (uint j = 0; j < TN; ++j) {
       uint c = col0 + tx + 16 * j;
       if (c >= pc.N) continue;
       float v = acc[i][j];

@@ -34,9 +34,18 @@ vec2 ff_fast(float a, float b) {  // |a| >= |b|
   precise float e = b - (s - a);
   return vec2(s, e);
 }
+// Veltkamp split and Dekker's exact product: no reliance on a fused fma (some drivers lower fma to a
+// separate multiply and add).
+vec2 ff_split(float a) {
+  precise float c = 4097.0 * a;
+  precise float hi = c - (c - a);
+  precise float lo = a - hi;
+  return vec2(hi, lo);
+}
 vec2 ff_mul(vec2 a, vec2 b) {
   precise float h = a.x * b.x;
-  precise float l = fma(a.x, b.x, -h);
+  vec2 sa = ff_split(a.x), sb = ff_split(b.x);
+  precise float l = ((sa.x * sb.x - h) + sa.x * sb.y + sa.y * sb.x) + sa.y * sb.y;
   precise float l2 = l + (a.x * b.y + a.y * b.x);
   return ff_fast(h, l2);
 }

@@ -6,7 +6,7 @@
 // (WebGPU forbids a writable binding aliasing another), and the logits binding holds a dummy.
 override WG: u32 = 256u;
 override IN_PLACE: bool = false;
-struct Params { R: u32, V: u32, n_valid_idx: u32, pad: u32 }
+struct Params { R: u32, V: u32, n_valid_idx: u32, nan_bits: u32 }  // nan_bits: WGSL has no NaN constant
 @group(0) @binding(0) var<storage, read> logits: array<f32>;
 @group(0) @binding(1) var<storage, read> labels: array<i32>;
 @group(0) @binding(2) var<storage, read_write> dlogits: array<f32>;
@@ -33,7 +33,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   let inv_n = 1.0 / scalars[p.n_valid_idx];
   if (y < 0 || u32(y) >= p.V) {
     var v = 0.0;
-    if (y >= 0) { v = bitcast<f32>(0x7fc00000u); }  // label >= V: a NaN row makes the mistake visible
+    if (y >= 0) { v = bitcast<f32>(p.nan_bits); }  // label >= V: a NaN row makes the mistake visible
     for (var j = li; j < p.V; j += WG) { dlogits[base + j] = v; }
     if (li == 0u) { partial[r] = v; }
     return;

@@ -1,9 +1,11 @@
-// Sums n floats into out[0] with one workgroup (a fixed-order tree, so results are deterministic).
-// SQUARE = true sums squares and writes the square root (grad_norm over one buffer of partials).
+// Sums n floats into out[out_idx] with one workgroup (a fixed-order tree, so results are deterministic).
+// SQUARE = true sums squares; ROOT = true writes the square root (grad_norm: squares per input, then the
+// root of the sum of those partials).
 // A NaN anywhere gives NaN, tested on the bits so no fast-math assumption can drop it.
 override WG: u32 = 256u;
 override SQUARE: bool = false;
-struct Params { n: u32, pad0: u32, pad1: u32, pad2: u32 }
+override ROOT: bool = false;
+struct Params { n: u32, nan_bits: u32, out_idx: u32, pad: u32 }  // nan_bits: WGSL has no NaN constant
 @group(0) @binding(0) var<storage, read> src: array<f32>;
 @group(0) @binding(1) var<storage, read_write> out: array<f32>;
 @group(0) @binding(2) var<uniform> p: Params;
@@ -35,8 +37,8 @@ fn main(@builtin(local_invocation_index) li: u32) {
   let any_nan = atomicLoad(&nan_seen);
   if (li == 0u) {
     var r = red[0];
-    if (SQUARE) { r = sqrt(r); }
-    if (any_nan != 0u) { r = bitcast<f32>(0x7fc00000u); }
-    out[0] = r;
+    if (ROOT) { r = sqrt(r); }
+    if (any_nan != 0u) { r = bitcast<f32>(p.nan_bits); }
+    out[p.out_idx] = r;
   }
 }

@@ -1,0 +1,75 @@
+// WebGPU encoders of the copies: dtype conversion (dim_order_copy), broadcast (expand_copy) and
+// permutation (permute_copy), all on copy.wgsl's index map.
+#include "copy.wgsl.h"
+#include "webgpu/kernel.h"
+
+namespace edgetrain::wg {
+namespace {
+
+// copy.wgsl type codes: 0 f32, 1 i32, 2 raw 4-byte, 3 raw byte, 4 bool.
+uint32_t type_code(DType t, bool converting) {
+  switch (t) {
+    case DType::f32: return converting ? 0 : 2;
+    case DType::i32: return converting ? 1 : 2;
+    case DType::u32: return 2;
+    case DType::u8: return 3;
+    case DType::boolean: return converting ? 4 : 3;
+  }
+  return 2;
+}
+
+void copy_dispatch(const OpCall& c, const Shape4& stride, const EncodeContext& ctx, Encoded& out) {
+  const Tensor &x = c.in[0], &o = c.out[0];
+  const int64_t n = o.numel();
+  if (n == 0) return;
+  const bool converting = x.dtype() != o.dtype();
+  const uint32_t dst = type_code(o.dtype(), converting);
+  const uint64_t words = dst >= 3 ? ceil_div(static_cast<uint64_t>(n), 4) : static_cast<uint64_t>(n);
+  Dispatch d(ET_WG_KERNEL(copy));
+  d.constant("SRC", type_code(x.dtype(), converting)).constant("DST", dst).constant("WG", 64);
+  d.in(0).out(0).uniform();
+  d.arg(u32(n)).arg(u32(static_cast<int64_t>(words))).arg(0u).arg(0u);
+  arg4(d, shape4(o.shape()));
+  arg4(d, stride);
+  grid_1d(ceil_div(words, 64), ctx, d.groups);
+  out.dispatches.push_back(std::move(d));
+}
+
+void enc_dim_order_copy(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
+  copy_dispatch(c, bcast_strides(c.in[0].shape(), c.out[0].shape()), ctx, out);
+}
+
+void enc_expand_copy(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
+  copy_dispatch(c, bcast_strides(c.in[0].shape(), c.out[0].shape()), ctx, out);
+}
+
+void enc_permute_copy(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
+  const Shape& xs = c.in[0].shape();
+  const int r = xs.rank();
+  int64_t st[kMaxRank];
+  int64_t acc = 1;
+  for (int i = r - 1; i >= 0; --i) {
+    st[i] = acc;
+    acc *= xs[i];
+  }
+  Shape4 stride;
+  for (uint32_t& v : stride.dims) v = 0;
+  for (int i = 0; i < r; ++i) {
+    int d = static_cast<int>(c.ints[i] < 0 ? c.ints[i] + r : c.ints[i]);
+    stride.dims[4 - r + i] = u32(st[d]);
+  }
+  copy_dispatch(c, stride, ctx, out);
+}
+
+}  // namespace
+
+Encoder copy_encoder(Op op) {
+  switch (op) {
+    case Op::dim_order_copy: return enc_dim_order_copy;
+    case Op::expand_copy: return enc_expand_copy;
+    case Op::permute_copy: return enc_permute_copy;
+    default: return nullptr;
+  }
+}
+
+}  // namespace edgetrain::wg

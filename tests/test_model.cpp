@@ -1,0 +1,249 @@
+// Whole-model tests on the `tiny` preset: gradients against finite differences (fp32) and against the
+// fp32 model at the dequantized weights (qat's straight-through estimator), every device backend against
+// the CPU backend, a short run whose loss must fall, exact resume, and the qat/fp32 loss gap.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "edgetrain/backends.h"
+#include "edgetrain/model.h"
+#include "edgetrain/q4gsw.h"
+#include "edgetrain/trainer.h"
+#include "harness/op_case.h"
+
+namespace edgetrain::test {
+namespace {
+
+ModelConfig tiny(TrainMode mode) {
+  ModelConfig c = ModelConfig::preset("tiny");
+  c.mode = mode;
+  c.vocab = 64;  // small vocabulary keeps the head cheap; tokens below are < 64
+  return c;
+}
+
+struct Batch {
+  std::vector<int32_t> tokens, labels;
+  int64_t B = 2, T = 12;
+};
+
+Batch make_batch(uint32_t seed, int64_t vocab) {
+  Batch b;
+  Rng r(seed);
+  for (int64_t i = 0; i < b.B * b.T; ++i) {
+    b.tokens.push_back(r.integer(0, static_cast<int32_t>(vocab - 1)));
+    b.labels.push_back(i % 7 == 5 ? -100 : r.integer(0, static_cast<int32_t>(vocab - 1)));  // some ignored
+  }
+  return b;
+}
+
+double mean_loss(Model& m, const Batch& b) { return m.evaluate(b.tokens, b.labels, b.B, b.T); }
+
+TEST(Model, Fp32GradientsMatchFiniteDifferences) {
+  auto backend = make_cpu_backend();
+  Model m(*backend, tiny(TrainMode::fp32));
+  m.init(3);
+  Batch b = make_batch(11, 64);
+  auto grads = m.gradients(b.tokens, b.labels, b.B, b.T);
+  int checked = 0;
+  for (Param& p : m.params()) {
+    const auto& g = grads.at(p.name);
+    auto v = backend->to_vector<float>(p.value);
+    // The three largest-gradient elements of each tensor: there the finite difference is well above
+    // fp32 rounding noise of the loss.
+    std::vector<size_t> idx(g.size());
+    for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
+    std::partial_sort(idx.begin(), idx.begin() + 3, idx.end(), [&](size_t a, size_t c) { return std::fabs(g[a]) > std::fabs(g[c]); });
+    for (int j = 0; j < 3; ++j) {
+      size_t i = idx[j];
+      const float eps = 1e-2f, old = v[i];
+      v[i] = old + eps;
+      backend->upload(p.value, v.data(), v.size() * 4);
+      double lp = mean_loss(m, b);
+      v[i] = old - eps;
+      backend->upload(p.value, v.data(), v.size() * 4);
+      double lm = mean_loss(m, b);
+      v[i] = old;
+      backend->upload(p.value, v.data(), v.size() * 4);
+      double fd = (lp - lm) / (2.0 * eps);
+      // Central differences with eps = 1e-2: truncation error O(eps^2 * f''') plus fp32 loss rounding
+      // (~1e-7 / eps); 3% of the gradient plus 2e-4 covers both for this smooth model.
+      EXPECT_NEAR(fd, g[i], 0.03 * std::fabs(g[i]) + 2e-4) << p.name << "[" << i << "]";
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 30);
+}
+
+// qat's weight gradient is the straight-through estimate: the fp32 gradient evaluated at the
+// dequantized weights. So a qat model and an fp32 model holding dequant(codes) must agree everywhere.
+TEST(Model, QatGradientsAreStraightThrough) {
+  auto backend = make_cpu_backend();
+  Model q(*backend, tiny(TrainMode::qat)), f(*backend, tiny(TrainMode::fp32));
+  q.init(5);
+  f.init(5);
+  for (Param& p : q.params()) {
+    Param& fp = f.param(p.name);
+    auto v = backend->to_vector<float>(p.value);
+    if (p.quantized()) {
+      q4::Geometry g(p.value.shape()[0], p.value.shape()[1], q.config().group_size);
+      auto codes = q4::unpack_w4x8(g, backend->to_vector<uint32_t>(p.codes).data());
+      v = q4::dequantize(g, codes.data(), backend->to_vector<float>(p.scales).data());
+    }
+    backend->upload(fp.value, v.data(), v.size() * 4);
+  }
+  Batch b = make_batch(17, 64);
+  auto gq = q.gradients(b.tokens, b.labels, b.B, b.T), gf = f.gradients(b.tokens, b.labels, b.B, b.T);
+  for (auto& [name, g] : gq) {
+    HostTensor a = HostTensor::from(Shape{static_cast<int64_t>(g.size())}, DType::f32, g);
+    HostTensor c = HostTensor::from(Shape{static_cast<int64_t>(g.size())}, DType::f32, gf.at(name));
+    std::string diff = compare(a, c, Tolerance{1e-6, 1e-3});
+    EXPECT_TRUE(diff.empty()) << name << ":\n" << diff;
+  }
+}
+
+// Each device backend trains tiny for a few steps: losses and gradients must follow the CPU backend.
+TEST(Model, DeviceBackendsMatchCpu) {
+  for (const std::string& name : test_backends()) {
+    if (name == "cpu") continue;
+    SCOPED_TRACE(name);
+    Backend& dev = backend_for_tests(name);
+    auto cpu = make_cpu_backend();
+    for (TrainMode mode : {TrainMode::qat, TrainMode::fp32, TrainMode::qlora}) {
+      SCOPED_TRACE(mode_name(mode));
+      Model a(*cpu, tiny(mode)), d(dev, tiny(mode));
+      a.init(9);
+      d.init(9);
+      OptimConfig opt;
+      opt.lr = 1e-2f;
+      opt.warmup_steps = 0;
+      opt.total_steps = 4;
+      for (int step = 1; step <= 4; ++step) {
+        Batch b = make_batch(100 + step, 64);
+        if (step == 1) {
+          auto ga = a.gradients(b.tokens, b.labels, b.B, b.T), gd = d.gradients(b.tokens, b.labels, b.B, b.T);
+          for (auto& [pname, g] : ga) {
+            HostTensor x = HostTensor::from(Shape{static_cast<int64_t>(g.size())}, DType::f32, gd.at(pname));
+            HostTensor y = HostTensor::from(Shape{static_cast<int64_t>(g.size())}, DType::f32, g);
+            std::string diff = compare(x, y, Tolerance{1e-5, 1e-3});
+            EXPECT_TRUE(diff.empty()) << pname << ":\n" << diff;
+          }
+        }
+        int64_t valid = 0;
+        for (int32_t l : b.labels) valid += l >= 0;
+        float la = a.accumulate(b.tokens, b.labels, b.B, b.T, valid), ld = d.accumulate(b.tokens, b.labels, b.B, b.T, valid);
+        EXPECT_NEAR(ld, la, 1e-4 + 1e-4 * std::fabs(la)) << "step " << step;
+        a.update(opt, step);
+        d.update(opt, step);
+      }
+    }
+  }
+}
+
+std::string small_corpus() {
+  static std::string path = [] {
+    std::string p = (std::filesystem::temp_directory_path() / "edgetrain_test_corpus.txt").string();
+    std::ofstream f(p);
+    const char* lines[] = {"In the beginning God created the heaven and the earth.\n",
+                           "And the earth was without form, and void.\n",
+                           "And God said, Let there be light: and there was light.\n",
+                           "And God saw the light, that it was good.\n"};
+    for (int i = 0; i < 400; ++i) f << lines[i % 4];
+    return p;
+  }();
+  return path;
+}
+
+TrainOptions quick_options(const std::string& out) {
+  TrainOptions o;
+  o.corpus = small_corpus();
+  o.out_dir = out;
+  o.backend = "cpu";
+  o.model = ModelConfig::preset("tiny");
+  o.batch = 4;
+  o.seq = 32;
+  o.optim.lr = 1e-2f;
+  o.optim.warmup_steps = 5;
+  o.optim.total_steps = 40;
+  o.eval_every = 20;
+  o.eval_batches = 2;
+  o.checkpoint_every = 10;
+  o.sample_tokens = 20;
+  o.progress = false;
+  return o;
+}
+
+TEST(Trainer, LossFalls) {
+  auto out = std::filesystem::temp_directory_path() / "edgetrain_lossfalls";
+  std::filesystem::remove_all(out);
+  TrainResult r = train(quick_options(out.string()));
+  EXPECT_EQ(r.steps, 40);
+  EXPECT_LT(r.last_val_loss, r.first_val_loss - 1.5) << "validation loss did not fall enough";
+  EXPECT_TRUE(std::filesystem::exists(r.checkpoint));
+  EXPECT_TRUE(std::filesystem::exists(r.curve));
+  EXPECT_TRUE(std::filesystem::exists(r.sample));
+}
+
+std::vector<double> losses(const std::string& metrics) {
+  std::vector<double> v;
+  std::ifstream f(metrics);
+  std::string line;
+  while (std::getline(f, line)) {
+    auto j = nlohmann::json::parse(line);
+    if (j.contains("loss")) v.push_back(j["loss"].get<double>());
+  }
+  return v;
+}
+
+TEST(Trainer, ResumeGivesTheSameLossCurve) {
+  auto base = std::filesystem::temp_directory_path();
+  auto full = base / "edgetrain_resume_full", part = base / "edgetrain_resume_part";
+  std::filesystem::remove_all(full);
+  std::filesystem::remove_all(part);
+  TrainOptions o = quick_options(full.string());
+  o.optim.total_steps = 20;
+  o.sample_tokens = 0;
+  train(o);
+  TrainOptions p = o;
+  p.out_dir = part.string();
+  p.optim.total_steps = 20;
+  p.time_limit_s = 1e-9;  // stops (with a checkpoint) right after the first step
+  train(p);
+  TrainOptions r;
+  r.out_dir = part.string();
+  r.resume = true;
+  r.backend = "cpu";
+  r.progress = false;
+  r.sample_tokens = 0;
+  r.optim.total_steps = 20;
+  train(r);
+  auto a = losses((full / "metrics.jsonl").string()), b = losses((part / "metrics.jsonl").string());
+  ASSERT_EQ(a.size(), 20u);
+  ASSERT_EQ(b.size(), 20u);
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i], b[i]) << "step " << i + 1;  // bit-identical
+}
+
+TEST(Trainer, QatVersusFp32Gap) {
+  auto base = std::filesystem::temp_directory_path();
+  double val[2];
+  int i = 0;
+  for (TrainMode mode : {TrainMode::fp32, TrainMode::qat}) {
+    auto out = base / (std::string("edgetrain_gap_") + mode_name(mode));
+    std::filesystem::remove_all(out);
+    TrainOptions o = quick_options(out.string());
+    o.model.mode = mode;
+    o.sample_tokens = 0;
+    val[i++] = train(o).last_val_loss;
+  }
+  double gap = val[1] - val[0];
+  RecordProperty("fp32_val_loss", std::to_string(val[0]));
+  RecordProperty("qat_val_loss", std::to_string(val[1]));
+  std::printf("tiny, 40 steps: fp32 validation loss %.4f, qat %.4f, gap %+.4f nats\n", val[0], val[1], gap);
+  // 4-bit QAT must still learn: within 0.5 nats of fp32 on this easy corpus.
+  EXPECT_LT(gap, 0.5);
+}
+
+}  // namespace
+}  // namespace edgetrain::test
