@@ -11,6 +11,7 @@
 
 #include "cpu/cpu_backend.h"
 #include "edgetrain/backends.h"
+#include "edgetrain/q4gsw.h"
 #include "harness/op_case.h"
 #include "webgpu/dawn_loader.h"
 #include "webgpu/program.h"
@@ -115,6 +116,39 @@ TEST(WebGpuRuntime, UploadDownloadRoundTrips) {
     Tensor z = b.zeros(Shape{n}, DType::i32);
     for (int32_t v : b.to_vector<int32_t>(z)) ASSERT_EQ(v, 0);
   }
+}
+
+// q4gsw_requant must match the CPU's correctly rounded latent / s bit for bit, also where that quotient is
+// within a few ulps of a .5 tie and the scale is not a power of two (a GPU division off by one ulp would
+// round the other way). Latents are (j + 0.5) * s nudged by -3..+3 ulps; plus denormals and huge values.
+TEST(WebGpuRuntime, RequantIsExactNearTies) {
+  REQUIRE_WEBGPU();
+  const int64_t N = 48, K = 256, gs = 32;
+  q4::Geometry g(N, K, gs);
+  Rng r(23);
+  HostTensor scales = random_f32(r, Shape{g.groups(), N}, 0.013f, 0.91f);
+  HostTensor lat(Shape{N, K}, DType::f32);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t k = 0; k < K; ++k) {
+      float s = scales.as<float>()[(k / gs) * N + n];
+      float v = (static_cast<float>(r.integer(-9, 8)) + 0.5f) * s;
+      for (int u = r.integer(-3, 3); u != 0; u += u > 0 ? -1 : 1)
+        v = std::nextafter(v, u > 0 ? 1e30f : -1e30f);
+      const int64_t i = n * K + k;
+      if (i % 97 == 5) v = 1e-40f;         // denormal latent
+      if (i % 97 == 6) v = -3e38f;         // clamps
+      lat.as<float>()[i] = v;
+    }
+  scales.as<float>()[3] = 1e-39f;          // a denormal scale
+  OpCase c;
+  c.name = "near_ties";
+  c.op = Op::q4gsw_requant;
+  c.in = {lat, scales};
+  c.out = {zeros(Shape{g.words()}, DType::u32)};
+  c.ints = {gs};
+  auto want = run_reference(c);
+  auto got = run_on(webgpu(), c);
+  EXPECT_EQ(compare(got[0], want[0], tol::exact), "");
 }
 
 // One training step (q4 forward -> fused CE -> weight gradient -> AdamW) recorded once and replayed five

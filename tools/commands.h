@@ -13,5 +13,6 @@ Runner add_selftest(CLI::App& app);
 Runner add_train(CLI::App& app);
 Runner add_generate(CLI::App& app);
 Runner add_eval(CLI::App& app);
+Runner add_bench(CLI::App& app);
 
 }  // namespace edgetrain::cli

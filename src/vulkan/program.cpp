@@ -7,17 +7,6 @@
 
 namespace edgetrain::vk {
 
-// Op families whose encoder file is not compiled in (yet) answer "no kernel"; a family file's own
-// definition replaces these weak ones at link time.
-#define ET_VK_WEAK_FAMILY(fn) \
-  __attribute__((weak)) Encoder fn(Op) { return nullptr; }
-ET_VK_WEAK_FAMILY(elementwise_encoder)
-ET_VK_WEAK_FAMILY(copy_encoder)
-ET_VK_WEAK_FAMILY(reduce_encoder)
-ET_VK_WEAK_FAMILY(llama_encoder)
-ET_VK_WEAK_FAMILY(optim_encoder)
-#undef ET_VK_WEAK_FAMILY
-
 // ---- VulkanBackend ----
 
 VulkanBackend::VulkanBackend(const BackendOptions& opts) {

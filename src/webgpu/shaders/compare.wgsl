@@ -19,15 +19,28 @@ fn order_key(b: u32) -> u32 {
   return b | 0x80000000u;
 }
 
+// floor/ceil that stay exact for denormal s (which a device may flush to zero before rounding).
+fn is_denormal(b: u32) -> bool { return (b & 0x7F800000u) == 0u && (b & 0x007FFFFFu) != 0u; }
+fn floor_x(s: f32) -> f32 {
+  let b = bitcast<u32>(s);
+  if (is_denormal(b)) { return select(0.0, -1.0, (b & 0x80000000u) != 0u); }
+  return floor(s);
+}
+fn ceil_x(s: f32) -> f32 {
+  let b = bitcast<u32>(s);
+  if (is_denormal(b)) { return select(1.0, 0.0, (b & 0x80000000u) != 0u); }
+  return ceil(s);
+}
+
 // x < s for an integer x: x < ceil(s); saturates outside the i32 range.
 fn int_lt(x: i32, s: f32) -> bool {
-  let c = ceil(s);
+  let c = ceil_x(s);
   if (c > 2147483520.0) { return true; }    // ceil(s) >= 2^31 (the largest f32 below 2^31 is 2147483520)
   if (c < -2147483648.0) { return false; }
   return x < i32(c);
 }
 fn int_gt(x: i32, s: f32) -> bool {
-  let f = floor(s);
+  let f = floor_x(s);
   if (f < -2147483648.0) { return true; }
   if (f > 2147483520.0) { return false; }
   return x > i32(f);

@@ -1,0 +1,616 @@
+// `edgetrain bench`: times single ops (recorded once into a program, replayed) and whole training steps
+// on a backend, prints a table with GFLOP/s or GB/s, optionally next to a PyTorch peer's figures
+// (bench/peer_torch.py writes them under the same case ids), and writes every number to JSON.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <new>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "edgetrain/backends.h"
+#include "edgetrain/graph.h"
+#include "edgetrain/model.h"
+#include "edgetrain/q4gsw.h"
+#include "tools/commands.h"
+
+namespace edgetrain::cli {
+namespace {
+
+using json = nlohmann::ordered_json;
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// ---- random data (a fast generator: the large cases fill GiBs) ----
+
+struct Rng {
+  uint64_t s;
+  explicit Rng(uint64_t seed) : s(seed * 0x9E3779B97F4A7C15ull + 1) {}
+  uint64_t next() {  // xorshift64*
+    s ^= s >> 12, s ^= s << 25, s ^= s >> 27;
+    return s * 0x2545F4914F6CDD1Dull;
+  }
+  float uniform(float lo, float hi) { return lo + (hi - lo) * static_cast<float>(next() >> 40) * (1.0f / 16777216.0f); }
+};
+
+Tensor random_f32(Backend& b, Shape s, Rng& r, float lo = -1.0f, float hi = 1.0f) {
+  std::vector<float> v(static_cast<size_t>(s.numel()));
+  for (float& x : v) x = r.uniform(lo, hi);
+  return b.from_vector(s, DType::f32, v);
+}
+
+Tensor random_labels(Backend& b, int64_t n, int64_t vocab, Rng& r) {
+  std::vector<int32_t> v(static_cast<size_t>(n));
+  for (auto& x : v) x = static_cast<int32_t>(r.next() % static_cast<uint64_t>(vocab));
+  return b.from_vector(Shape{n}, DType::i32, v);
+}
+
+struct Q4 {
+  Tensor w, scales;
+};
+Q4 random_q4(Backend& b, int64_t N, int64_t K, int64_t gs, Rng& r) {
+  q4::Geometry g(N, K, gs);
+  std::vector<uint8_t> codes(static_cast<size_t>(N * K));
+  for (auto& c : codes) c = static_cast<uint8_t>(r.next() & 15);
+  auto words = q4::pack_w4x8(g, codes.data());
+  return {b.from_vector(Shape{g.words()}, DType::u32, words), random_f32(b, Shape{g.groups(), N}, r, 0.01f, 0.1f)};
+}
+
+// One call whose outputs are allocated from the catalogue's shape rules unless given.
+OpCall make_call(Backend& b, Op op, std::vector<Tensor> in, std::vector<int64_t> ints = {},
+                 std::vector<Scalar> floats = {}, std::vector<Tensor> out = {}) {
+  if (out.empty())
+    for (const OutSpec& s : infer_outputs(op, in, ints)) out.push_back(b.zeros(s.shape, s.dtype));
+  return OpCall{op, std::move(in), std::move(out), std::move(ints), std::move(floats)};
+}
+
+// ---- the benchmark cases ----
+
+struct Case {
+  std::string op;     // catalogue name (what --ops matches)
+  std::string shape;  // "M4096_N2048_K2048": with op, the id shared with bench/peer_torch.py
+  std::string unit;   // "GFLOP/s" or "GB/s"
+  double work = 0;    // flops or bytes of one invocation
+  std::string model;  // how `work` is counted
+  std::function<OpCall(Backend&, Rng&)> make;
+  std::string id() const { return op + ":" + shape; }
+};
+
+std::string dims(std::initializer_list<std::pair<const char*, int64_t>> d) {
+  std::string s;
+  for (auto& [k, v] : d) s += (s.empty() ? "" : "_") + std::string(k) + std::to_string(v);
+  return s;
+}
+
+Case mm_case(int64_t M, int64_t N, int64_t K) {
+  return {"mm", dims({{"M", M}, {"N", N}, {"K", K}}), "GFLOP/s", 2.0 * M * N * K, "2*M*N*K flop; out[M,N] = a[M,K] @ b[K,N]",
+          [=](Backend& b, Rng& r) {
+            return make_call(b, Op::mm, {random_f32(b, Shape{M, K}, r), random_f32(b, Shape{K, N}, r)}, {0, 0}, {1.0f});
+          }};
+}
+
+Case dw_case(int64_t M, int64_t N, int64_t K) {
+  return {"linear_dW", dims({{"M", M}, {"N", N}, {"K", K}}), "GFLOP/s", 2.0 * M * N * K,
+          "2*M*N*K flop; dw[N,K] = dy[M,N]^T @ x[M,K], accumulate=0", [=](Backend& b, Rng& r) {
+            return make_call(b, Op::linear_dW, {random_f32(b, Shape{M, N}, r), random_f32(b, Shape{M, K}, r)}, {0});
+          }};
+}
+
+Case q4_case(int64_t M, int64_t N, int64_t K, int64_t gs) {
+  q4::Geometry g(N, K, gs);
+  Case c{"linear_q4gsw", dims({{"M", M}, {"N", N}, {"K", K}, {"gs", gs}}), "GFLOP/s", 2.0 * M * N * K,
+         "2*M*N*K flop; y[M,N] = x[M,K] @ W^T, W 4-bit", [=](Backend& b, Rng& r) {
+           Q4 q = random_q4(b, N, K, gs, r);
+           return make_call(b, Op::linear_q4gsw, {random_f32(b, Shape{M, K}, r), q.w, q.scales}, {gs});
+         }};
+  if (M == 1) {  // GEMV: memory-bound, count bytes
+    c.unit = "GB/s";
+    c.work = 0.5 * N * K + 4.0 * g.groups() * N + 4.0 * K + 4.0 * N;
+    c.model = "bytes = N*K/2 (codes) + 4*G*N (scales) + 4*K (x) + 4*N (y)";
+  }
+  return c;
+}
+
+Case q4_backward_case(int64_t M, int64_t N, int64_t K, int64_t gs) {
+  return {"linear_q4gsw_backward", dims({{"M", M}, {"N", N}, {"K", K}, {"gs", gs}}), "GFLOP/s", 2.0 * M * N * K,
+          "2*M*N*K flop; dx[M,K] = dy[M,N] @ W, W 4-bit", [=](Backend& b, Rng& r) {
+            Q4 q = random_q4(b, N, K, gs, r);
+            return make_call(b, Op::linear_q4gsw_backward, {random_f32(b, Shape{M, N}, r), q.w, q.scales}, {gs, K});
+          }};
+}
+
+Case requant_case(int64_t N, int64_t K, int64_t gs) {
+  q4::Geometry g(N, K, gs);
+  return {"q4gsw_requant", dims({{"N", N}, {"K", K}, {"gs", gs}}), "GB/s",
+          4.0 * N * K + 4.0 * g.groups() * N + 0.5 * N * K,
+          "bytes = 4*N*K (read latent) + 4*G*N (scales) + N*K/2 (write codes)", [=](Backend& b, Rng& r) {
+            Tensor scales = random_f32(b, Shape{g.groups(), N}, r, 0.01f, 0.1f);
+            Tensor w = b.zeros(Shape{g.words()}, DType::u32);
+            return make_call(b, Op::q4gsw_requant, {random_f32(b, Shape{N, K}, r, -0.5f, 0.5f), scales}, {gs}, {}, {w});
+          }};
+}
+
+Case ce_case(int64_t R, int64_t V) {
+  return {"fused_ce", dims({{"R", R}, {"V", V}}), "GB/s", 8.0 * R * V,
+          "bytes = 8 per logit (read logits, write dlogits in place; labels and loss ignored)",
+          [=](Backend& b, Rng& r) {
+            Tensor logits = random_f32(b, Shape{R, V}, r, -4.0f, 4.0f);
+            Tensor labels = random_labels(b, R, V, r);
+            return make_call(b, Op::fused_ce, {logits, labels}, {}, {static_cast<float>(R)},
+                             {b.zeros(Shape{}, DType::f32), logits});
+          }};
+}
+
+Case adamw_case(int64_t P) {
+  return {"adamw_step", dims({{"P", P}}), "GB/s", 28.0 * P, "bytes = 28 per param (read p,m,v,g; write p,m,v)",
+          [=](Backend& b, Rng& r) {
+            Tensor p = random_f32(b, Shape{P}, r), g = random_f32(b, Shape{P}, r, -1e-2f, 1e-2f);
+            Tensor m = b.zeros(Shape{P}, DType::f32), v = b.zeros(Shape{P}, DType::f32);
+            std::vector<Scalar> f = {1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.1f, 0.05f};
+            return make_call(b, Op::adamw_step, {p, m, v, g}, {}, f, {p, m, v});
+          }};
+}
+
+Case rms_case(int64_t R, int64_t D) {
+  return {"rms_norm", dims({{"R", R}, {"D", D}}), "GB/s", 8.0 * R * D + 4.0 * D + 4.0 * R,
+          "bytes = 8 per element (read x, write y) + 4*D (w) + 4*R (rstd)", [=](Backend& b, Rng& r) {
+            return make_call(b, Op::rms_norm, {random_f32(b, Shape{R, D}, r), random_f32(b, Shape{D}, r)}, {}, {1e-5f});
+          }};
+}
+
+Case softmax_case(int64_t R, int64_t D) {
+  return {"softmax", dims({{"R", R}, {"D", D}}), "GB/s", 8.0 * R * D, "bytes = 8 per element (read x, write out)",
+          [=](Backend& b, Rng& r) { return make_call(b, Op::softmax, {random_f32(b, Shape{R, D}, r, -4, 4)}, {-1}); }};
+}
+
+Case causal_case(int64_t B, int64_t H, int64_t T) {
+  return {"causal_softmax", dims({{"B", B}, {"H", H}, {"T", T}, {"S", T}}), "GB/s", 8.0 * B * H * T * T,
+          "bytes = 8 per element of [B,H,T,S] (read x, write out, masked entries included)", [=](Backend& b, Rng& r) {
+            float scale = 1.0f / std::sqrt(64.0f);
+            return make_call(b, Op::causal_softmax, {random_f32(b, Shape{B, H, T, T}, r, -4, 4)}, {}, {scale});
+          }};
+}
+
+Case silu_case(int64_t R, int64_t D) {
+  return {"silu_mul", dims({{"R", R}, {"D", D}}), "GB/s", 12.0 * R * D, "bytes = 12 per element (read g,u; write h)",
+          [=](Backend& b, Rng& r) {
+            return make_call(b, Op::silu_mul, {random_f32(b, Shape{R, D}, r), random_f32(b, Shape{R, D}, r)});
+          }};
+}
+
+Case rope_case(int64_t B, int64_t T, int64_t H, int64_t D) {
+  return {"rope", dims({{"B", B}, {"T", T}, {"H", H}, {"D", D}}), "GB/s", 8.0 * B * T * H * D,
+          "bytes = 8 per element (read x, write y)", [=](Backend& b, Rng& r) {
+            return make_call(b, Op::rope, {random_f32(b, Shape{B, T, H, D}, r)}, {}, {10000.0f, 0.0f});
+          }};
+}
+
+Case copy_case(int64_t N) {
+  return {"copy", dims({{"N", N}}), "GB/s", 8.0 * N, "bytes = 8 per element (read x, write out); op dim_order_copy f32->f32",
+          [=](Backend& b, Rng& r) {
+            Tensor x = random_f32(b, Shape{N}, r);
+            return make_call(b, Op::dim_order_copy, {x}, {}, {}, {b.zeros(Shape{N}, DType::f32)});
+          }};
+}
+
+std::vector<Case> all_cases(bool small) {
+  if (small)
+    return {mm_case(512, 512, 512),          dw_case(512, 256, 256),   dw_case(512, 512, 512),
+            q4_case(512, 512, 512, 64),      q4_case(1, 512, 512, 64), q4_case(1, 384, 512, 64),
+            q4_backward_case(512, 512, 512, 64), requant_case(512, 512, 64), ce_case(512, 512),
+            adamw_case(int64_t{1} << 18),    rms_case(512, 512),       softmax_case(512, 512),
+            causal_case(2, 4, 64),           silu_case(512, 512),      rope_case(2, 64, 4, 64),
+            copy_case(int64_t{1} << 18)};
+  return {mm_case(4096, 4096, 4096),          mm_case(8192, 8192, 8192),       dw_case(4096, 2048, 2048),
+          dw_case(4096, 4096, 4096),          dw_case(8192, 2048, 2048),       q4_case(4096, 4096, 4096, 64),
+          q4_case(1, 4096, 4096, 64),         q4_case(1, 11008, 4096, 64),     q4_backward_case(4096, 4096, 4096, 64),
+          requant_case(4096, 4096, 64),       ce_case(8192, 32000),            adamw_case(int64_t{1} << 28),
+          rms_case(8192, 4096),               softmax_case(8192, 4096),        causal_case(16, 12, 512),
+          silu_case(8192, 11008),             rope_case(16, 512, 32, 128),     copy_case(int64_t{1} << 28)};
+}
+
+std::vector<std::string> split_commas(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string t; std::getline(ss, t, ',');)
+    if (!t.empty()) out.push_back(t);
+  return out;
+}
+
+// ---- timing ----
+
+struct Stats {
+  double median = 0, min = 0;
+  int n = 0;
+};
+Stats stats(std::vector<double> v) {
+  Stats s;
+  if (v.empty()) return s;
+  std::sort(v.begin(), v.end());
+  s.n = static_cast<int>(v.size());
+  s.min = v.front();
+  s.median = v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+  return s;
+}
+
+struct Flags {
+  std::string backend = "auto", device, size, ops, json_file, peer_file, step, mode = "qat";
+  int reps = 20, warmup = 3, copies = 0, max_copies = 50, threads = 0;
+  double target_ms = 25, case_seconds = 20, step_seconds = 300;
+  int64_t batch = 16, seq = 0, steps = 20, group_size = 32, vocab = 0;
+  bool list = false;
+};
+
+// Times `reps` replays of prog (after `warmup`), stopping early once `budget` seconds are spent (at least
+// one timed replay). Returns seconds per replay.
+std::vector<double> time_replays(Program& prog, int warmup, int reps, double budget) {
+  auto start = Clock::now();
+  for (int i = 0; i < warmup && (i == 0 || seconds_since(start) < budget / 4); ++i) prog.replay();
+  std::vector<double> t;
+  start = Clock::now();
+  for (int i = 0; i < reps; ++i) {
+    if (i >= 1 && seconds_since(start) > budget) break;
+    auto t0 = Clock::now();
+    prog.replay();
+    t.push_back(seconds_since(t0));
+  }
+  return t;
+}
+
+struct Result {
+  std::string status = "ok", reason;
+  int copies = 1;
+  Stats per_call;       // seconds per op invocation (replay of `copies` calls / copies)
+  double single = 0;    // seconds of one replay of a one-call program (submit overhead included)
+  double value = 0, best_value = 0;
+};
+
+Result run_case(Backend& b, const Case& c, const Flags& f) {
+  Result res;
+  Rng rng(std::hash<std::string>{}(c.id()));
+  OpCall call = c.make(b, rng);
+  auto one = b.new_program();
+  one->record(call);
+  one->finalize();
+  auto t1 = time_replays(*one, 1, 3, f.case_seconds / 4);
+  res.single = stats(t1).min;
+  int copies = f.copies > 0 ? f.copies
+               : std::clamp(static_cast<int>(std::ceil(f.target_ms * 1e-3 / std::max(res.single, 1e-9))), 1, f.max_copies);
+  std::unique_ptr<Program> many;
+  Program* prog = one.get();
+  if (copies > 1) {
+    many = b.new_program();
+    for (int i = 0; i < copies; ++i) many->record(call);
+    many->finalize();
+    prog = many.get();
+  }
+  res.copies = copies;
+  auto t = time_replays(*prog, f.warmup, f.reps, f.case_seconds);
+  for (double& x : t) x /= copies;
+  res.per_call = stats(t);
+  res.value = c.work / res.per_call.median / 1e9;
+  res.best_value = c.work / res.per_call.min / 1e9;
+  return res;
+}
+
+// ---- peer figures (bench/peer_torch.py) ----
+
+struct Peer {
+  json doc;
+  bool loaded = false;
+  const json* op(const std::string& id) const {
+    if (!loaded || !doc.contains("cases") || !doc["cases"].contains(id)) return nullptr;
+    const json& e = doc["cases"][id];
+    return e.contains("ms") && e["ms"].is_number() ? &e : nullptr;
+  }
+  const json* step(const std::string& id) const {
+    if (!loaded || !doc.contains("step") || !doc["step"].contains(id)) return nullptr;
+    return &doc["step"][id];
+  }
+};
+
+Peer load_peer(const std::string& file) {
+  Peer p;
+  if (file.empty()) return p;
+  std::ifstream in(file);
+  ET_CHECK(in.good(), "bench: cannot read --peer '", file, "'");
+  try {
+    p.doc = json::parse(in);
+  } catch (const std::exception& e) {
+    fail("bench: --peer '", file, "' is not valid JSON: ", e.what());
+  }
+  p.loaded = true;
+  return p;
+}
+
+// ---- output ----
+
+struct Report {
+  json doc;
+  std::string file;
+  void save() const {
+    if (file.empty()) return;
+    std::ofstream out(file + ".tmp");
+    out << doc.dump(2) << "\n";
+    out.close();
+    ET_CHECK(out.good(), "bench: cannot write '", file, "'");
+    std::rename((file + ".tmp").c_str(), file.c_str());
+  }
+};
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+void print_list() {
+  for (bool small : {false, true}) {
+    std::printf("--size %s:\n", small ? "small" : "realistic");
+    for (const Case& c : all_cases(small))
+      std::printf("  %-44s %-8s %s\n", c.id().c_str(), c.unit.c_str(), c.model.c_str());
+  }
+  std::printf("step mode: --step tiny|mini|small|base [--batch B --seq T --steps N --mode qat|qlora|fp32]\n");
+}
+
+void run_ops(Backend& b, const Flags& f, bool small, const Peer& peer, Report& rep) {
+  auto wanted = split_commas(f.ops);
+  std::vector<Case> cases;
+  for (Case& c : all_cases(small)) {
+    bool want = wanted.empty() || std::any_of(wanted.begin(), wanted.end(), [&](const std::string& w) {
+      return w == c.op || w == c.id() || w == "all";
+    });
+    if (want) cases.push_back(std::move(c));
+  }
+  if (cases.empty()) {
+    std::printf("no case matches --ops '%s' (see --list)\n", f.ops.c_str());
+    return;
+  }
+  std::printf("\n%-44s %6s %10s %10s %12s %-7s", "case", "copies", "median ms", "min ms", "rate", "unit");
+  if (peer.loaded) std::printf(" %10s %12s %8s", "peer ms", "peer rate", "ours/peer");
+  std::printf("\n");
+  json& out = rep.doc["cases"];
+  out = json::array();
+  for (const Case& c : cases) {
+    json e = {{"id", c.id()}, {"op", c.op}, {"shape", c.shape}, {"unit", c.unit}, {"work", c.work}, {"model", c.model}};
+    std::printf("%-44s ", c.id().c_str());
+    std::fflush(stdout);
+    std::string skip;
+    Result r;
+    try {
+      if (!b.supports(*op_from_name(c.op == "copy" ? "dim_order_copy" : c.op)))
+        skip = "the backend does not support " + c.op;
+      else
+        r = run_case(b, c, f);
+    } catch (const Error& err) {
+      skip = err.what();
+    } catch (const std::bad_alloc&) {
+      skip = "out of host memory";
+    } catch (const std::exception& err) {
+      skip = std::string("unexpected: ") + err.what();
+    }
+    if (!skip.empty()) {
+      std::printf("skipped: %s\n", skip.c_str());
+      e["status"] = "skipped";
+      e["reason"] = skip;
+    } else {
+      std::printf("%6d %10.4f %10.4f %12.2f %-7s", r.copies, r.per_call.median * 1e3, r.per_call.min * 1e3, r.value,
+                  c.unit.c_str());
+      e["status"] = "ok";
+      e["copies"] = r.copies;
+      e["reps"] = r.per_call.n;
+      e["median_ms"] = r.per_call.median * 1e3;
+      e["min_ms"] = r.per_call.min * 1e3;
+      e["single_replay_ms"] = r.single * 1e3;
+      e["value"] = r.value;
+      e["best_value"] = r.best_value;
+      if (const json* p = peer.op(c.id())) {
+        double pms = (*p)["ms"].get<double>();
+        double ratio = pms > 0 ? pms / (r.per_call.median * 1e3) : 0;
+        std::printf(" %10.4f %12.2f %7.2fx", pms, c.work / (pms * 1e-3) / 1e9, ratio);
+        e["peer"] = *p;
+        e["peer_value"] = c.work / (pms * 1e-3) / 1e9;
+        e["ratio_ours_over_peer"] = ratio;
+      }
+      std::printf("\n");
+    }
+    out.push_back(e);
+    rep.save();
+    std::fflush(stdout);
+  }
+  std::printf("\nrate: GFLOP/s or GB/s at the median time of one op invocation; a replay runs `copies` invocations\n"
+              "back to back (amortising submit cost) and is divided by copies. Byte/flop models (--list):\n");
+  for (const Case& c : cases)
+    if (&c == &cases.front() || c.op != (&c - 1)->op) std::printf("  %-22s %s\n", c.op.c_str(), c.model.c_str());
+  if (peer.loaded) std::printf("ours/peer = peer median ms / our median ms (> 1: edgetrain is faster)\n");
+}
+
+void run_step(Backend& b, const Flags& f, const Peer& peer, Report& rep) {
+  json e = {{"preset", f.step}, {"mode", f.mode}, {"batch", f.batch}};
+  std::string id;
+  try {
+    ModelConfig cfg = ModelConfig::preset(f.step);
+    cfg.mode = mode_from_name(f.mode);
+    cfg.group_size = f.group_size;
+    if (f.vocab > 0) cfg.vocab = f.vocab;
+    int64_t seq = f.seq > 0 ? f.seq : cfg.max_seq;
+    cfg.max_seq = std::max(cfg.max_seq, seq);
+    cfg.validate();
+    id = f.step + ":" + dims({{"B", f.batch}, {"T", seq}, {"V", cfg.vocab}});
+    e["id"] = id;
+    e["seq"] = seq;
+    e["config"] = json::parse(cfg.to_json());
+    e["parameters"] = cfg.parameter_count();
+    std::printf("\ntraining step %s: %s, mode %s, group size %lld, %.2fM parameters, batch %lld x seq %lld\n", id.c_str(),
+                f.step.c_str(), f.mode.c_str(), static_cast<long long>(cfg.group_size), cfg.parameter_count() / 1e6,
+                static_cast<long long>(f.batch), static_cast<long long>(seq));
+    std::fflush(stdout);
+    auto t_build = Clock::now();
+    Model model(b, cfg);
+    model.init(1234);
+    OptimConfig opt;
+    opt.total_steps = f.warmup + f.steps + 1;
+    opt.warmup_steps = 2;
+    Rng rng(42);
+    int64_t n = f.batch * seq;
+    std::vector<std::vector<int32_t>> toks(2, std::vector<int32_t>(static_cast<size_t>(n))), labs = toks;
+    for (int k = 0; k < 2; ++k)
+      for (int64_t i = 0; i < n; ++i) {
+        toks[k][i] = static_cast<int32_t>(rng.next() % static_cast<uint64_t>(cfg.vocab));
+        labs[k][i] = static_cast<int32_t>(rng.next() % static_cast<uint64_t>(cfg.vocab));
+      }
+    std::vector<double> total, acc, upd;
+    std::vector<float> losses;
+    auto start = Clock::now();
+    int warm = std::max(2, f.warmup);  // the first step records the programs
+    double first_step = 0;
+    for (int64_t s = 1; s <= warm + f.steps; ++s) {
+      auto t0 = Clock::now();
+      float loss = model.accumulate(toks[s % 2], labs[s % 2], f.batch, seq, n);
+      auto t1 = Clock::now();
+      model.update(opt, s);
+      auto t2 = Clock::now();
+      if (s == 1) first_step = std::chrono::duration<double>(t2 - t_build).count();
+      if (s > warm) {
+        acc.push_back(std::chrono::duration<double>(t1 - t0).count());
+        upd.push_back(std::chrono::duration<double>(t2 - t1).count());
+        total.push_back(std::chrono::duration<double>(t2 - t0).count());
+        losses.push_back(loss);
+      }
+      if (s >= warm + 1 && seconds_since(start) > f.step_seconds) break;
+    }
+    Stats st = stats(total), sa = stats(acc), su = stats(upd);
+    double tps = static_cast<double>(n) / st.median;
+    std::printf("  setup + first step (recording) %.2f s; %d timed steps after %d warm-up\n", first_step, st.n, warm);
+    std::printf("  step median %.2f ms (min %.2f) = accumulate %.2f + update %.2f ms\n", st.median * 1e3, st.min * 1e3,
+                sa.median * 1e3, su.median * 1e3);
+    std::printf("  %.0f tokens/s (best %.0f); loss %.4f -> %.4f (random tokens: ~ln(vocab) = %.2f)\n", tps,
+                n / st.min, losses.front(), losses.back(), std::log(static_cast<double>(cfg.vocab)));
+    e["status"] = "ok";
+    e["setup_and_first_step_s"] = first_step;
+    e["steps_timed"] = st.n;
+    e["step_median_ms"] = st.median * 1e3;
+    e["step_min_ms"] = st.min * 1e3;
+    e["accumulate_median_ms"] = sa.median * 1e3;
+    e["update_median_ms"] = su.median * 1e3;
+    e["tokens_per_s"] = tps;
+    e["tokens_per_s_best"] = n / st.min;
+    e["loss_first"] = losses.front();
+    e["loss_last"] = losses.back();
+    if (const json* p = peer.step(id)) {
+      e["peer"] = *p;
+      for (auto& [variant, v] : p->items()) {
+        if (!v.is_object() || !v.contains("tokens_per_s") || !v["tokens_per_s"].is_number()) {
+          std::printf("  peer %-14s %s\n", variant.c_str(), v.is_object() && v.contains("skipped") ? v["skipped"].dump().c_str() : "-");
+          continue;
+        }
+        double ptps = v["tokens_per_s"].get<double>();
+        std::printf("  peer %-14s %10.0f tokens/s   ours/peer %.2fx\n", variant.c_str(), ptps, ptps > 0 ? tps / ptps : 0.0);
+        e["ratio_ours_over_" + variant] = ptps > 0 ? tps / ptps : 0.0;
+      }
+    } else if (peer.loaded) {
+      std::printf("  (the peer file has no step entry '%s')\n", id.c_str());
+    }
+  } catch (const Error& err) {
+    std::printf("  skipped: %s\n", err.what());
+    e["status"] = "skipped";
+    e["reason"] = err.what();
+  } catch (const std::bad_alloc&) {
+    std::printf("  skipped: out of host memory\n");
+    e["status"] = "skipped";
+    e["reason"] = "out of host memory";
+  }
+  rep.doc["step"] = e;
+  rep.save();
+  std::fflush(stdout);
+}
+
+int run_bench(const Flags& f) {
+  if (f.list) {
+    print_list();
+    return 0;
+  }
+  ET_CHECK(f.size.empty() || f.size == "small" || f.size == "realistic", "bench: --size must be small or realistic, got '",
+           f.size, "'");
+  ET_CHECK(f.reps >= 1 && f.warmup >= 0, "bench: --reps must be >= 1 and --warmup >= 0");
+  Peer peer = load_peer(f.peer_file);
+  BackendOptions bo;
+  bo.device = f.device;
+  bo.threads = f.threads;
+  auto b = make_backend(f.backend, bo);
+  bool small = f.size.empty() ? b->name() == "cpu" : f.size == "small";
+  Report rep;
+  rep.file = f.json_file;
+  rep.doc["tool"] = "edgetrain bench";
+  rep.doc["version"] = "0.1.0";
+#ifdef EDGETRAIN_GIT_DESCRIBE
+  rep.doc["git"] = EDGETRAIN_GIT_DESCRIBE;
+#endif
+  rep.doc["backend"] = b->name();
+  rep.doc["device"] = b->device_name();
+  if (f.backend == "auto") rep.doc["auto_choice"] = auto_choice_reason();
+  rep.doc["host_threads"] = std::thread::hardware_concurrency();
+  rep.doc["size"] = small ? "small" : "realistic";
+  rep.doc["settings"] = {{"reps", f.reps},           {"warmup", f.warmup},          {"copies", f.copies},
+                         {"max_copies", f.max_copies}, {"target_ms", f.target_ms}, {"case_seconds", f.case_seconds}};
+  if (peer.loaded && peer.doc.contains("meta")) rep.doc["peer_meta"] = peer.doc["meta"];
+  std::printf("edgetrain bench on %s (%s), size %s, reps %d, warmup %d\n", b->name().c_str(), b->device_name().c_str(),
+              small ? "small" : "realistic", f.reps, f.warmup);
+  if (f.backend == "auto") std::printf("auto: %s\n", auto_choice_reason().c_str());
+  if (peer.loaded && peer.doc.contains("meta")) std::printf("peer: %s\n", peer.doc["meta"].dump().c_str());
+  rep.save();
+  auto t0 = Clock::now();
+  bool ops = f.step.empty() || !f.ops.empty();
+  if (ops && f.ops != "none") run_ops(*b, f, small, peer, rep);
+  if (!f.step.empty()) run_step(*b, f, peer, rep);
+  rep.doc["total_seconds"] = seconds_since(t0);
+  rep.save();
+  std::printf("\ntotal %.1f s%s%s\n", seconds_since(t0), f.json_file.empty() ? "" : "; JSON: ", f.json_file.c_str());
+  return 0;
+}
+
+}  // namespace
+
+Runner add_bench(CLI::App& app) {
+  auto* sub = app.add_subcommand("bench",
+      "Benchmark single ops and training steps on a backend. Each op is recorded once into a program that runs\n"
+      "it `copies` times back to back, replayed and timed; prints median/min time per invocation and GFLOP/s or\n"
+      "GB/s (byte/flop models in --list and docs/BENCHMARKS.md). Examples:\n"
+      "  edgetrain bench --backend vulkan --json ours.json --peer peer.json\n"
+      "  edgetrain bench --backend cpu --size small --ops mm,linear_q4gsw --reps 5\n"
+      "  edgetrain bench --step base --batch 16 --seq 512 --steps 20 --backend vulkan");
+  auto f = std::make_shared<Flags>();
+  sub->add_option("--backend", f->backend, "auto, cpu, vulkan or webgpu")->capture_default_str();
+  sub->add_option("--device", f->device, "Device index or name substring (vulkan/webgpu)");
+  sub->add_option("--threads", f->threads, "CPU threads (0 = all cores)")->capture_default_str();
+  sub->add_option("--ops", f->ops, "Comma-separated op names or case ids (default all; 'none' with --step)");
+  sub->add_option("--size", f->size, "small (CPU-friendly, <= 512) or realistic (default on GPUs)");
+  sub->add_option("--reps", f->reps, "Timed replays per case")->capture_default_str();
+  sub->add_option("--warmup", f->warmup, "Untimed replays (or steps) first")->capture_default_str();
+  sub->add_option("--copies", f->copies, "Op invocations per replay (0 = auto: about --target-ms per replay)")->capture_default_str();
+  sub->add_option("--max-copies", f->max_copies, "Upper bound of the automatic copies")->capture_default_str();
+  sub->add_option("--target-ms", f->target_ms, "Automatic copies aim at replays this long")->capture_default_str();
+  sub->add_option("--case-seconds", f->case_seconds, "Stop timing a case after about this long")->capture_default_str();
+  sub->add_option("--json", f->json_file, "Write every number to this JSON file (rewritten after each case)");
+  sub->add_option("--peer", f->peer_file, "JSON from bench/peer_torch.py: print its figures and ours/peer");
+  sub->add_option("--step", f->step, "Also time training steps of this preset: tiny, mini, small, base");
+  sub->add_option("--mode", f->mode, "Step mode: qat, qlora or fp32")->capture_default_str();
+  sub->add_option("--batch", f->batch, "Step mode: sequences per step")->capture_default_str();
+  sub->add_option("--seq", f->seq, "Step mode: tokens per sequence (default: the preset's max_seq)");
+  sub->add_option("--steps", f->steps, "Step mode: timed steps")->capture_default_str();
+  sub->add_option("--group-size", f->group_size, "Step mode: q4gsw group size")->capture_default_str();
+  sub->add_option("--vocab", f->vocab, "Step mode: vocabulary size (default: the preset's, 256)");
+  sub->add_option("--step-seconds", f->step_seconds, "Step mode: stop timing after about this long")->capture_default_str();
+  sub->add_flag("--list", f->list, "Print the benchmark cases and their byte/flop models, then exit");
+  return [f] { return run_bench(*f); };
+}
+
+}  // namespace edgetrain::cli
