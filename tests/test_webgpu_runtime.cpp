@@ -1,6 +1,7 @@
 // The WebGPU runtime on Dawn: adapter choice (and refusal of Dawn's Null adapter), WGSL compile errors as
-// Errors naming the shader and line, upload/download round trips, and a recorded training step replayed
-// with changing per-step scalars against the CPU reference. Skips when Dawn or an adapter is missing.
+// Errors naming the shader and line, upload/download round trips, a recorded training step replayed
+// with changing per-step scalars against the CPU reference, rope's accuracy at large positions and
+// write_rows replayed at moving offsets. Skips when Dawn or an adapter is missing.
 #ifdef EDGETRAIN_HAS_WEBGPU
 
 #include <gtest/gtest.h>
@@ -246,6 +247,103 @@ TEST(WebGpuRuntime, RecordedStepReplaysWithNewScalars) {
   double moved = 0;
   for (int64_t i = 0; i < pg.numel(); ++i) moved += std::fabs(pg.as<float>()[i] - latent.as<float>()[i]);
   EXPECT_GT(moved / static_cast<double>(pg.numel()), 1e-3);
+}
+
+// rope's angle p * theta^(-2i/D) is reduced in fixed point: at positions near 100000 an fp32 product
+// would be off by ~6e-3 rad. Constant and slot pos_offset (replayed at several positions, fractional and
+// negative too), a head wider than one frequency table (D = 1280: two dispatches), and rope_backward.
+TEST(WebGpuRuntime, RopeIsAccurateAtLargePositions) {
+  REQUIRE_WEBGPU();
+  wg::WebGpuBackend& gpu = webgpu();
+  const Tolerance tight{5e-7, 1e-6};
+  Rng r(31);
+  for (Op op : {Op::rope, Op::rope_backward})
+    for (float theta : {10000.0f, 500000.0f}) {
+      SCOPED_TRACE(std::string(op_name(op)) + " theta " + std::to_string(theta));
+      const Shape s{1, 3, 2, 128};
+      HostTensor xh = random_f32(r, s);
+      OpCase c{"large_pos", op};
+      c.in = {xh};
+      c.out = {zeros(s, DType::f32)};
+      c.floats = {theta, 99997.0f};
+      EXPECT_EQ(compare(run_on(gpu, c)[0], run_reference(c)[0], tight), "") << "constant offset";
+
+      Tensor x = gpu.from_host(s, DType::f32, xh.data(), xh.nbytes()), y = gpu.zeros(s, DType::f32);
+      auto prog = gpu.new_program();
+      Scalar pos = prog->slot("pos", 0.0f);
+      prog->record({op, {x}, {y}, {}, {Scalar(theta), pos}});
+      prog->finalize();
+      for (float p : {0.0f, 99999.0f, 65536.5f, 12345.25f, -31.0f, -2.75f, 4097.0f}) {
+        SCOPED_TRACE("pos_offset " + std::to_string(p));
+        prog->set(pos, p);
+        prog->replay();
+        HostTensor got(s, DType::f32);
+        gpu.download(y, got.data(), got.nbytes());
+        c.floats = {theta, p};
+        EXPECT_EQ(compare(got, run_reference(c)[0], tight), "");
+      }
+    }
+  const Shape wide{2, 2, 1280};
+  OpCase w{"wide_head", Op::rope};
+  w.in = {random_f32(r, wide)};
+  w.out = {zeros(wide, DType::f32)};
+  w.floats = {10000.0f, 70000.0f};
+  EXPECT_EQ(compare(run_on(gpu, w)[0], run_reference(w)[0], tight), "") << "D = 1280";
+}
+
+// theta as a per-replay slot (no host table): fp32 frequencies, so only moderate positions are checked.
+TEST(WebGpuRuntime, RopeWithThetaSlot) {
+  REQUIRE_WEBGPU();
+  wg::WebGpuBackend& gpu = webgpu();
+  Rng r(32);
+  const Shape s{2, 5, 3, 16};
+  HostTensor xh = random_f32(r, s);
+  Tensor x = gpu.from_host(s, DType::f32, xh.data(), xh.nbytes()), y = gpu.zeros(s, DType::f32);
+  auto prog = gpu.new_program();
+  Scalar theta = prog->slot("theta", 10000.0f), pos = prog->slot("pos", 0.0f);
+  prog->record({Op::rope, {x}, {y}, {}, {theta, pos}});
+  prog->finalize();
+  for (auto [t, p] : {std::pair{10000.0f, 3.0f}, std::pair{500000.0f, 40.0f}, std::pair{10.0f, 0.0f}}) {
+    prog->set(theta, t);
+    prog->set(pos, p);
+    prog->replay();
+    HostTensor got(s, DType::f32);
+    gpu.download(y, got.data(), got.nbytes());
+    OpCase c{"theta_slot", Op::rope};
+    c.in = {xh};
+    c.out = {zeros(s, DType::f32)};
+    c.floats = {t, p};
+    EXPECT_EQ(compare(got, run_reference(c)[0], tol::transcendental), "") << "theta " << t << " pos " << p;
+  }
+}
+
+// write_rows recorded once and replayed at moving offsets (a KV cache append), on a 1-byte dtype whose
+// rows straddle words, and on f32: every replay must match the reference applied to the same cache.
+TEST(WebGpuRuntime, WriteRowsReplaysAtMovingOffsets) {
+  REQUIRE_WEBGPU();
+  wg::WebGpuBackend& gpu = webgpu();
+  Rng r(33);
+  for (DType t : {DType::boolean, DType::f32}) {
+    SCOPED_TRACE(dtype_name(t));
+    const Shape xs{3, 5}, os{9, 5};
+    HostTensor xh = t == DType::f32 ? random_f32(r, xs) : random_bool(r, xs);
+    HostTensor cache = t == DType::f32 ? random_f32(r, os) : random_bool(r, os);
+    Tensor x = gpu.from_host(xs, t, xh.data(), xh.nbytes()), o = gpu.from_host(os, t, cache.data(), cache.nbytes());
+    auto prog = gpu.new_program();
+    Scalar off = prog->slot("off", 0.0f);
+    prog->record({Op::write_rows, {x}, {o}, {}, {off}});
+    prog->finalize();
+    for (float v : {0.0f, 3.0f, -2.0f, 7.9f, -0.5f, 8.0f, 100.0f, 1e30f, -1e30f, 1.0f}) {
+      SCOPED_TRACE("row_offset " + std::to_string(v));
+      prog->set(off, v);
+      prog->replay();
+      ref::Call call{Op::write_rows, {xh.view()}, {cache.view()}, {}, {v}};
+      ref::run(call);
+      HostTensor got(os, t);
+      gpu.download(o, got.data(), got.nbytes());
+      EXPECT_EQ(compare(got, cache, tol::exact), "");
+    }
+  }
 }
 
 }  // namespace

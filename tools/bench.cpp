@@ -244,7 +244,7 @@ Stats stats(std::vector<double> v) {
 struct Flags {
   std::string backend = "auto", device, size, ops, json_file, peer_file, step, mode = "qat";
   int reps = 20, warmup = 3, copies = 0, max_copies = 50, threads = 0;
-  double target_ms = 25, case_seconds = 20, step_seconds = 300;
+  double target_ms = 25, case_seconds = 20, step_seconds = 120;
   int64_t batch = 16, seq = 0, steps = 20, group_size = 32, vocab = 0;
   bool list = false;
 };
@@ -346,12 +346,6 @@ struct Report {
   }
 };
 
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
-
 void print_list() {
   for (bool small : {false, true}) {
     std::printf("--size %s:\n", small ? "small" : "realistic");
@@ -402,7 +396,7 @@ void run_ops(Backend& b, const Flags& f, bool small, const Peer& peer, Report& r
       e["status"] = "skipped";
       e["reason"] = skip;
     } else {
-      std::printf("%6d %10.4f %10.4f %12.2f %-7s", r.copies, r.per_call.median * 1e3, r.per_call.min * 1e3, r.value,
+      std::printf("%6d %10.4f %10.4f %12.4g %-7s", r.copies, r.per_call.median * 1e3, r.per_call.min * 1e3, r.value,
                   c.unit.c_str());
       e["status"] = "ok";
       e["copies"] = r.copies;
@@ -415,10 +409,13 @@ void run_ops(Backend& b, const Flags& f, bool small, const Peer& peer, Report& r
       if (const json* p = peer.op(c.id())) {
         double pms = (*p)["ms"].get<double>();
         double ratio = pms > 0 ? pms / (r.per_call.median * 1e3) : 0;
-        std::printf(" %10.4f %12.2f %7.2fx", pms, c.work / (pms * 1e-3) / 1e9, ratio);
+        std::printf(" %10.4f %12.4g %7.3gx", pms, c.work / (pms * 1e-3) / 1e9, ratio);
         e["peer"] = *p;
         e["peer_value"] = c.work / (pms * 1e-3) / 1e9;
         e["ratio_ours_over_peer"] = ratio;
+      } else if (peer.loaded && peer.doc.contains("cases") && peer.doc["cases"].contains(c.id())) {
+        std::printf(" peer skipped");
+        e["peer"] = peer.doc["cases"][c.id()];
       }
       std::printf("\n");
     }

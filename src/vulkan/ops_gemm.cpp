@@ -1,6 +1,7 @@
 // Encoders of the matrix products (mm, bmm, linear): all run gemm.comp; strides in push constants express
 // the transposes, spec constants choose coalesced shared-memory load maps and the binding layout.
 #include "gemm.spv.h"
+#include "gemm8.spv.h"
 #include "vulkan/kernel.h"
 #include "vulkan/ops_gemm.h"
 
@@ -13,8 +14,8 @@ void encode_gemm(const GemmArgs& g, const EncodeContext& ctx, Encoded& out) {
   const uint32_t big_shared = 2 * 16 * 129 * sizeof(float);
   const uint32_t t = g.M >= 128 && g.N >= 128 && ctx.max_shared_bytes >= big_shared ? 8 : 4;
   const uint64_t tile = 16 * t;
-  Dispatch d{ET_VK_KERNEL(gemm)};
-  d.spec = {g.sa_red == 1 ? 1u : 0u, g.sb_col == 1 ? 1u : 0u, g.layout, t, t};
+  Dispatch d{t == 8 ? ET_VK_KERNEL(gemm8) : ET_VK_KERNEL(gemm)};
+  d.spec = {g.sa_red == 1 ? 1u : 0u, g.sb_col == 1 ? 1u : 0u, g.layout};
   d.arg(static_cast<uint32_t>(g.M)).arg(static_cast<uint32_t>(g.N)).arg(static_cast<uint32_t>(g.K));
   d.arg(g.sa_row).arg(g.sa_red).arg(g.sb_red).arg(g.sb_col);
   d.arg(g.a_batch).arg(g.b_batch).arg(g.c_batch);

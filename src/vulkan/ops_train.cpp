@@ -8,8 +8,10 @@
 #include "fused_ce.spv.h"
 #include "fused_ce_sum.spv.h"
 #include "linear_q4gsw.spv.h"
+#include "linear_q4gsw8.spv.h"
 #include "linear_q4gsw_gemv.spv.h"
 #include "q4gsw_backward.spv.h"
+#include "q4gsw_backward8.spv.h"
 #include "q4gsw_requant.spv.h"
 #include "vulkan/kernel.h"
 #include "vulkan/ops_gemm.h"
@@ -67,9 +69,8 @@ void enc_linear_q4gsw(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
     out.dispatches.push_back(std::move(d));
     return;
   }
-  Dispatch d{ET_VK_KERNEL(linear_q4gsw)};
   uint32_t t = reg_tile(M, g.N, ctx);
-  d.spec = {t, t};
+  Dispatch d{t == 8 ? ET_VK_KERNEL(linear_q4gsw8) : ET_VK_KERNEL(linear_q4gsw)};
   q4_push(d, M, g);
   d.arg(has_bias);
   d.groups[0] = tiles(g.N, t);
@@ -84,9 +85,8 @@ void enc_linear_q4gsw_backward(const OpCall& c, const EncodeContext& ctx, Encode
   q4::Geometry g(c.in[2].shape()[1], c.ints[1], c.ints[0]);
   int64_t M = dy.shape().rows();
   if (M == 0) return;
-  Dispatch d{ET_VK_KERNEL(q4gsw_backward)};
   uint32_t t = reg_tile(M, g.K, ctx);
-  d.spec = {t, t};
+  Dispatch d{t == 8 ? ET_VK_KERNEL(q4gsw_backward8) : ET_VK_KERNEL(q4gsw_backward)};
   q4_push(d, M, g);
   d.groups[0] = tiles(g.K, t);
   d.groups[1] = tiles(M, t);

@@ -2,8 +2,10 @@
 // buffer, replay by rewriting the scalar block), plus the registry entry points of backends.cpp.
 #include "vulkan/program.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <map>
 
 namespace edgetrain::vk {
 
@@ -16,10 +18,12 @@ VulkanBackend::VulkanBackend(const BackendOptions& opts) {
   pipes_ = std::make_unique<Pipelines>(*ctx_);
   dummy_ = mem_->create(16);
   xfer_->zero_fill_later(dummy_.buffer);
+  prof_ = Profiler::from_env(*ctx_);
 }
 
 VulkanBackend::~VulkanBackend() {
   if (ctx_ && ctx_->device()) vkDeviceWaitIdle(ctx_->device());
+  prof_.reset();  // writes the profile report
   for (auto& [id, b] : buffers_) mem_->destroy(b);
   buffers_.clear();
   if (mem_) mem_->destroy(dummy_);
@@ -85,6 +89,7 @@ VulkanProgram::~VulkanProgram() {
   VkDevice d = vb_.context().device();
   if (cmd_) vkFreeCommandBuffers(d, vb_.transfer().pool(), 1, &cmd_);
   if (pool_) vkDestroyDescriptorPool(d, pool_, nullptr);
+  if (queries_) vkDestroyQueryPool(d, queries_, nullptr);
   for (DeviceBuffer& s : scratch_) {
     vb_.transfer().forget(s.buffer);
     vb_.memory().destroy(s);
@@ -186,6 +191,38 @@ void VulkanProgram::on_finalize() {
     vkUpdateDescriptorSets(dev, static_cast<uint32_t>(writes.size()), writes.data(), 0, nullptr);
   }
 
+  // Profiling (EDGETRAIN_PROFILE): a timestamp before and after every dispatch, both at the compute
+  // stage, so "before" is when the previous dispatch finished and "after" when this one did.
+  Profiler* prof = vb_.profiler();
+  if (prof) {
+    profile_ = prof->add_program();
+    std::map<std::string, size_t> ops;
+    for (const OpCall& call : calls) ++ops[op_name(call.op)];
+    std::vector<std::pair<std::string, size_t>> by_count(ops.begin(), ops.end());
+    std::stable_sort(by_count.begin(), by_count.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+    std::string label = "program of " + std::to_string(calls.size()) + " calls [";
+    for (size_t i = 0; i < by_count.size(); ++i) {
+      if (label.size() > 200) {
+        label += ", ...";
+        break;
+      }
+      label += (i ? ", " : "") + by_count[i].first + " x" + std::to_string(by_count[i].second);
+    }
+    label += "]";
+    profile_->label = label;
+    for (size_t c = 0; c < calls.size(); ++c)
+      for (const Dispatch& d : enc[c].dispatches) {
+        if (d.groups[0] == 0 || d.groups[1] == 0 || d.groups[2] == 0) continue;
+        std::string name = d.kernel.name;
+        name = name.substr(0, name.find('#'));  // grad_norm#<n>_<i> copies are one kernel
+        profile_->key.push_back(name + " (" + op_name(calls[c].op) + ")");
+        profile_->call.push_back(name + " grid " + std::to_string(d.groups[0]) + "x" + std::to_string(d.groups[1]) +
+                                 "x" + std::to_string(d.groups[2]) + ": " + calls[c].str());
+      }
+    profile_->ns.assign(profile_->key.size(), 0.0);
+    if (!profile_->key.empty()) queries_ = prof->make_pool(dev, static_cast<uint32_t>(2 * profile_->key.size()));
+  }
+
   // One command buffer for the whole program.
   VkCommandBufferAllocateInfo cai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
   cai.commandPool = vb_.transfer().pool();
@@ -194,6 +231,7 @@ void VulkanProgram::on_finalize() {
   check(vkAllocateCommandBuffers(dev, &cai, &cmd_), "vkAllocateCommandBuffers");
   VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
   check(vkBeginCommandBuffer(cmd_, &bi), "vkBeginCommandBuffer");
+  if (queries_) vkCmdResetQueryPool(cmd_, queries_, 0, static_cast<uint32_t>(2 * profile_->key.size()));
   // Uploads, fills and earlier replays happen before this program's first kernel.
   memory_barrier(cmd_, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, VK_ACCESS_MEMORY_WRITE_BIT,
                  VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
@@ -217,7 +255,10 @@ void VulkanProgram::on_finalize() {
       vkCmdBindDescriptorSets(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, pl, 0, 1, &sets[c], 0, nullptr);
       if (!d.push.empty())
         vkCmdPushConstants(cmd_, pl, VK_SHADER_STAGE_COMPUTE_BIT, 0, static_cast<uint32_t>(d.push.size()), d.push.data());
+      const auto q = static_cast<uint32_t>(2 * dispatches_);
+      if (queries_) vkCmdWriteTimestamp(cmd_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, queries_, q);
       vkCmdDispatch(cmd_, d.groups[0], d.groups[1], d.groups[2]);
+      if (queries_) vkCmdWriteTimestamp(cmd_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, queries_, q + 1);
       ++dispatches_;
     }
   }
@@ -234,6 +275,7 @@ void VulkanProgram::execute() {
   const auto& slots = slot_values();
   if (!slots.empty()) std::memcpy(scalars_.mapped, slots.data(), slots.size() * sizeof(float));
   vb_.transfer().submit(cmd_, what_.c_str());
+  if (queries_) vb_.profiler()->collect(vb_.context().device(), queries_, *profile_);
 }
 
 }  // namespace edgetrain::vk

@@ -12,6 +12,7 @@
 #include "vulkan/kernel.h"
 #include "vulkan/memory.h"
 #include "vulkan/pipelines.h"
+#include "vulkan/profile.h"
 
 namespace edgetrain::vk {
 
@@ -34,6 +35,7 @@ class VulkanBackend : public Backend {
   const DeviceBuffer& buffer(uint64_t id) const;
   const DeviceBuffer& dummy() const { return dummy_; }
   EncodeContext encode_context() const;
+  Profiler* profiler() const { return prof_.get(); }  // nullptr unless EDGETRAIN_PROFILE is set
 
  protected:
   uint64_t allocate(size_t bytes) override;
@@ -49,6 +51,7 @@ class VulkanBackend : public Backend {
   std::unordered_map<uint64_t, DeviceBuffer> buffers_;
   uint64_t next_id_ = 1;
   DeviceBuffer dummy_;
+  std::unique_ptr<Profiler> prof_;
 };
 
 class VulkanProgram : public Program {
@@ -69,6 +72,8 @@ class VulkanProgram : public Program {
   VkDescriptorPool pool_ = VK_NULL_HANDLE;
   VkCommandBuffer cmd_ = VK_NULL_HANDLE;
   size_t dispatches_ = 0;
+  VkQueryPool queries_ = VK_NULL_HANDLE;     // profiling only: 2 timestamps per dispatch
+  std::shared_ptr<ProgramProfile> profile_;  // profiling only
   std::string what_;  // "replay of [op, op, ...]" for messages
 };
 

@@ -11,6 +11,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <mutex>
 
@@ -169,7 +170,26 @@ Found& discover(const std::string& pref) {
   return cache->back().second;
 }
 
+// Live contexts, for the exit teardown. Leaked: used from atexit handlers, after other statics may be gone.
+std::mutex& live_mutex() {
+  static auto* m = new std::mutex();
+  return *m;
+}
+std::vector<Context*>& live_contexts() {
+  static auto* v = new std::vector<Context*>();
+  return *v;
+}
+
+void exit_teardown() {
+  std::lock_guard<std::mutex> lock(live_mutex());
+  if (dawn_exiting()) return;  // an earlier-run registration already did it
+  set_dawn_exiting();
+  for (Context* c : live_contexts()) c->destroy_device_at_exit();
+}
+
 }  // namespace
+
+void arm_exit_teardown() { std::atexit(exit_teardown); }
 
 bool AdapterSummary::software() const {
   auto has = [&](const char* s) { return name.find(s) != std::string::npos; };
@@ -234,10 +254,25 @@ Context::Context(const BackendOptions& opts) : d(*[] {
   queue = d.DeviceGetQueue(device);
   limits = Limits{};
   ET_CHECK(d.DeviceGetLimits(device, &limits) == kStatusSuccess, "webgpu: could not read the device limits");
+  std::lock_guard<std::mutex> lock(live_mutex());
+  live_contexts().push_back(this);
+  arm_exit_teardown();  // after the drivers were loaded and the device created: runs before their teardown
+}
+
+void Context::destroy_device_at_exit() {
+  if (!device || sink_->dead) return;
+  sink_->dead = true;  // lost/uncaptured callbacks from here on just return
+  d.DeviceDestroy(device);
+  d.InstanceProcessEvents(instance);
 }
 
 Context::~Context() {
-  if (dawn_exiting()) return;
+  {
+    std::lock_guard<std::mutex> lock(live_mutex());
+    auto& v = live_contexts();
+    v.erase(std::remove(v.begin(), v.end(), this), v.end());
+  }
+  if (dawn_exiting()) return;  // the exit teardown destroyed the device; the handles are leaked
   if (queue) d.QueueRelease(queue);
   if (device) {
     d.DeviceDestroy(device);

@@ -26,6 +26,15 @@ struct AdapterSummary {
 // Discovers the adapter the backend would use (cached per process; never throws).
 AdapterSummary probe_adapter();
 
+// Process exit: static destructors run in reverse order of registration, interleaved with atexit
+// handlers, Dawn's own static destructors and those of the Vulkan/GL drivers Dawn loaded. So edgetrain
+// tears its WebGPU state down explicitly from an atexit handler that it registers *after* Dawn and the
+// drivers were initialized (again after each new pipeline, in case Dawn lazily created more static state):
+// that handler, the first of them to run, marks the process as exiting and destroys every live device
+// while Dawn and the drivers are still intact. Everything destroyed later (a backend cached in a static,
+// buffers, programs) sees dawn_exiting() and leaks its handles instead of calling Dawn.
+void arm_exit_teardown();
+
 // Errors Dawn reports outside an error scope, recorded by callbacks (which must not throw through Dawn)
 // and raised by the next Context::check(). Owned by the context; see ~Context for its lifetime.
 struct ErrorSink {
@@ -62,6 +71,9 @@ class Context {
 
   // Compiles WGSL; throws Error("webgpu: shader '<name>' failed to compile: <Dawn's message with line>").
   ShaderModule compile(const std::string& name, const std::string& wgsl);
+
+  // The exit teardown (see arm_exit_teardown): destroys the device once; callbacks then just return.
+  void destroy_device_at_exit();
 
  private:
   ErrorSink* sink_;

@@ -100,4 +100,6 @@ const std::string& dawn_load_error() { return loaded().error; }
 
 bool dawn_exiting() { return g_exiting; }
 
+void set_dawn_exiting() { g_exiting = true; }
+
 }  // namespace edgetrain::wgpu

@@ -72,7 +72,10 @@ struct Dawn {
 // paths were tried and what failed.
 const Dawn* dawn();
 const std::string& dawn_load_error();
-// True once the process has begun exiting (see dawn_loader.cpp): destructors must not call Dawn then.
+// True once the process has begun exiting (see dawn_loader.cpp and context.cpp's exit teardown):
+// destructors must not call Dawn then.
 bool dawn_exiting();
+// Marks the process as exiting (the exit teardown in context.cpp calls it before destroying devices).
+void set_dawn_exiting();
 
 }  // namespace edgetrain::wgpu

@@ -1,6 +1,8 @@
 // WebGPU encoders of the copies: dtype conversion (dim_order_copy), broadcast (expand_copy) and
-// permutation (permute_copy), all on copy.wgsl's index map.
+// permutation (permute_copy), all on copy.wgsl's index map, and the in-place row copy write_rows
+// (write_rows.wgsl).
 #include "copy.wgsl.h"
+#include "write_rows.wgsl.h"
 #include "webgpu/kernel.h"
 
 namespace edgetrain::wg {
@@ -61,6 +63,28 @@ void enc_permute_copy(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   copy_dispatch(c, stride, ctx, out);
 }
 
+// x [R, C] into out [S, C] at the per-replay row offset (float 0); out is bound read_write and keeps the
+// rows that are not written.
+void enc_write_rows(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
+  const Tensor &x = c.in[0], &o = c.out[0];
+  const int64_t C = x.shape().last();
+  if (C == 0 || x.numel() == 0 || o.numel() == 0) return;
+  const int64_t R = x.numel() / C, S = o.numel() / C;
+  const int64_t es = static_cast<int64_t>(dtype_size(x.dtype()));
+  ET_CHECK(es == 4 || es == 1, "webgpu: write_rows supports 4- and 1-byte dtypes, got ", x.str());
+  // The kernel does its row arithmetic in i32 (offsets clamped to [-R-1, S+1]).
+  ET_CHECK((S + R + 2) * C * es < (int64_t{1} << 31), "webgpu: write_rows: ", o.str(), " is too large");
+  const int64_t threads = es == 4 ? R * C : static_cast<int64_t>(ceil_div(static_cast<uint64_t>(R * C), 4)) + 1;
+  const int64_t out_words = static_cast<int64_t>(ceil_div(static_cast<uint64_t>(S * C * es), 4));
+  Dispatch d(ET_WG_KERNEL(write_rows));
+  d.constant("ES", static_cast<double>(es)).constant("WG", 64);
+  d.in(0).out(0).scalars().uniform();
+  d.arg(u32(R)).arg(u32(S)).arg(u32(C)).arg(ctx.float_index[0]).arg(u32(threads)).arg(u32(out_words));
+  d.arg(0u).arg(0u);
+  grid_1d(ceil_div(static_cast<uint64_t>(threads), 64), ctx, d.groups);
+  out.dispatches.push_back(std::move(d));
+}
+
 }  // namespace
 
 Encoder copy_encoder(Op op) {
@@ -68,6 +92,7 @@ Encoder copy_encoder(Op op) {
     case Op::dim_order_copy: return enc_dim_order_copy;
     case Op::expand_copy: return enc_expand_copy;
     case Op::permute_copy: return enc_permute_copy;
+    case Op::write_rows: return enc_write_rows;
     default: return nullptr;
   }
 }

@@ -1,8 +1,12 @@
-// WebGPU encoders of the Llama-block ops: rms_norm (+ backward), embedding (+ backward) and gather.
-// (silu_mul and its backward are elementwise kernels, in ops_elementwise.cpp.)
+// WebGPU encoders of the Llama-block ops: rms_norm (+ backward), rope (+ backward), embedding (+ backward)
+// and gather. (silu_mul and its backward are elementwise kernels, in ops_elementwise.cpp.)
+#include <algorithm>
+#include <cmath>
+
 #include "embedding.wgsl.h"
 #include "rms_norm.wgsl.h"
 #include "rms_norm_dw.wgsl.h"
+#include "rope.wgsl.h"
 #include "webgpu/kernel.h"
 
 namespace edgetrain::wg {
@@ -41,6 +45,54 @@ void enc_rms_norm_backward(const OpCall& c, const EncodeContext& ctx, Encoded& o
   grid_1d(static_cast<uint64_t>(D), ctx, w.groups);
   out.dispatches.push_back(std::move(w));
 }
+
+// rope.wgsl's frequency table holds this many pairs; wider heads take one dispatch per block of pairs.
+constexpr int64_t kRopeTablePairs = 512;
+
+// Frequency of pair i in turns, theta^(-2i/D) / (2 pi) mod 1, as a 64-bit binary fraction {hi, lo}.
+void rope_turns(double theta, int64_t i, int64_t D, uint32_t out[2]) {
+  const long double two_pi = 6.283185307179586476925286766559L;
+  long double f = std::pow(static_cast<long double>(theta), -2.0L * static_cast<long double>(i) / D) / two_pi;
+  f -= std::floor(f);
+  long double hi = std::floor(std::ldexp(f, 32));
+  long double lo = std::floor(std::ldexp(std::ldexp(f, 32) - hi, 32) + 0.5L);
+  if (lo >= 4294967296.0L) {
+    lo -= 4294967296.0L;
+    hi += 1.0L;
+  }
+  if (hi >= 4294967296.0L) hi = 0.0L;  // a whole turn
+  out[0] = static_cast<uint32_t>(hi);
+  out[1] = static_cast<uint32_t>(lo);
+}
+
+void rope_like(const OpCall& c, const EncodeContext& ctx, Encoded& out, bool backward) {
+  const Shape& s = c.in[0].shape();
+  const int r = s.rank();
+  const int64_t T = s[r - 3], H = s[r - 2], D = s[r - 1], pairs = D / 2;
+  const int64_t BT = H * D == 0 ? 0 : s.numel() / (H * D);
+  if (BT == 0 || pairs == 0 || H == 0) return;
+  u32(s.numel());
+  const bool slot = c.floats[0].is_slot();
+  for (int64_t first = 0; first < pairs; first += kRopeTablePairs) {
+    const int64_t n_pairs = std::min(kRopeTablePairs, pairs - first);
+    const uint64_t n = static_cast<uint64_t>(BT) * static_cast<uint64_t>(n_pairs);
+    Dispatch d(ET_WG_KERNEL(rope));
+    d.constant("BACKWARD", backward ? 1 : 0).constant("THETA_SLOT", slot ? 1 : 0).constant("WG", 64);
+    d.in(0).out(0).scalars().uniform();
+    d.arg(u32(static_cast<int64_t>(n))).arg(u32(T)).arg(u32(H)).arg(u32(D)).arg(u32(first)).arg(u32(n_pairs));
+    d.arg(ctx.float_index[0]).arg(ctx.float_index[1]);
+    for (int64_t j = 0; j < kRopeTablePairs; ++j) {
+      uint32_t f[2] = {0, 0};
+      if (!slot && j < n_pairs) rope_turns(c.floats[0].value, first + j, D, f);
+      d.arg(f[0]).arg(f[1]);
+    }
+    grid_1d(ceil_div(n, 64), ctx, d.groups);
+    out.dispatches.push_back(std::move(d));
+  }
+}
+
+void enc_rope(const OpCall& c, const EncodeContext& ctx, Encoded& out) { rope_like(c, ctx, out, false); }
+void enc_rope_backward(const OpCall& c, const EncodeContext& ctx, Encoded& out) { rope_like(c, ctx, out, true); }
 
 Dispatch index_dispatch(uint32_t op, uint64_t threads, const EncodeContext& ctx) {
   Dispatch d(ET_WG_KERNEL(embedding));
@@ -100,6 +152,8 @@ Encoder llama_encoder(Op op) {
   switch (op) {
     case Op::rms_norm: return enc_rms_norm;
     case Op::rms_norm_backward: return enc_rms_norm_backward;
+    case Op::rope: return enc_rope;
+    case Op::rope_backward: return enc_rope_backward;
     case Op::embedding: return enc_embedding;
     case Op::embedding_backward: return enc_embedding_backward;
     case Op::gather: return enc_gather;

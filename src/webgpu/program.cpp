@@ -237,6 +237,10 @@ void WebGpuBackend::release(uint64_t id) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = buffers_.find(id);
   if (it == buffers_.end()) return;
+  if (wgpu::dawn_exiting()) {  // a tensor freed during exit: leak the handle (see arm_exit_teardown)
+    buffers_.erase(it);
+    return;
+  }
   d().BufferDestroy(it->second.buffer);
   d().BufferRelease(it->second.buffer);
   buffers_.erase(it);
@@ -322,6 +326,7 @@ const Pipeline& WebGpuBackend::pipeline(const Dispatch& dsp) {
   if (it != pipelines_.end()) return it->second;
 
   const wgpu::Dawn& dn = d();
+  wgpu::arm_exit_teardown();  // Dawn may have created static state lazily since the last registration
   wgpu::ShaderModule& mod = modules_[dsp.kernel.name];
   if (!mod) mod = ctx_->compile(dsp.kernel.name, dsp.kernel.wgsl);
 

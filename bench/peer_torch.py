@@ -1,0 +1,504 @@
+#!/usr/bin/env python3
+# PyTorch peers of `edgetrain bench`: the same cases (same ids) and the same Llama training step measured
+# with plain PyTorch on the same machine, written as JSON that `edgetrain bench --peer FILE` reads.
+#
+#   python3 bench/peer_torch.py --out peer.json                       # every op case (CUDA: realistic)
+#   python3 bench/peer_torch.py --out peer.json --cases mm,adamw_step  # a subset (op names or case ids)
+#   python3 bench/peer_torch.py --out peer.json --cases none --step base --batch 16 --seq 512 [--compile]
+#
+# fp32 everywhere with TF32 off. Timing: CUDA events (perf_counter on CPU), warm-up, medians; like the
+# harness, a timed sample runs the op `inner` times back to back (chosen so a sample lasts ~--target-ms)
+# and is divided by inner. The rate columns of the harness are recomputed from "ms" with its own models.
+import argparse
+import json
+import math
+import os
+import platform
+import signal
+import statistics
+import sys
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+# ---------------------------------------------------------------------------------------------- timing
+
+
+class Timer:
+    def __init__(self, device):
+        self.cuda = device.type == "cuda"
+
+    def sync(self):
+        if self.cuda:
+            torch.cuda.synchronize()
+
+    def once(self, fn, inner=1):
+        """Seconds of `inner` back-to-back calls of fn."""
+        if self.cuda:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(inner):
+                fn()
+            end.record()
+            end.synchronize()
+            return start.elapsed_time(end) / 1e3
+        t0 = time.perf_counter()
+        for _ in range(inner):
+            fn()
+        return time.perf_counter() - t0
+
+
+def measure(timer, fn, args):
+    """Median and min seconds per call, with the inner count and number of samples."""
+    fn()  # first call: allocations, autotuning
+    timer.sync()
+    single = min(timer.once(fn) for _ in range(3))
+    inner = args.inner or max(1, min(args.max_inner, math.ceil(args.target_ms * 1e-3 / max(single, 1e-9))))
+    for _ in range(args.warmup):
+        timer.once(fn, inner)
+    samples = []
+    budget_start = time.perf_counter()
+    for i in range(args.reps):
+        if i >= 1 and time.perf_counter() - budget_start > args.case_seconds:
+            break
+        samples.append(timer.once(fn, inner) / inner)
+    return {"median": statistics.median(samples), "min": min(samples), "inner": inner, "reps": len(samples),
+            "single_call_ms": single * 1e3}
+
+
+# ---------------------------------------------------------------------------------------------- cases
+# Each case: (op, shape id, builder). A builder takes the device and returns (fn, what); it allocates its
+# tensors once, fn runs the measured work. The ids match tools/bench.cpp exactly.
+
+
+def dims(**kw):
+    return "_".join(f"{k}{v}" for k, v in kw.items())
+
+
+def rand(shape, dev, lo=-1.0, hi=1.0):
+    return torch.empty(shape, device=dev, dtype=torch.float32).uniform_(lo, hi)
+
+
+def mm_case(M, N, K):
+    def build(dev):
+        a, b, out = rand((M, K), dev), rand((K, N), dev), torch.empty((M, N), device=dev)
+        return (lambda: torch.mm(a, b, out=out)), "torch.mm(a, b) fp32, TF32 off"
+    return "mm", dims(M=M, N=N, K=K), build
+
+
+def dw_case(M, N, K):
+    def build(dev):
+        dy, x, dw = rand((M, N), dev), rand((M, K), dev), torch.empty((N, K), device=dev)
+        return (lambda: torch.mm(dy.t(), x, out=dw)), "torch.mm(dy.t(), x) fp32, TF32 off"
+    return "linear_dW", dims(M=M, N=N, K=K), build
+
+
+def random_q4(N, K, gs, dev):
+    """Packed codes u8 [N, K/2] (low nibble = even k) and scales [G, N], as edgetrain's interchange layout."""
+    assert K % gs == 0 and K % 2 == 0
+    packed = torch.randint(0, 256, (N, K // 2), device=dev, dtype=torch.uint8)
+    scales = rand((K // gs, N), dev, 0.01, 0.1)
+    return packed, scales
+
+
+def dequantize(packed, scales, gs):
+    """W[n,k] = (c[n,k] - 8) * scales[k // gs, n], fp32 [N, K]."""
+    N = packed.shape[0]
+    codes = torch.stack((packed & 15, packed >> 4), dim=-1).view(N, -1)
+    K = codes.shape[1]
+    w = (codes.to(torch.float32) - 8.0).view(N, K // gs, gs) * scales.t().unsqueeze(-1)
+    return w.view(N, K)
+
+
+def q4_case(M, N, K, gs):
+    def build(dev):
+        packed, scales = random_q4(N, K, gs, dev)
+        x = rand((M, K), dev)
+        return (lambda: torch.mm(x, dequantize(packed, scales, gs).t())), \
+            "dequantize packed 4-bit codes to fp32 ((c-8)*scale per group), then x @ W.t(), timed together"
+    return "linear_q4gsw", dims(M=M, N=N, K=K, gs=gs), build
+
+
+def q4_backward_case(M, N, K, gs):
+    def build(dev):
+        packed, scales = random_q4(N, K, gs, dev)
+        dy = rand((M, N), dev)
+        return (lambda: torch.mm(dy, dequantize(packed, scales, gs))), \
+            "dequantize packed 4-bit codes to fp32, then dy @ W, timed together"
+    return "linear_q4gsw_backward", dims(M=M, N=N, K=K, gs=gs), build
+
+
+def requant_case(N, K, gs):
+    def build(dev):
+        latent, scales = rand((N, K), dev, -0.5, 0.5), rand((K // gs, N), dev, 0.01, 0.1)
+        s = scales.t().repeat_interleave(gs, dim=1)  # [N, K], outside the timing (a cached expansion)
+
+        def fn():
+            safe = torch.where(s > 0, s, torch.ones_like(s))
+            c = torch.where(s > 0, torch.clamp(torch.round(latent / safe), -8, 7) + 8, torch.full_like(s, 8.0))
+            c = c.to(torch.uint8)
+            return c[:, 0::2] | (c[:, 1::2] << 4)
+        return fn, "round-half-even(latent/s) clamped to [-8,7] + 8, packed two codes per byte"
+    return "q4gsw_requant", dims(N=N, K=K, gs=gs), build
+
+
+def ce_case(R, V):
+    def build(dev):
+        logits = rand((R, V), dev, -4.0, 4.0).requires_grad_(True)
+        labels = torch.randint(0, V, (R,), device=dev)
+
+        def fn():
+            loss = F.cross_entropy(logits, labels)
+            return torch.autograd.grad(loss, logits)
+        return fn, "F.cross_entropy forward + backward (autograd.grad w.r.t. logits), timed together"
+    return "fused_ce", dims(R=R, V=V), build
+
+
+def adamw_case(P):
+    def build(dev):
+        p = nn.Parameter(rand((P,), dev))
+        p.grad = rand((P,), dev, -1e-2, 1e-2)
+        try:
+            opt = torch.optim.AdamW([p], lr=1e-3, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1, fused=True)
+            what = "torch.optim.AdamW(fused=True).step() on one tensor"
+        except (RuntimeError, ValueError, TypeError) as e:
+            opt = torch.optim.AdamW([p], lr=1e-3, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
+            what = f"torch.optim.AdamW().step() on one tensor (fused unavailable: {e})"
+        return opt.step, what
+    return "adamw_step", dims(P=P), build
+
+
+def rms_case(R, D):
+    def build(dev):
+        x, w = rand((R, D), dev), rand((D,), dev)
+
+        def fn():
+            rstd = torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5)
+            return x * rstd * w, rstd
+        return fn, "x * rsqrt(mean(x^2) + eps) * w with plain ops (rstd kept, as edgetrain's op)"
+    return "rms_norm", dims(R=R, D=D), build
+
+
+def softmax_case(R, D):
+    def build(dev):
+        x = rand((R, D), dev, -4, 4)
+        return (lambda: torch.softmax(x, -1)), "torch.softmax(x, -1)"
+    return "softmax", dims(R=R, D=D), build
+
+
+def causal_case(B, H, T):
+    def build(dev):
+        x = rand((B, H, T, T), dev, -4, 4)
+        mask = torch.ones((T, T), dtype=torch.bool, device=dev).triu(1)
+        scale = 1.0 / math.sqrt(64.0)
+        return (lambda: torch.softmax((x * scale).masked_fill(mask, float("-inf")), -1)), \
+            "softmax((x*scale).masked_fill(causal mask, -inf), -1)"
+    return "causal_softmax", dims(B=B, H=H, T=T, S=T), build
+
+
+def silu_case(R, D):
+    def build(dev):
+        g, u = rand((R, D), dev), rand((R, D), dev)
+        return (lambda: F.silu(g) * u), "F.silu(g) * u"
+    return "silu_mul", dims(R=R, D=D), build
+
+
+def rope_tables(T, D, theta, dev):
+    inv = theta ** (-torch.arange(0, D, 2, device=dev, dtype=torch.float32) / D)  # [D/2]
+    ang = torch.arange(T, device=dev, dtype=torch.float32)[:, None] * inv[None, :]  # [T, D/2]
+    return torch.cos(ang), torch.sin(ang)
+
+
+def apply_rope(x, cos, sin):
+    """x [B, T, H, D]: rotate adjacent pairs (2i, 2i+1) by t * theta^(-2i/D); cos/sin [T, D/2]."""
+    B, T, H, D = x.shape
+    xp = x.view(B, T, H, D // 2, 2)
+    x0, x1 = xp[..., 0], xp[..., 1]
+    c, s = cos[None, :, None, :], sin[None, :, None, :]
+    return torch.stack((x0 * c - x1 * s, x0 * s + x1 * c), dim=-1).view(B, T, H, D)
+
+
+def rope_case(B, T, H, D):
+    def build(dev):
+        x = rand((B, T, H, D), dev)
+        cos, sin = rope_tables(T, D, 10000.0, dev)
+        return (lambda: apply_rope(x, cos, sin)), "adjacent-pair rotation with plain ops (cos/sin tables precomputed)"
+    return "rope", dims(B=B, T=T, H=H, D=D), build
+
+
+def copy_case(N):
+    def build(dev):
+        x, y = rand((N,), dev), torch.empty((N,), device=dev)
+        return (lambda: y.copy_(x)), "y.copy_(x): device copy bandwidth probe"
+    return "copy", dims(N=N), build
+
+
+def all_cases(small):
+    if small:
+        return [mm_case(512, 512, 512), dw_case(512, 256, 256), dw_case(512, 512, 512),
+                q4_case(512, 512, 512, 64), q4_case(1, 512, 512, 64), q4_case(1, 384, 512, 64),
+                q4_backward_case(512, 512, 512, 64), requant_case(512, 512, 64), ce_case(512, 512),
+                adamw_case(1 << 18), rms_case(512, 512), softmax_case(512, 512), causal_case(2, 4, 64),
+                silu_case(512, 512), rope_case(2, 64, 4, 64), copy_case(1 << 18)]
+    return [mm_case(4096, 4096, 4096), mm_case(8192, 8192, 8192), dw_case(4096, 2048, 2048),
+            dw_case(4096, 4096, 4096), dw_case(8192, 2048, 2048), q4_case(4096, 4096, 4096, 64),
+            q4_case(1, 4096, 4096, 64), q4_case(1, 11008, 4096, 64), q4_backward_case(4096, 4096, 4096, 64),
+            requant_case(4096, 4096, 64), ce_case(8192, 32000), adamw_case(1 << 28), rms_case(8192, 4096),
+            softmax_case(8192, 4096), causal_case(16, 12, 512), silu_case(8192, 11008), rope_case(16, 512, 32, 128),
+            copy_case(1 << 28)]
+
+
+# ---------------------------------------------------------------------------------------------- Llama step
+# The model of src/model (ModelConfig::preset): token embedding, n_layers x (RMSNorm, rotary causal
+# attention, RMSNorm, SwiGLU MLP), final RMSNorm, untied fp32 head; every block linear is fake-quantized
+# q4gsw (frozen per-group scales max|w|/7, round half even, clamp [-8,7], straight-through estimator).
+
+PRESETS = {  # dim, n_layers, n_heads, ffn_dim, max_seq (src/model/config.cpp)
+    "tiny": (32, 2, 2, 64, 32),
+    "mini": (128, 4, 4, 384, 128),
+    "small": (384, 8, 6, 1024, 256),
+    "base": (768, 12, 12, 2048, 512),
+}
+
+
+class Q4Linear(nn.Module):
+    def __init__(self, n_in, n_out, gs):
+        super().__init__()
+        assert n_in % gs == 0
+        self.gs = gs
+        self.weight = nn.Parameter(torch.randn(n_out, n_in) * 0.02)
+        self.register_buffer("scales", torch.zeros(n_out, n_in // gs))
+        self.freeze_scales()
+
+    @torch.no_grad()
+    def freeze_scales(self):
+        n_out, n_in = self.weight.shape
+        self.scales.copy_(self.weight.view(n_out, n_in // self.gs, self.gs).abs().amax(-1) / 7.0)
+
+    def forward(self, x):
+        w = self.weight
+        n_out, n_in = w.shape
+        s = self.scales.unsqueeze(-1)  # [N, G, 1]
+        safe = torch.where(s > 0, s, torch.ones_like(s))
+        wg = w.view(n_out, n_in // self.gs, self.gs)
+        wq = torch.where(s > 0, torch.clamp(torch.round(wg / safe), -8, 7) * s, torch.zeros_like(wg)).view(n_out, n_in)
+        return F.linear(x, w + (wq - w).detach())
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim, eps=1e-5):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+class Block(nn.Module):
+    def __init__(self, dim, heads, ffn, gs, sdpa):
+        super().__init__()
+        self.heads, self.sdpa = heads, sdpa
+        self.attn_norm, self.mlp_norm = RMSNorm(dim), RMSNorm(dim)
+        self.q, self.k, self.v, self.o = (Q4Linear(dim, dim, gs) for _ in range(4))
+        self.gate, self.up, self.down = Q4Linear(dim, ffn, gs), Q4Linear(dim, ffn, gs), Q4Linear(ffn, dim, gs)
+
+    def forward(self, x, cos, sin, mask):
+        B, T, D = x.shape
+        H, hd = self.heads, D // self.heads
+        h = self.attn_norm(x)
+        q = apply_rope(self.q(h).view(B, T, H, hd), cos, sin).transpose(1, 2)
+        k = apply_rope(self.k(h).view(B, T, H, hd), cos, sin).transpose(1, 2)
+        v = self.v(h).view(B, T, H, hd).transpose(1, 2)
+        if self.sdpa:
+            a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hd))
+            a = torch.softmax(scores.masked_fill(mask, float("-inf")), -1) @ v
+        x = x + self.o(a.transpose(1, 2).reshape(B, T, D))
+        h = self.mlp_norm(x)
+        return x + self.down(F.silu(self.gate(h)) * self.up(h))
+
+
+class Llama(nn.Module):
+    def __init__(self, vocab, dim, layers, heads, ffn, gs, sdpa):
+        super().__init__()
+        self.dim, self.heads = dim, heads
+        self.emb = nn.Embedding(vocab, dim)
+        nn.init.normal_(self.emb.weight, std=0.02)
+        self.blocks = nn.ModuleList(Block(dim, heads, ffn, gs, sdpa) for _ in range(layers))
+        self.norm = RMSNorm(dim)
+        self.head = nn.Linear(dim, vocab, bias=False)
+        nn.init.normal_(self.head.weight, std=0.02)
+
+    def forward(self, tokens, labels):
+        T = tokens.shape[1]
+        cos, sin = rope_tables(T, self.dim // self.heads, 10000.0, tokens.device)
+        mask = torch.ones((T, T), dtype=torch.bool, device=tokens.device).triu(1)
+        x = self.emb(tokens)
+        for blk in self.blocks:
+            x = blk(x, cos, sin, mask)
+        logits = self.head(self.norm(x))
+        return F.cross_entropy(logits.view(-1, logits.shape[-1]), labels.view(-1), ignore_index=-100)
+
+
+class Timeout(Exception):
+    pass
+
+
+def time_steps(args, dev, timer, sdpa, compile_model):
+    dim, layers, heads, ffn, _ = PRESETS[args.step]
+    torch.manual_seed(1234)
+    model = Llama(args.vocab, dim, layers, heads, ffn, args.group_size, sdpa).to(dev)
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    groups = [{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}]
+    try:
+        opt = torch.optim.AdamW(groups, lr=1e-3, betas=(0.9, 0.95), eps=1e-8, fused=dev.type == "cuda")
+    except (RuntimeError, ValueError, TypeError):
+        opt = torch.optim.AdamW(groups, lr=1e-3, betas=(0.9, 0.95), eps=1e-8)
+    fwd = torch.compile(model) if compile_model else model
+    g = torch.Generator(device="cpu").manual_seed(42)
+    batches = [(torch.randint(0, args.vocab, (args.batch, args.seq), generator=g).to(dev),
+                torch.randint(0, args.vocab, (args.batch, args.seq), generator=g).to(dev)) for _ in range(2)]
+    state = {"i": 0, "loss": None}
+
+    def step():
+        tokens, labels = batches[state["i"] % 2]
+        state["i"] += 1
+        opt.zero_grad(set_to_none=True)
+        loss = fwd(tokens, labels)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        state["loss"] = loss
+
+    t0 = time.perf_counter()
+    for _ in range(max(2, args.warmup)):  # compiles on the first call when compiling
+        step()
+    timer.sync()
+    setup = time.perf_counter() - t0
+    samples, start = [], time.perf_counter()
+    for i in range(args.steps):
+        if i >= 1 and time.perf_counter() - start > args.step_seconds:
+            break
+        samples.append(timer.once(step))
+    med = statistics.median(samples)
+    tokens = args.batch * args.seq
+    return {"tokens_per_s": tokens / med, "tokens_per_s_best": tokens / min(samples), "step_median_ms": med * 1e3,
+            "step_min_ms": min(samples) * 1e3, "steps_timed": len(samples), "warmup_and_compile_s": setup,
+            "loss_last": float(state["loss"].item()),
+            "what": ("torch.compile " if compile_model else "eager ") + ("SDPA" if sdpa else "matmul+mask") +
+                    " attention, fake-quant STE q4 block linears, fp32, AdamW, grad clip 1.0"}
+
+
+def run_step(args, dev, timer, doc, save):
+    seq_default = PRESETS[args.step][4]
+    args.seq = args.seq or seq_default
+    key = f"{args.step}:{dims(B=args.batch, T=args.seq, V=args.vocab)}"
+    entry = doc["step"].setdefault(key, {})
+    variants = [("eager", False, False), ("eager_sdpa", True, False)]
+    if args.compile:
+        variants.append(("compile", False, True))
+    for name, sdpa, comp in variants:
+        print(f"step {key} {name} ...", flush=True)
+        use_alarm = comp and hasattr(signal, "SIGALRM") and args.compile_timeout > 0
+        try:
+            if use_alarm:
+                def on_alarm(signum, frame):
+                    raise Timeout(f"torch.compile step took over {args.compile_timeout} s")
+                signal.signal(signal.SIGALRM, on_alarm)
+                signal.alarm(args.compile_timeout)
+            r = time_steps(args, dev, timer, sdpa, comp)
+            print(f"  {r['tokens_per_s']:.0f} tokens/s, step {r['step_median_ms']:.2f} ms", flush=True)
+        except Exception as e:  # noqa: BLE001 - a peer that fails is reported, never fatal
+            r = {"skipped": f"{type(e).__name__}: {e}"[:500]}
+            print(f"  skipped: {r['skipped']}", flush=True)
+        finally:
+            if use_alarm:
+                signal.alarm(0)
+        entry[name] = r
+        save()
+        if dev.type == "cuda":
+            torch.cuda.empty_cache()
+
+
+# ---------------------------------------------------------------------------------------------- main
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__ or "PyTorch peers of edgetrain bench")
+    ap.add_argument("--out", required=True, help="JSON file to write (rewritten after each case)")
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--cases", default="", help="comma-separated op names or case ids; 'none' skips the ops")
+    ap.add_argument("--size", choices=["small", "realistic"], default=None,
+                    help="default: realistic on CUDA, small on the CPU")
+    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--inner", type=int, default=0, help="calls per timed sample (0 = auto, ~--target-ms)")
+    ap.add_argument("--max-inner", type=int, default=50)
+    ap.add_argument("--target-ms", type=float, default=25.0)
+    ap.add_argument("--case-seconds", type=float, default=20.0)
+    ap.add_argument("--step", choices=sorted(PRESETS), default=None, help="also time the training step")
+    ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--seq", type=int, default=0, help="default: the preset's max_seq")
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--vocab", type=int, default=256)
+    ap.add_argument("--group-size", type=int, default=32, help="as edgetrain's default ModelConfig::group_size")
+    ap.add_argument("--step-seconds", type=float, default=120.0)
+    ap.add_argument("--compile", action="store_true", help="also time a torch.compile'd step")
+    ap.add_argument("--compile-timeout", type=int, default=300, help="seconds before the compiled variant is abandoned")
+    args = ap.parse_args()
+
+    dev = torch.device(args.device)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
+    small = args.size == "small" if args.size else dev.type != "cuda"
+    timer = Timer(dev)
+    meta = {"tool": "bench/peer_torch.py", "torch": torch.__version__, "python": platform.python_version(),
+            "device": torch.cuda.get_device_name(dev) if dev.type == "cuda" else platform.processor() or "cpu",
+            "cuda": torch.version.cuda, "size": "small" if small else "realistic", "tf32": False,
+            "threads": torch.get_num_threads(), "reps": args.reps, "warmup": args.warmup}
+    doc = {"meta": meta, "cases": {}, "step": {}}
+
+    def save():
+        tmp = args.out + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(doc, f, indent=2)
+        os.replace(tmp, args.out)
+
+    save()
+    print(f"peer_torch on {meta['device']} (torch {meta['torch']}, cuda {meta['cuda']}), size {meta['size']}", flush=True)
+    wanted = [w for w in args.cases.split(",") if w]
+    if wanted != ["none"]:
+        for op, shape, build in all_cases(small):
+            cid = f"{op}:{shape}"
+            if wanted and op not in wanted and cid not in wanted and "all" not in wanted:
+                continue
+            print(f"{cid:46s}", end=" ", flush=True)
+            fn = None
+            try:
+                fn, what = build(dev)
+                r = measure(timer, fn, args)
+                e = {"ms": r["median"] * 1e3, "min_ms": r["min"] * 1e3, "inner": r["inner"], "reps": r["reps"],
+                     "single_call_ms": r["single_call_ms"], "what": what}
+                print(f"{e['ms']:10.4f} ms (min {e['min_ms']:.4f}, inner {r['inner']})", flush=True)
+            except Exception as ex:  # noqa: BLE001 - out of memory and the like: report, go on
+                e = {"skipped": f"{type(ex).__name__}: {ex}"[:500]}
+                print(f"skipped: {e['skipped']}", flush=True)
+            doc["cases"][cid] = e
+            save()
+            del fn
+            if dev.type == "cuda":
+                torch.cuda.empty_cache()
+    if args.step:
+        run_step(args, dev, timer, doc, save)
+    save()
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

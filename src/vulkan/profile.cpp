@@ -1,0 +1,156 @@
+// The Vulkan GPU-timestamp profiler (see profile.h): query pools, reading results after a replay, and
+// the report tables (per kernel and op, sorted by total time; the slowest single dispatches).
+#include "vulkan/profile.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+
+namespace edgetrain::vk {
+
+std::unique_ptr<Profiler> Profiler::from_env(const Context& ctx) {
+  const char* env = std::getenv("EDGETRAIN_PROFILE");
+  if (!env || !*env) return nullptr;
+  uint32_t n = 0;
+  vkGetPhysicalDeviceQueueFamilyProperties(ctx.physical(), &n, nullptr);
+  std::vector<VkQueueFamilyProperties> fams(n);
+  vkGetPhysicalDeviceQueueFamilyProperties(ctx.physical(), &n, fams.data());
+  uint32_t bits = ctx.queue_family() < n ? fams[ctx.queue_family()].timestampValidBits : 0;
+  const VkPhysicalDeviceLimits& lim = ctx.properties().limits;
+  if (bits == 0 || lim.timestampPeriod <= 0.0f) {
+    std::fprintf(stderr,
+                 "edgetrain vulkan: EDGETRAIN_PROFILE is set but the compute queue of %s cannot write timestamps "
+                 "(timestampValidBits %u, timestampComputeAndGraphics %u); profiling is off\n",
+                 ctx.properties().deviceName, bits, lim.timestampComputeAndGraphics);
+    return nullptr;
+  }
+  return std::unique_ptr<Profiler>(new Profiler(env, lim.timestampPeriod, bits));
+}
+
+Profiler::Profiler(std::string path, double period_ns, uint32_t valid_bits)
+    : path_(std::move(path)),
+      period_ns_(period_ns),
+      mask_(valid_bits >= 64 ? ~uint64_t(0) : (uint64_t(1) << valid_bits) - 1),
+      last_write_(std::chrono::steady_clock::now()) {}
+
+Profiler::~Profiler() { write_report(); }
+
+std::shared_ptr<ProgramProfile> Profiler::add_program() {
+  std::lock_guard<std::mutex> lock(mu_);
+  programs_.push_back(std::make_shared<ProgramProfile>());
+  return programs_.back();
+}
+
+VkQueryPool Profiler::make_pool(VkDevice dev, uint32_t queries) const {
+  VkQueryPoolCreateInfo ci{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
+  ci.queryType = VK_QUERY_TYPE_TIMESTAMP;
+  ci.queryCount = queries;
+  VkQueryPool pool = VK_NULL_HANDLE;
+  check(vkCreateQueryPool(dev, &ci, nullptr, &pool), "vkCreateQueryPool");
+  return pool;
+}
+
+void Profiler::collect(VkDevice dev, VkQueryPool pool, ProgramProfile& p) {
+  const size_t n = p.ns.size();
+  if (n == 0) return;
+  std::vector<uint64_t> ts(2 * n);
+  check(vkGetQueryPoolResults(dev, pool, 0, static_cast<uint32_t>(2 * n), ts.size() * sizeof(uint64_t), ts.data(),
+                              sizeof(uint64_t), VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT),
+        "vkGetQueryPoolResults");
+  bool write = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (size_t i = 0; i < n; ++i) p.ns[i] += double((ts[2 * i + 1] - ts[2 * i]) & mask_) * period_ns_;
+    p.total_ns += double((ts[2 * n - 1] - ts[0]) & mask_) * period_ns_;
+    ++p.replays;
+    auto now = std::chrono::steady_clock::now();
+    if (path_ != "-" && now - last_write_ >= std::chrono::seconds(1)) {
+      last_write_ = now;
+      write = true;
+    }
+  }
+  if (write) write_report();
+}
+
+std::string Profiler::report() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<const ProgramProfile*> progs;
+  double all_ns = 0;
+  for (const auto& p : programs_)
+    if (p->replays > 0) {
+      progs.push_back(p.get());
+      all_ns += p->total_ns;
+    }
+  std::stable_sort(progs.begin(), progs.end(),
+                   [](const ProgramProfile* a, const ProgramProfile* b) { return a->total_ns > b->total_ns; });
+  std::string out;
+  char line[512];
+  std::snprintf(line, sizeof line,
+                "edgetrain vulkan GPU profile: %zu programs replayed, %.3f ms of GPU time in all (timestamps around "
+                "every dispatch; a dispatch's time includes waiting for the barrier before it)\n",
+                progs.size(), all_ns * 1e-6);
+  out += line;
+  for (const ProgramProfile* p : progs) {
+    struct Row {
+      double ns = 0;
+      uint64_t calls = 0;
+    };
+    std::map<std::string, Row> rows;
+    double sum_ns = 0;
+    for (size_t i = 0; i < p->key.size(); ++i) {
+      Row& r = rows[p->key[i]];
+      r.ns += p->ns[i];
+      r.calls += p->replays;
+      sum_ns += p->ns[i];
+    }
+    std::vector<std::pair<std::string, Row>> sorted(rows.begin(), rows.end());
+    std::stable_sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.second.ns > b.second.ns; });
+    const double tot = p->total_ns > 0 ? p->total_ns : 1;
+    out += "\n== " + p->label + "\n";
+    std::snprintf(line, sizeof line,
+                  "   %llu replays; program total %.3f ms (%.3f ms per replay), sum of dispatch times %.3f ms\n",
+                  static_cast<unsigned long long>(p->replays), p->total_ns * 1e-6, p->total_ns * 1e-6 / p->replays,
+                  sum_ns * 1e-6);
+    out += line;
+    std::snprintf(line, sizeof line, "   %12s %7s %9s %12s  %s\n", "total ms", "%", "calls", "mean us", "kernel (op)");
+    out += line;
+    for (const auto& [key, r] : sorted) {
+      std::snprintf(line, sizeof line, "   %12.3f %6.2f%% %9llu %12.2f  %s\n", r.ns * 1e-6, 100.0 * r.ns / tot,
+                    static_cast<unsigned long long>(r.calls), r.calls ? r.ns * 1e-3 / double(r.calls) : 0.0,
+                    key.c_str());
+      out += line;
+    }
+    // The slowest single dispatches, with their call (shapes) and grid.
+    std::vector<size_t> idx(p->ns.size());
+    for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
+    std::stable_sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return p->ns[a] > p->ns[b]; });
+    size_t show = std::min<size_t>(idx.size(), 15);
+    out += "   slowest dispatches (mean us per replay, % of program, call):\n";
+    for (size_t j = 0; j < show; ++j) {
+      size_t i = idx[j];
+      std::snprintf(line, sizeof line, "   %12.2f %6.2f%%  %.400s\n", p->ns[i] * 1e-3 / double(p->replays),
+                    100.0 * p->ns[i] / tot, p->call[i].c_str());
+      out += line;
+    }
+  }
+  return out;
+}
+
+void Profiler::write_report() {
+  std::string r = report();
+  if (path_ == "-") {
+    std::fputs(r.c_str(), stderr);
+    return;
+  }
+  std::string tmp = path_ + ".tmp";
+  if (FILE* f = std::fopen(tmp.c_str(), "w")) {
+    std::fputs(r.c_str(), f);
+    std::fclose(f);
+    if (std::rename(tmp.c_str(), path_.c_str()) != 0) std::remove(tmp.c_str());
+  } else {
+    std::fprintf(stderr, "edgetrain vulkan: cannot write the profile to %s\n", path_.c_str());
+  }
+}
+
+}  // namespace edgetrain::vk

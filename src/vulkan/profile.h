@@ -1,0 +1,57 @@
+// GPU timestamp profiling of Vulkan programs, on only when env EDGETRAIN_PROFILE names a file (or "-" for
+// stderr): a program brackets every dispatch with two timestamps, and after each replay adds the measured
+// times to its ProgramProfile; the Profiler writes the per-kernel tables (at backend destruction, and to a
+// file at most once a second while replays run). When the variable is unset no Profiler exists and
+// programs record and do exactly what they would without this file.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "vulkan/context.h"
+
+namespace edgetrain::vk {
+
+// Measured times of one program, accumulated over its replays.
+struct ProgramProfile {
+  std::string label;            // "program 3: 1234 dispatches [embedding, rms_norm, ...]"
+  std::vector<std::string> key;   // per dispatch: "kernel (op)"
+  std::vector<std::string> call;  // per dispatch: the op call with shapes, and its grid
+  std::vector<double> ns;         // per dispatch: total nanoseconds over all replays
+  double total_ns = 0;            // first start to last end, summed over replays
+  uint64_t replays = 0;
+};
+
+class Profiler {
+ public:
+  // nullptr unless EDGETRAIN_PROFILE is set and the queue can write timestamps (else a note on stderr).
+  static std::unique_ptr<Profiler> from_env(const Context& ctx);
+  ~Profiler();  // writes the report
+
+  // A new record for a program being finalized; the profiler keeps it after the program is gone.
+  std::shared_ptr<ProgramProfile> add_program();
+
+  VkQueryPool make_pool(VkDevice dev, uint32_t queries) const;
+  // Reads the 2*n timestamps of a finished replay into p, then maybe rewrites the report file.
+  void collect(VkDevice dev, VkQueryPool pool, ProgramProfile& p);
+
+  // The report of every program so far.
+  std::string report() const;
+
+ private:
+  Profiler(std::string path, double period_ns, uint32_t valid_bits);
+  void write_report();
+
+  std::string path_;
+  double period_ns_;
+  uint64_t mask_;
+  mutable std::mutex mu_;
+  std::vector<std::shared_ptr<ProgramProfile>> programs_;
+  std::chrono::steady_clock::time_point last_write_;
+};
+
+}  // namespace edgetrain::vk
