@@ -11,6 +11,8 @@ struct Param {
   std::string backend;
   Op op;
 };
+// Names the case in ctest/gtest listings instead of dumping the struct's bytes.
+void PrintTo(const Param& p, std::ostream* os) { *os << p.backend << "/" << op_name(p.op); }
 
 class OpVsReference : public ::testing::TestWithParam<Param> {};
 

@@ -284,6 +284,34 @@ TEST(VulkanRuntime, RequantBitExactNearTies) {
   EXPECT_TRUE(d.empty()) << d;
 }
 
+// Comparisons where denormals meet zeros, on both sides: x denormal or +-0 against s = 0, -0, +-denormal,
+// and i32 x against denormal s. Exact IEEE (the reference) never equates a denormal with 0; drivers that
+// flush denormals in float compares do, so the kernel must decide on bit patterns.
+TEST(VulkanRuntime, CompareDenormalsExactly) {
+  NEED_VULKAN();
+  const float dmin = std::numeric_limits<float>::denorm_min();
+  const float dbig = std::nextafter(std::numeric_limits<float>::min(), 0.0f);  // largest denormal
+  std::vector<float> xf = {0.0f, -0.0f, dmin, -dmin, 2 * dmin, dbig, -dbig, std::numeric_limits<float>::min(),
+                           1.0f, -1.0f, std::numeric_limits<float>::quiet_NaN()};
+  std::vector<int32_t> xi = {-2, -1, 0, 1, 2};
+  const int64_t nf = static_cast<int64_t>(xf.size()), ni = static_cast<int64_t>(xi.size());
+  for (Op op : {Op::eq, Op::ne, Op::lt, Op::le, Op::gt, Op::ge})
+    for (float s : {0.0f, -0.0f, dmin, -dmin, 2 * dmin, dbig, -dbig}) {
+      for (bool is_int : {false, true}) {
+        OpCase c;
+        c.name = std::string(op_name(op)) + (is_int ? "_i32" : "_f32");
+        c.op = op;
+        c.in = {is_int ? HostTensor::from(Shape{ni}, DType::i32, xi) : HostTensor::from(Shape{nf}, DType::f32, xf)};
+        c.out = {zeros(Shape{is_int ? ni : nf}, DType::boolean)};
+        c.floats = {s};
+        c.tol = tol::exact;
+        SCOPED_TRACE(c.name + " s=" + std::to_string(s) + (std::signbit(s) ? " (negative)" : ""));
+        std::string d = compare(run_on(vb(), c)[0], run_reference(c)[0], tol::exact);
+        EXPECT_TRUE(d.empty()) << d;
+      }
+    }
+}
+
 // Shapes past the tile edges and the gemv path with many columns, against the reference.
 TEST(VulkanRuntime, LargerShapesMatchReference) {
   NEED_VULKAN();

@@ -17,6 +17,9 @@ struct GemmArgs {
   uint32_t flags = 0;                // bit 0 bias (layout 1), bit 1 accumulate into C
   uint32_t layout = 0;
 };
+// Whether a (rows x cols) output gets the 128x128-tile (8x8 per thread) kernels; see ops_gemm.cpp.
+bool big_tiles(uint64_t rows, uint64_t cols, const EncodeContext& ctx);
+
 void encode_gemm(const GemmArgs& g, const EncodeContext& ctx, Encoded& out);
 
 }  // namespace edgetrain::vk

@@ -24,10 +24,9 @@ uint32_t u32(int64_t v, const char* what) {
   return static_cast<uint32_t>(v);
 }
 
-// Per-thread register tile of the q4 GEMMs: 8x8 (128x128 workgroup tiles) once both output dims fill
-// them and shared memory holds two 16x129 fp32 slices, else 4x4 (64x64) to keep small shapes spread out.
+// Per-thread register tile of the q4 GEMMs: 4x4 (64x64 workgroup tiles) unless big_tiles() picks 8x8.
 uint32_t reg_tile(int64_t rows, int64_t cols, const EncodeContext& ctx) {
-  return rows >= 128 && cols >= 128 && ctx.max_shared_bytes >= 2 * 16 * 129 * sizeof(float) ? 8 : 4;
+  return big_tiles(static_cast<uint64_t>(rows), static_cast<uint64_t>(cols), ctx) ? 8 : 4;
 }
 uint32_t tiles(int64_t n, uint32_t t) { return static_cast<uint32_t>((n + 16 * t - 1) / (16 * t)); }
 
