@@ -247,3 +247,34 @@ TEST(Trainer, QatVersusFp32Gap) {
 
 }  // namespace
 }  // namespace edgetrain::test
+
+namespace edgetrain::test {
+namespace {
+
+// Generation's KV cache must give the logits a full forward pass gives: feed a prefix, then tokens one
+// at a time, and compare the last position with one pass over the whole sequence.
+TEST(Model, KvCacheMatchesFullForward) {
+  for (const std::string& name : test_backends()) {
+    SCOPED_TRACE(name);
+    Backend& b = backend_for_tests(name);
+    for (TrainMode mode : {TrainMode::qat, TrainMode::qlora}) {
+      Model m(b, tiny(mode));
+      m.init(21);
+      std::vector<int32_t> seq = {5, 17, 3, 60, 22, 9, 41, 8, 30, 2};
+      const int64_t V = m.config().vocab;
+      std::vector<float> full = m.next_logits(seq);
+      ASSERT_EQ(full.size(), seq.size() * V);
+      m.reset_cache();
+      std::vector<float> step = m.next_logits({seq.begin(), seq.begin() + 4});
+      for (size_t i = 4; i < seq.size(); ++i) step = m.next_logits({seq[i]});
+      ASSERT_EQ(step.size(), static_cast<size_t>(V));
+      HostTensor got = HostTensor::from(Shape{V}, DType::f32, step);
+      HostTensor want = HostTensor::from(Shape{V}, DType::f32, std::vector<float>(full.end() - V, full.end()));
+      std::string diff = compare(got, want, Tolerance{1e-5, 1e-4});
+      EXPECT_TRUE(diff.empty()) << mode_name(mode) << ":\n" << diff;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace edgetrain::test

@@ -1,6 +1,8 @@
 // The shared op-test harness (see op_case.h).
 #include "harness/op_case.h"
 
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <cstdlib>
 #include <sstream>
@@ -120,9 +122,24 @@ std::vector<std::string> test_backends() {
   return names;
 }
 
-Backend& backend_for_tests(const std::string& name) {
+// Device backends are released by a gtest environment's TearDown, before exit: destroying them from
+// static destructors would run after GPU drivers' own exit handlers have torn the driver down.
+std::map<std::string, std::unique_ptr<Backend>>& backend_cache() {
   static std::map<std::string, std::unique_ptr<Backend>> cache;
-  auto& b = cache[name];
+  return cache;
+}
+
+void release_test_backends() { backend_cache().clear(); }
+
+namespace {
+struct ReleaseBackends : ::testing::Environment {
+  void TearDown() override { release_test_backends(); }
+};
+const auto* const g_release_env = ::testing::AddGlobalTestEnvironment(new ReleaseBackends);
+}  // namespace
+
+Backend& backend_for_tests(const std::string& name) {
+  auto& b = backend_cache()[name];
   if (!b) {
     BackendOptions o;
     o.validation = true;

@@ -63,6 +63,8 @@ std::string compare(const HostTensor& got, const HostTensor& want, Tolerance t);
 // (EDGETRAIN_TEST_BACKENDS=cpu,vulkan overrides). Vulkan runs with the validation layer on.
 std::vector<std::string> test_backends();
 Backend& backend_for_tests(const std::string& name);
+// Destroys the cached test backends (done automatically when the test program ends).
+void release_test_backends();
 
 // Deterministic random data.
 struct Rng {
