@@ -22,7 +22,7 @@ Runner add_train(CLI::App& app) {
   struct Flags {
     TrainOptions o;
     std::string preset = "mini", config, mode = "qat";
-    int64_t steps = 1400, group_size = 32, lora_rank = 8;
+    int64_t steps = 1200, group_size = 32, lora_rank = 8;
     float lora_alpha = 16;
     std::string lora_targets = "q,k,v,o";
     bool tied = false, no_progress = false;

@@ -9,6 +9,7 @@
 // in the same process sees the environment it started with.
 #include "webgpu/context.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -54,7 +55,36 @@ struct AdapterResult {
   std::string message;
 };
 
+// Dawn prints its reasons for rejecting a driver (e.g. lavapipe's missing dynamic indexing) straight to
+// stderr while it enumerates adapters, and the ABI has no logging hook at that stage. The outcome is
+// reported through the request's status and `edgetrain info`, so stderr is muted for the duration of
+// the request unless EDGETRAIN_WEBGPU_VERBOSE=1.
+class MuteStderr {
+ public:
+  MuteStderr() {
+    const char* v = std::getenv("EDGETRAIN_WEBGPU_VERBOSE");
+    if (v && std::string(v) == "1") return;
+    std::fflush(stderr);
+    saved_ = ::dup(STDERR_FILENO);
+    int null = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+    if (saved_ < 0 || null < 0 || ::dup2(null, STDERR_FILENO) < 0) restore();
+    if (null >= 0) ::close(null);
+  }
+  ~MuteStderr() { restore(); }
+
+ private:
+  void restore() {
+    if (saved_ < 0) return;
+    std::fflush(stderr);
+    ::dup2(saved_, STDERR_FILENO);
+    ::close(saved_);
+    saved_ = -1;
+  }
+  int saved_ = -1;
+};
+
 AdapterResult request_adapter(const Dawn& d, Instance inst, uint32_t backend, uint32_t level) {
+  MuteStderr mute;
   AdapterResult r;
   RequestAdapterOptions o{};
   o.featureLevel = level;
@@ -91,6 +121,11 @@ void describe(const Dawn& d, Adapter a, AdapterSummary& s) {
   s.adapter_type = info.adapterType;
   s.backend_name = backend_type_name(info.backendType);
   d.AdapterInfoFreeMembers(info);
+  Limits l{};
+  if (d.AdapterGetLimits(a, &l) == kStatusSuccess)
+    s.limits = cat("max workgroup ", l.maxComputeInvocationsPerWorkgroup, " invocations, workgroup storage ",
+                   l.maxComputeWorkgroupStorageSize, " B, storage binding ", l.maxStorageBufferBindingSize,
+                   " B, buffer ", l.maxBufferSize, " B, ", l.maxComputeWorkgroupsPerDimension, " workgroups per dimension");
 }
 
 // One attempt on one backend type. Returns true with f filled, or false with a reason appended to why.

@@ -20,6 +20,7 @@ struct AdapterSummary {
   uint32_t backend_type = 0, adapter_type = 0;
   std::string backend_name;      // "vulkan", "gles", "null"
   std::string how;               // e.g. "VK_ICD_FILENAMES set to SwiftShader during discovery"
+  std::string limits;            // the adapter's compute limits, for `edgetrain info`
   bool software() const;
 };
 

@@ -409,6 +409,7 @@ std::vector<DeviceInfo> webgpu_devices() {
   std::string details = "Dawn " + s.backend_name + " backend";
   if (!s.description.empty()) details += ", " + s.description;
   if (!s.how.empty()) details += " (" + s.how + ")";
+  if (!s.limits.empty()) details += "; " + s.limits;
   return {{"webgpu", s.name, kind, details, true}};
 }
 
