@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "core/reduce_geometry.h"
 #include "ref/ref.h"
 
 namespace edgetrain::ref {
@@ -14,17 +15,8 @@ namespace {
 // and out as [outer, inner]. Returns the sums; the caller divides for mean.
 void reduce_dims(const Call& c, bool mean) {
   const View& x = c.in[0];
-  int r = x.shape.rank();
-  int lo = r, hi = -1;
-  for (size_t i = 1; i < c.ints.size(); ++i) {
-    int d = static_cast<int>(c.ints[i] < 0 ? c.ints[i] + r : c.ints[i]);
-    lo = std::min(lo, d);
-    hi = std::max(hi, d);
-  }
-  int64_t outer = 1, reduced = 1, inner = 1;
-  for (int i = 0; i < lo; ++i) outer *= x.shape[i];
-  for (int i = lo; i <= hi; ++i) reduced *= x.shape[i];
-  for (int i = hi + 1; i < r; ++i) inner *= x.shape[i];
+  const ReduceGeometry geo = reduce_geometry(x.shape, c.ints);
+  const int64_t outer = geo.outer, reduced = geo.reduced, inner = geo.inner;
   const float* xp = x.as<float>();
   float* o = c.out[0].as<float>();
   for (int64_t a = 0; a < outer; ++a)

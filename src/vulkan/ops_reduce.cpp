@@ -6,6 +6,7 @@
 #include "reduce_sum.spv.h"
 #include "softmax.spv.h"
 #include "softmax_backward.spv.h"
+#include "core/reduce_geometry.h"
 #include "vulkan/ops_generic.h"
 
 namespace edgetrain::vk {
@@ -18,17 +19,8 @@ constexpr int64_t kPerThreadMaxRed = 64;
 
 void encode_sum_mean(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   const Shape& s = c.in[0].shape();
-  int r = s.rank();
-  int lo = r, hi = -1;
-  for (size_t i = 1; i < c.ints.size(); ++i) {
-    int d = static_cast<int>(c.ints[i] < 0 ? c.ints[i] + r : c.ints[i]);
-    lo = std::min(lo, d);
-    hi = std::max(hi, d);
-  }
-  int64_t outer = 1, red = 1, inner = 1;
-  for (int i = 0; i < lo; ++i) outer *= s[i];
-  for (int i = lo; i <= hi; ++i) red *= s[i];
-  for (int i = hi + 1; i < r; ++i) inner *= s[i];
+  const ReduceGeometry geo = reduce_geometry(s, c.ints);
+  const int64_t outer = geo.outer, red = geo.reduced, inner = geo.inner;
   uint32_t n_out = u32(outer * inner, c);
   u32(s.numel(), c);
   if (n_out == 0) return;

@@ -3,6 +3,7 @@
 
 #include "reduce.wgsl.h"
 #include "softmax.wgsl.h"
+#include "core/reduce_geometry.h"
 #include "webgpu/kernel.h"
 
 namespace edgetrain::wg {
@@ -10,17 +11,8 @@ namespace {
 
 void enc_reduce(const OpCall& c, const EncodeContext& ctx, Encoded& out, bool mean) {
   const Shape& s = c.in[0].shape();
-  const int r = s.rank();
-  int lo = r, hi = -1;
-  for (size_t i = 1; i < c.ints.size(); ++i) {
-    int d = static_cast<int>(c.ints[i] < 0 ? c.ints[i] + r : c.ints[i]);
-    lo = std::min(lo, d);
-    hi = std::max(hi, d);
-  }
-  int64_t outer = 1, reduced = 1, inner = 1;
-  for (int i = 0; i < lo; ++i) outer *= s[i];
-  for (int i = lo; i <= hi; ++i) reduced *= s[i];
-  for (int i = hi + 1; i < r; ++i) inner *= s[i];
+  const ReduceGeometry geo = reduce_geometry(s, c.ints);
+  const int64_t outer = geo.outer, reduced = geo.reduced, inner = geo.inner;
   const int64_t outs = outer * inner;
   if (outs == 0) return;
   Dispatch d(ET_WG_KERNEL(reduce));
