@@ -14,5 +14,6 @@ Runner add_train(CLI::App& app);
 Runner add_generate(CLI::App& app);
 Runner add_eval(CLI::App& app);
 Runner add_bench(CLI::App& app);
+Runner add_convert(CLI::App& app);
 
 }  // namespace edgetrain::cli

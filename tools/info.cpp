@@ -1,11 +1,12 @@
-// `edgetrain info`: the devices and backends found, what auto would choose, and the op catalogue with
-// the backends that run each op.
+// `edgetrain info [FILE]`: a model file's contents; without FILE, the devices and backends found, what auto
+// would choose, and the op catalogue with the backends that run each op.
 #include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "edgetrain/backends.h"
+#include "edgetrain/interop.h"
 #include "tools/commands.h"
 
 namespace edgetrain::cli {
@@ -14,7 +15,13 @@ Runner add_info(CLI::App& app) {
   auto* sub = app.add_subcommand("info", "List backends, devices and the op catalogue (which backend runs which op)");
   auto ops_only = std::make_shared<bool>(false);
   sub->add_flag("--ops", *ops_only, "Print only the op catalogue");
-  return [ops_only] {
+  auto file = std::make_shared<std::string>();
+  sub->add_option("FILE", *file, "Describe this model file instead (.gguf, .safetensors, Hugging Face folder)");
+  return [ops_only, file] {
+    if (!file->empty()) {
+      std::printf("%s", describe_model_file(*file).c_str());
+      return 0;
+    }
     std::vector<DeviceInfo> devices = list_devices();
     if (!*ops_only) {
       std::printf("edgetrain 0.1.0\n\nDevices:\n");

@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
   add(edgetrain::cli::add_info(app));
   add(edgetrain::cli::add_selftest(app));
   add(edgetrain::cli::add_bench(app));
+  add(edgetrain::cli::add_convert(app));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,4 +1,5 @@
 // `edgetrain train`: train or fine-tune a model; every TrainOptions field is a flag.
+#include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -96,6 +97,9 @@ Runner add_train(CLI::App& app) {
       o.corpus = deps_path("data/kjv.txt");
       std::printf("corpus: %s (default)\n", o.corpus.c_str());
     }
+    // Past a file size limit (ulimit -f) the kernel's SIGXFSZ would kill us mid save without a word;
+    // ignored, the write fails with EFBIG and the trainer reports it, keeping the previous checkpoint.
+    std::signal(SIGXFSZ, SIG_IGN);
     train(o);
     return 0;
   };

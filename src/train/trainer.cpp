@@ -9,10 +9,12 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
 #include "edgetrain/backends.h"
 #include "edgetrain/checkpoint.h"
+#include "edgetrain/interop.h"
 #include "edgetrain/safetensors.h"
 #include "edgetrain/tokenizer.h"
 #include "edgetrain/trainer.h"
@@ -67,8 +69,13 @@ void validate(const TrainOptions& o) {
   ET_CHECK(o.optim.warmup_steps >= 0, "train: --warmup must be >= 0, got ", o.optim.warmup_steps);
   ET_CHECK(o.optim.grad_clip >= 0, "train: --grad-clip must be >= 0 (0 disables), got ", o.optim.grad_clip);
   ET_CHECK(o.optim.weight_decay >= 0, "train: --weight-decay must be >= 0, got ", o.optim.weight_decay);
-  ET_CHECK(o.optim.beta1 >= 0 && o.optim.beta1 < 1 && o.optim.beta2 >= 0 && o.optim.beta2 < 1,
-           "train: AdamW betas must be in [0, 1)");
+  ET_CHECK(o.optim.beta1 >= 0 && o.optim.beta1 < 1, "train: --beta1 must be in [0, 1), got ", o.optim.beta1);
+  ET_CHECK(o.optim.beta2 >= 0 && o.optim.beta2 < 1, "train: --beta2 must be in [0, 1), got ", o.optim.beta2);
+  ET_CHECK(o.optim.eps > 0 && std::isfinite(o.optim.eps), "train: AdamW eps must be > 0, got ", o.optim.eps);
+  ET_CHECK(o.time_limit_s >= 0 && std::isfinite(o.time_limit_s), "train: --time-limit must be >= 0 (0 = none), got ",
+           o.time_limit_s);
+  ET_CHECK(o.threads >= 0, "train: --threads must be >= 0 (0 = all cores), got ", o.threads);
+  ET_CHECK(o.sample_tokens >= 0, "train: --sample-tokens must be >= 0 (0 = none), got ", o.sample_tokens);
   ET_CHECK(o.optim.min_lr_ratio >= 0 && o.optim.min_lr_ratio <= 1, "train: --min-lr-ratio must be in [0, 1]");
   ET_CHECK(o.eval_every >= 1 && o.eval_batches >= 1 && o.checkpoint_every >= 1 && o.log_every >= 1,
            "train: --eval-every, --eval-batches, --checkpoint-every and --log-every must be >= 1");
@@ -99,12 +106,18 @@ void restore_options(TrainOptions& o, const nlohmann::json& j) {
 // --init: the fp32 weights of a checkpoint by name (its optimizer state, codes and LoRA adapters are not
 // used), then fresh scales and codes from them. So a run may change mode, e.g. fp32 -> qat or qat -> qlora.
 void init_weights_from(const std::string& path, Model& model) {
-  auto r = safetensors::Reader::open(path);
+  // A GGUF file or Hugging Face folder is converted to our names first; otherwise a safetensors file.
+  const bool foreign = is_gguf_file(path) || is_hf_folder(path);
+  std::map<std::string, std::vector<float>> imported;
+  if (foreign) imported = import_masters(path);
+  std::optional<safetensors::Reader> r;
+  if (!foreign) r.emplace(safetensors::Reader::open(path));
   int loaded = 0;
   for (Param& p : model.params()) {
     if (p.name.find(".lora_") != std::string::npos) continue;  // adapters start fresh
-    ET_CHECK(r.contains(p.name), "train: --init: '", path, "' has no tensor '", p.name, "'");
-    std::vector<float> v = r.to_f32(p.name);
+    ET_CHECK(foreign ? imported.count(p.name) > 0 : r->contains(p.name), "train: --init: '", path,
+             "' has no tensor '", p.name, "'");
+    std::vector<float> v = foreign ? std::move(imported[p.name]) : r->to_f32(p.name);
     ET_CHECK(static_cast<int64_t>(v.size()) == p.value.numel(), "train: --init: tensor '", p.name, "' in '", path,
              "' has ", v.size(), " elements, the model needs ", p.value.numel());
     model.backend().upload(p.value, v.data(), v.size() * sizeof(float));
@@ -113,6 +126,16 @@ void init_weights_from(const std::string& path, Model& model) {
   model.quantize_from_masters();
   model.steps_done = 0;
   std::printf("  initialised %d tensors from %s\n", loaded, path.c_str());
+}
+
+// The step of an existing checkpoint, for messages ("?" when unreadable).
+std::string meta_step(const std::string& path) {
+  try {
+    auto m = read_checkpoint_metadata(path);
+    return m.count("step") ? m["step"] : "?";
+  } catch (const Error&) {
+    return "?";
+  }
 }
 
 }  // namespace
@@ -157,7 +180,9 @@ TrainResult train(const TrainOptions& opts_in) {
     restore_options(o, nlohmann::json::parse(meta["train_options"]));
     o.optim.total_steps = std::max(o.optim.total_steps, opts_in.optim.total_steps);
   } else if (!o.init.empty()) {
-    ModelConfig c = read_checkpoint_config(o.init);
+    ModelConfig c = is_gguf_file(o.init)   ? read_gguf_config(o.init, o.model.mode, o.model.group_size)
+                    : is_hf_folder(o.init) ? read_hf_config(o.init, o.model.mode, o.model.group_size)
+                                           : read_checkpoint_config(o.init);
     c.mode = o.model.mode;  // the mode may change (e.g. fp32 -> qat, qat -> qlora)
     c.group_size = o.model.group_size;
     c.lora_rank = o.model.lora_rank, c.lora_alpha = o.model.lora_alpha, c.lora_targets = o.model.lora_targets;
@@ -229,8 +254,19 @@ TrainResult train(const TrainOptions& opts_in) {
   std::fflush(stdout);
 
   TrainResult res;
-  auto save = [&] {
-    save_checkpoint(ckpt, model, {{"train_options", options_json(o).dump()}, {"tokenizer", o.tokenizer}});
+  // A failed save (disk full, file size limit, I/O error) stops the run; the atomic writer has left the
+  // previous checkpoint as it was, and the message says so.
+  auto save = [&](int64_t at_step) {
+    const bool had = fs::exists(ckpt);
+    try {
+      save_checkpoint(ckpt, model, {{"train_options", options_json(o).dump()}, {"tokenizer", o.tokenizer}});
+    } catch (const Error& e) {
+      if (tty) std::fprintf(stderr, "\n");
+      fail("train: step ", at_step, ": writing the checkpoint failed (", e.what(), "). ",
+           had ? "The previous checkpoint '" + ckpt + "' is intact (step " + meta_step(ckpt) + ")"
+               : std::string("No checkpoint had been written yet"),
+           "; free space, then continue with --resume");
+    }
   };
   auto t_start = std::chrono::steady_clock::now();
   auto seconds_since = [](auto t) {
@@ -311,7 +347,7 @@ TrainResult train(const TrainOptions& opts_in) {
                   line["val_loss"].get<double>(), line["val_ppl"].get<double>());
     }
     std::fflush(stdout);
-    if (step % o.checkpoint_every == 0 || step == o.optim.total_steps || out_of_time) save();
+    if (step % o.checkpoint_every == 0 || step == o.optim.total_steps || out_of_time) save(step);
     if (out_of_time) {
       std::printf("  time limit of %.0f s reached at step %ld: checkpoint written; continue with --resume\n",
                   o.time_limit_s, static_cast<long>(step));

@@ -16,9 +16,14 @@ struct GemmArgs {
   uint32_t alpha_idx = 0xffffffffu;  // scalar-block index, or none (alpha = 1)
   uint32_t flags = 0;                // bit 0 bias (layout 1), bit 1 accumulate into C
   uint32_t layout = 0;
+  bool split_k = false;  // may split the contraction over workgroups (layout 0, one batch; linear_dW)
 };
 // Whether a (rows x cols) output gets the 128x128-tile (8x8 per thread) kernels; see ops_gemm.cpp.
 bool big_tiles(uint64_t rows, uint64_t cols, const EncodeContext& ctx);
+
+// Whether the 4-bit GEMMs use their 128x128-tile kernels (*_big.comp) for a (rows x cols) output
+// contracting over red; same switch (EDGETRAIN_VK_GEMM_BIG) and device test as the fp32 GEMM's.
+bool q4_big_tiles(uint64_t rows, uint64_t cols, uint64_t red, const EncodeContext& ctx);
 
 void encode_gemm(const GemmArgs& g, const EncodeContext& ctx, Encoded& out);
 

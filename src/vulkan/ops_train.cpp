@@ -1,4 +1,5 @@
-// Encoders of the six training ops: linear_q4gsw (tiled GEMM, or the GEMV kernel for one row),
+// Encoders of the six training ops: linear_q4gsw (tiled GEMM, 128x128 *_big kernels on GPUs when enabled,
+// or the GEMV kernel for one row),
 // linear_q4gsw_backward, linear_dW (the shared tiled GEMM contracting over M), fused_ce (+ row-loss sum),
 // q4gsw_requant and adamw_step. Shapes were validated by check_call; these only size grids and constants.
 #include <algorithm>
@@ -9,9 +10,11 @@
 #include "fused_ce_sum.spv.h"
 #include "linear_q4gsw.spv.h"
 #include "linear_q4gsw8.spv.h"
+#include "linear_q4gsw_big.spv.h"
 #include "linear_q4gsw_gemv.spv.h"
 #include "q4gsw_backward.spv.h"
 #include "q4gsw_backward8.spv.h"
+#include "q4gsw_backward_big.spv.h"
 #include "q4gsw_requant.spv.h"
 #include "vulkan/kernel.h"
 #include "vulkan/ops_gemm.h"
@@ -68,8 +71,9 @@ void enc_linear_q4gsw(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
     out.dispatches.push_back(std::move(d));
     return;
   }
-  uint32_t t = reg_tile(M, g.N, ctx);
-  Dispatch d{t == 8 ? ET_VK_KERNEL(linear_q4gsw8) : ET_VK_KERNEL(linear_q4gsw)};
+  bool big = q4_big_tiles(static_cast<uint64_t>(M), static_cast<uint64_t>(g.N), static_cast<uint64_t>(g.K), ctx);
+  uint32_t t = big ? 8 : reg_tile(M, g.N, ctx);
+  Dispatch d{big ? ET_VK_KERNEL(linear_q4gsw_big) : t == 8 ? ET_VK_KERNEL(linear_q4gsw8) : ET_VK_KERNEL(linear_q4gsw)};
   q4_push(d, M, g);
   d.arg(has_bias);
   d.groups[0] = tiles(g.N, t);
@@ -84,8 +88,9 @@ void enc_linear_q4gsw_backward(const OpCall& c, const EncodeContext& ctx, Encode
   q4::Geometry g(c.in[2].shape()[1], c.ints[1], c.ints[0]);
   int64_t M = dy.shape().rows();
   if (M == 0) return;
-  uint32_t t = reg_tile(M, g.K, ctx);
-  Dispatch d{t == 8 ? ET_VK_KERNEL(q4gsw_backward8) : ET_VK_KERNEL(q4gsw_backward)};
+  bool big = q4_big_tiles(static_cast<uint64_t>(M), static_cast<uint64_t>(g.K), static_cast<uint64_t>(g.N), ctx);
+  uint32_t t = big ? 8 : reg_tile(M, g.K, ctx);
+  Dispatch d{big ? ET_VK_KERNEL(q4gsw_backward_big) : t == 8 ? ET_VK_KERNEL(q4gsw_backward8) : ET_VK_KERNEL(q4gsw_backward)};
   q4_push(d, M, g);
   d.groups[0] = tiles(g.K, t);
   d.groups[1] = tiles(M, t);
@@ -105,6 +110,7 @@ void enc_linear_dW(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   a.sb_red = u32(a.N, "K");
   a.sb_col = 1;
   a.flags = c.ints[0] ? 2u : 0u;
+  a.split_k = true;
   encode_gemm(a, ctx, out);
 }
 

@@ -1,0 +1,83 @@
+// Moving models between edgetrain and other tools: GGUF (llama.cpp) import and export, Hugging Face Llama
+// import, ExecuTorch q4gsw export, and a one-line description of any model file for `edgetrain info`.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "edgetrain/model.h"
+#include "edgetrain/tokenizer.h"
+
+namespace edgetrain {
+
+// The tokenizer stored in a GGUF file, as data (edgetrain does not yet build a tokenizer from it).
+struct GgufVocab {
+  std::string model;  // tokenizer.ggml.model: "gpt2" (byte-level BPE), "llama" (SentencePiece), ...
+  std::vector<std::string> tokens;
+  std::vector<float> scores;
+  std::vector<int32_t> token_types;
+  std::vector<std::string> merges;
+  int64_t bos = -1, eos = -1;
+};
+
+// What an import read besides the weights.
+struct ImportInfo {
+  ModelConfig config;
+  GgufVocab vocab;               // GGUF only
+  int exact_q4 = 0;              // linears whose codes/scales came exactly from Q4_0 blocks
+  std::vector<std::string> notes;
+};
+
+// Model config of a llama GGUF file (dims, heads, eps, theta, context; vocab = token_embd rows), with the
+// given mode and group size. Throws Error naming the file and field (e.g. head_count_kv != head_count).
+ModelConfig read_gguf_config(const std::string& path, TrainMode mode, int64_t group_size);
+// Builds the model on `backend` and uploads the masters. Q4_0 linears with group 32 in a quantized mode get
+// their codes and scales exactly from the file (masters = dequantized values); everything else is
+// quantized from the masters.
+std::unique_ptr<Model> load_gguf_model(const std::string& path, Backend& backend, TrainMode mode,
+                                       int64_t group_size, ImportInfo* info = nullptr);
+
+enum class GgufType { F32, F16, Q4_0 };
+GgufType gguf_type_from_name(const std::string& s);  // "f32", "f16", "q4_0"
+struct GgufExportReport {
+  int exact_q4 = 0;        // linears written from our codes bit for bit
+  int requantized = 0;     // linears re-quantized from the (merged) weights per 32-block
+  std::vector<std::string> warnings;
+};
+// Writes a llama GGUF v3 file llama.cpp can read: metadata, tensors (linears in `type`; norms and
+// embeddings F32). qlora adapters are merged (W + alpha/r * B A). With `tok`, its vocabulary is written as
+// a "gpt2" tokenizer (byte tokenizer: 256 byte tokens, no merges). F32/F16 write the fp32 masters.
+GgufExportReport save_gguf(const std::string& path, Model& model, GgufType type, const Tokenizer* tok = nullptr);
+
+// Hugging Face Llama folder: config.json + model.safetensors or model.safetensors.index.json shards.
+ModelConfig read_hf_config(const std::string& dir, TrainMode mode, int64_t group_size);
+std::unique_ptr<Model> load_hf_llama(const std::string& dir, Backend& backend, TrainMode mode, int64_t group_size,
+                                     ImportInfo* info = nullptr);
+
+// fp32 weights of a GGUF file or HF folder under edgetrain's parameter names (q/k rows already in our
+// rope order), for `train --init`. `cfg_out` receives the file's config.
+std::map<std::string, std::vector<float>> import_masters(const std::string& path, ModelConfig* cfg_out = nullptr);
+bool is_gguf_file(const std::string& path);
+bool is_hf_folder(const std::string& path);
+
+// ExecuTorch: dir/weights.safetensors (per block linear: "<name>" u8 [N, Kp/2] interchange codes, K padded
+// to a multiple of 8 with code 8; "<name>.scales" F32 [G, 4*ceil(N/4)] zero-padded; other tensors F32)
+// and dir/manifest.json. Linears without codes (fp32 mode, merged qlora) are quantized from the weights.
+void export_executorch(const std::string& dir, Model& model);
+
+// Several lines describing a .gguf, .safetensors (checkpoint or plain) file or an HF folder.
+std::string describe_model_file(const std::string& path);
+
+namespace interop_detail {
+// Host copy of the weight the model computes with, by name: masters (fp32) or masters with qlora adapters
+// merged (W + alpha/r * B A). Tied head is not listed separately.
+std::vector<float> effective_weight(Model& model, Param& p);
+// HF rotate_half row order -> adjacent-pair row order for a [n_heads*head_dim, K] q/k weight, and back.
+std::vector<float> permute_from_hf(const std::vector<float>& w, int64_t n_heads, int64_t rows, int64_t cols);
+std::vector<float> permute_to_hf(const std::vector<float>& w, int64_t n_heads, int64_t rows, int64_t cols);
+}  // namespace interop_detail
+
+}  // namespace edgetrain

@@ -1,0 +1,585 @@
+// Interop tests: GGUF export/import round trips (F32, F16, exact Q4_0 <-> q4gsw), hand-built Q4_0 blocks,
+// Hugging Face folders (single and sharded, rotate_half order) written here, the ExecuTorch interchange
+// export, and corrupt GGUF files (truncations, huge counts, bad fields, a fixed-seed mutation loop).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "edgetrain/backends.h"
+#include "edgetrain/interop.h"
+#include "edgetrain/q4gsw.h"
+#include "edgetrain/safetensors.h"
+#include "io/gguf.h"
+
+namespace fs = std::filesystem;
+
+namespace edgetrain::test {
+namespace {
+
+ModelConfig tiny(TrainMode mode, bool tied = false) {
+  ModelConfig c = ModelConfig::preset("tiny");
+  c.mode = mode;
+  c.vocab = 64;
+  c.tied_head = tied;
+  return c;
+}
+
+fs::path tmp_dir() { return fs::temp_directory_path() / ("edgetrain_interop_" + std::to_string(::getpid())); }
+struct RemoveTmpDirAtExit {
+  ~RemoveTmpDirAtExit() {
+    std::error_code ec;
+    fs::remove_all(tmp_dir(), ec);
+  }
+} remove_tmp_dir_at_exit;
+
+std::string tmp(const std::string& name) {
+  fs::create_directories(tmp_dir());
+  return (tmp_dir() / name).string();
+}
+
+const std::vector<int32_t> kPrompt = {1, 5, 9, 33, 2, 60, 17};
+
+void expect_same_masters(Model& a, Model& b) {
+  int n = 0;
+  for (Param& p : a.params()) {
+    if (p.name.find(".lora_") != std::string::npos) continue;
+    auto x = a.backend().to_vector<float>(p.value), y = b.backend().to_vector<float>(b.param(p.name).value);
+    ASSERT_EQ(x.size(), y.size()) << p.name;
+    EXPECT_EQ(0, std::memcmp(x.data(), y.data(), x.size() * 4)) << p.name;
+    ++n;
+  }
+  EXPECT_GT(n, 10);
+}
+
+void expect_same_logits(Model& a, Model& b, float tol = 0.0f) {
+  a.reset_cache();
+  b.reset_cache();
+  auto x = a.next_logits(kPrompt), y = b.next_logits(kPrompt);
+  ASSERT_EQ(x.size(), y.size());
+  for (size_t i = 0; i < x.size(); ++i) ASSERT_NEAR(x[i], y[i], tol) << "logit " << i;
+}
+
+TEST(Interop, GgufF32RoundTripIsIdentical) {
+  auto be = make_cpu_backend();
+  int cases = 0;
+  for (TrainMode mode : {TrainMode::fp32, TrainMode::qat})
+    for (bool tied : {false, true}) {
+      Model m(*be, tiny(mode, tied));
+      m.init(7);
+      std::string path = tmp("f32.gguf");
+      save_gguf(path, m, GgufType::F32);
+      ImportInfo info;
+      auto back = load_gguf_model(path, *be, mode, 32, &info);
+      EXPECT_EQ(back->config().to_json(), m.config().to_json());
+      expect_same_masters(m, *back);
+      expect_same_logits(m, *back);
+      ++cases;
+    }
+  EXPECT_EQ(cases, 4);
+}
+
+TEST(Interop, GgufByteTokenizerVocabIsWritten) {
+  auto be = make_cpu_backend();
+  ModelConfig c = tiny(TrainMode::qat);
+  c.vocab = 256;
+  Model m(*be, c);
+  m.init(3);
+  std::string path = tmp("tok.gguf");
+  save_gguf(path, m, GgufType::F32, make_byte_tokenizer().get());
+  ImportInfo info;
+  load_gguf_model(path, *be, TrainMode::qat, 32, &info);
+  EXPECT_EQ(info.vocab.model, "gpt2");
+  ASSERT_EQ(info.vocab.tokens.size(), 256u);
+  EXPECT_EQ(info.vocab.tokens['A'], "A");
+  EXPECT_EQ(info.vocab.tokens[' '], "\xC4\xA0");  // GPT-2's stand-in for a space: U+0120
+  EXPECT_EQ(info.vocab.token_types.size(), 256u);
+  std::string d = describe_model_file(path);
+  EXPECT_NE(d.find("tokenizer.ggml.tokens"), std::string::npos);
+  EXPECT_NE(d.find("blk.1.ffn_down.weight F32 [64, 32]"), std::string::npos) << d;
+  EXPECT_EQ(d.find("Q4_0"), std::string::npos) << "F32 export: no Q4_0 expected";
+}
+
+// Scales rounded to fp16 (and codes re-derived) so that the Q4_0 export can be exact.
+void make_scales_fp16(Model& m) {
+  for (Param& p : m.params())
+    if (p.quantized()) {
+      auto s = m.backend().to_vector<float>(p.scales);
+      for (float& x : s) x = safetensors::f16_to_f32(gguf::f32_to_f16(x));
+      m.backend().upload(p.scales, s.data(), s.size() * 4);
+    }
+  m.requantize();
+}
+
+TEST(Interop, GgufQ4_0IsExactForQatModels) {
+  auto be = make_cpu_backend();
+  Model m(*be, tiny(TrainMode::qat));
+  m.init(11);
+  make_scales_fp16(m);
+  std::string path = tmp("q4.gguf");
+  GgufExportReport rep = save_gguf(path, m, GgufType::Q4_0);
+  EXPECT_EQ(rep.exact_q4, 14);
+  EXPECT_EQ(rep.requantized, 0);
+  ImportInfo info;
+  auto back = load_gguf_model(path, *be, TrainMode::qat, 32, &info);
+  EXPECT_EQ(info.exact_q4, 14);
+  int checked = 0;
+  for (Param& p : m.params()) {
+    if (!p.quantized()) continue;
+    Param& q = back->param(p.name);
+    EXPECT_EQ(be->to_vector<uint32_t>(p.codes), be->to_vector<uint32_t>(q.codes)) << p.name;
+    auto s1 = be->to_vector<float>(p.scales), s2 = be->to_vector<float>(q.scales);
+    EXPECT_EQ(0, std::memcmp(s1.data(), s2.data(), s1.size() * 4)) << p.name;
+    // Masters are the dequantized codes.
+    q4::Geometry g(p.value.shape()[0], p.value.shape()[1], 32);
+    auto deq = q4::dequantize(g, q4::unpack_w4x8(g, be->to_vector<uint32_t>(p.codes).data()).data(), s1.data());
+    EXPECT_EQ(deq, be->to_vector<float>(q.value)) << p.name;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 14);
+  gguf::File f = gguf::File::open(path);
+  EXPECT_EQ(f.tensor("blk.0.attn_q.weight")->type, static_cast<uint32_t>(gguf::Q4_0));
+  EXPECT_EQ(f.tensor("token_embd.weight")->type, static_cast<uint32_t>(gguf::F32));
+  EXPECT_EQ(f.get_int("general.file_type"), 2);
+  EXPECT_EQ(f.get_int("llama.attention.head_count_kv"), 2);
+  EXPECT_EQ(f.get_int("llama.context_length"), 32);
+  // Scales that fp16 cannot hold are re-quantized, and said so.
+  Model raw(*be, tiny(TrainMode::qat));
+  raw.init(11);
+  GgufExportReport rep2 = save_gguf(tmp("q4b.gguf"), raw, GgufType::Q4_0);
+  EXPECT_GT(rep2.requantized, 0);
+  EXPECT_FALSE(rep2.warnings.empty());
+}
+
+TEST(Interop, HandBuiltQ4_0BlockDecodes) {
+  uint8_t blk[18];
+  uint16_t d = 0x3800;  // 0.5
+  std::memcpy(blk, &d, 2);
+  for (int j = 0; j < 16; ++j) blk[2 + j] = static_cast<uint8_t>(j | ((15 - j) << 4));
+  float out[32];
+  gguf::decode_q4_0(blk, 32, out);
+  for (int j = 0; j < 16; ++j) {
+    EXPECT_EQ(out[j], (j - 8) * 0.5f) << j;
+    EXPECT_EQ(out[j + 16], (7 - j) * 0.5f) << j;
+  }
+  uint8_t codes[32];
+  float scale = 0;
+  gguf::q4_0_to_q4gsw(blk, 1, 32, codes, &scale);
+  EXPECT_EQ(scale, 0.5f);
+  EXPECT_EQ(codes[3], 3);
+  EXPECT_EQ(codes[19], 12);
+  auto again = gguf::q4gsw_to_q4_0(1, 32, codes, &scale);
+  EXPECT_EQ(0, std::memcmp(again.data(), blk, 18));
+  // Through a file, and Q8_0 too.
+  gguf::Writer w;
+  w.add_tensor("q4", {32}, gguf::Q4_0, std::vector<uint8_t>(blk, blk + 18));
+  std::vector<uint8_t> q8(34);
+  std::memcpy(q8.data(), &d, 2);
+  for (int j = 0; j < 32; ++j) q8[2 + j] = static_cast<uint8_t>(static_cast<int8_t>(j - 16));
+  w.add_tensor("q8", {32}, gguf::Q8_0, q8);
+  auto bytes = w.to_bytes();
+  gguf::File f = gguf::File::from_memory(bytes.data(), bytes.size(), "hand.gguf");
+  auto v4 = f.to_f32(*f.tensor("q4"));
+  auto v8 = f.to_f32(*f.tensor("q8"));
+  EXPECT_EQ(v4[20], (7 - 4) * 0.5f);
+  EXPECT_EQ(v8[0], -8.0f);
+  EXPECT_EQ(v8[31], 7.5f);
+  EXPECT_EQ(f.tensor("q8")->offset % 32, 0u);
+}
+
+TEST(Interop, GgufF16WithinHalfPrecision) {
+  auto be = make_cpu_backend();
+  Model m(*be, tiny(TrainMode::fp32));
+  m.init(5);
+  std::string path = tmp("f16.gguf");
+  save_gguf(path, m, GgufType::F16);
+  auto back = load_gguf_model(path, *be, TrainMode::fp32, 32);
+  int differing = 0;
+  for (Param& p : m.params()) {
+    auto x = be->to_vector<float>(p.value), y = be->to_vector<float>(back->param(p.name).value);
+    for (size_t i = 0; i < x.size(); ++i) {
+      ASSERT_LE(std::fabs(x[i] - y[i]), std::fabs(x[i]) * (1.0f / 2048) + 6e-8f) << p.name << "[" << i << "]";
+      differing += x[i] != y[i];
+    }
+  }
+  EXPECT_GT(differing, 0);  // the linears really went through fp16
+  expect_same_logits(m, *back, 0.05f);
+}
+
+TEST(Interop, GgufQloraIsMerged) {
+  auto be = make_cpu_backend();
+  ModelConfig c = tiny(TrainMode::qlora);
+  Model m(*be, c);
+  m.init(9);
+  for (Param& p : m.params())  // non-zero adapters
+    if (p.name.find(".lora_b") != std::string::npos) {
+      std::vector<float> v(static_cast<size_t>(p.value.numel()));
+      for (size_t i = 0; i < v.size(); ++i) v[i] = 0.01f * static_cast<float>((i * 7) % 13) - 0.06f;
+      be->upload(p.value, v.data(), v.size() * 4);
+    }
+  std::string path = tmp("qlora.gguf");
+  save_gguf(path, m, GgufType::F32);
+  auto back = load_gguf_model(path, *be, TrainMode::fp32, 32);
+  expect_same_logits(m, *back, 2e-4f);
+}
+
+TEST(Interop, GgufGroupedQueryAttentionIsRejected) {
+  gguf::Writer w;
+  w.add_kv("general.architecture", gguf::Value::str("llama"));
+  w.add_kv("llama.embedding_length", gguf::Value::u32(32));
+  w.add_kv("llama.block_count", gguf::Value::u32(1));
+  w.add_kv("llama.attention.head_count", gguf::Value::u32(4));
+  w.add_kv("llama.attention.head_count_kv", gguf::Value::u32(2));
+  std::string path = tmp("gqa.gguf");
+  w.save(path);
+  try {
+    read_gguf_config(path, TrainMode::qat, 32);
+    FAIL() << "GQA accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("head_count_kv"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+  }
+}
+
+// ---- Hugging Face ----
+
+std::string hf_name(const std::string& ours) {
+  static const std::map<std::string, std::string> top = {{"tok_embeddings.weight", "model.embed_tokens.weight"},
+                                                         {"norm.weight", "model.norm.weight"},
+                                                         {"output.weight", "lm_head.weight"}};
+  if (top.count(ours)) return top.at(ours);
+  static const std::map<std::string, std::string> sub = {
+      {"attention_norm.weight", "input_layernorm.weight"}, {"attention.wq.weight", "self_attn.q_proj.weight"},
+      {"attention.wk.weight", "self_attn.k_proj.weight"},  {"attention.wv.weight", "self_attn.v_proj.weight"},
+      {"attention.wo.weight", "self_attn.o_proj.weight"},  {"ffn_norm.weight", "post_attention_layernorm.weight"},
+      {"feed_forward.w1.weight", "mlp.gate_proj.weight"},  {"feed_forward.w3.weight", "mlp.up_proj.weight"},
+      {"feed_forward.w2.weight", "mlp.down_proj.weight"}};
+  size_t dot = ours.find('.', 7);
+  return "model.layers." + ours.substr(7, dot - 7) + "." + sub.at(ours.substr(dot + 1));
+}
+
+// Writes `m` as an HF Llama folder: q/k rows in rotate_half order (pair i's elements at rows i and i+hd/2 of
+// each head), tensors in F32 except the norms in BF16-exact F32; `shards` files.
+void write_hf(Model& m, const std::string& dir, int shards, int kv_heads = -1) {
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const ModelConfig& c = m.config();
+  nlohmann::json cfg = {{"model_type", "llama"},          {"hidden_size", c.dim},
+                        {"num_hidden_layers", c.n_layers}, {"num_attention_heads", c.n_heads},
+                        {"num_key_value_heads", kv_heads < 0 ? c.n_heads : kv_heads},
+                        {"intermediate_size", c.ffn_dim},  {"rms_norm_eps", c.norm_eps},
+                        {"rope_theta", c.rope_theta},      {"max_position_embeddings", c.max_seq},
+                        {"vocab_size", c.vocab},           {"tie_word_embeddings", c.tied_head}};
+  std::ofstream(dir + "/config.json") << cfg.dump();
+  std::vector<safetensors::Writer> ws(static_cast<size_t>(shards));
+  nlohmann::json wmap = nlohmann::json::object();
+  int i = 0;
+  for (Param& p : m.params()) {
+    auto v = m.backend().to_vector<float>(p.value);
+    if (p.name.find("attention.wq") != std::string::npos || p.name.find("attention.wk") != std::string::npos) {
+      const int64_t hd = c.head_dim(), cols = c.dim;
+      std::vector<float> hf(v.size());
+      for (int64_t h = 0; h < c.n_heads; ++h)
+        for (int64_t r = 0; r < hd; ++r) {
+          int64_t ours_row = h * hd + (r < hd / 2 ? 2 * r : 2 * (r - hd / 2) + 1);
+          std::copy_n(&v[ours_row * cols], cols, &hf[(h * hd + r) * cols]);
+        }
+      v = hf;
+    }
+    std::vector<uint8_t> bytes(v.size() * 4);
+    std::memcpy(bytes.data(), v.data(), bytes.size());
+    const Shape& s = p.value.shape();
+    int f = i++ % shards;
+    ws[f].add_owned(hf_name(p.name), "F32", std::vector<int64_t>(s.data(), s.data() + s.rank()), std::move(bytes));
+    wmap[hf_name(p.name)] = "model-0000" + std::to_string(f + 1) + ".safetensors";
+  }
+  if (shards == 1) {
+    ws[0].save(dir + "/model.safetensors");
+  } else {
+    for (int f = 0; f < shards; ++f) ws[f].save(dir + "/model-0000" + std::to_string(f + 1) + ".safetensors");
+    std::ofstream(dir + "/model.safetensors.index.json") << nlohmann::json{{"weight_map", wmap}}.dump();
+  }
+}
+
+TEST(Interop, HfFolderImportsWithEqualLogits) {
+  auto be = make_cpu_backend();
+  int cases = 0;
+  for (int shards : {1, 3})
+    for (TrainMode mode : {TrainMode::fp32, TrainMode::qat}) {
+      Model m(*be, tiny(mode));
+      m.init(21);
+      std::string dir = tmp("hf" + std::to_string(shards));
+      write_hf(m, dir, shards);
+      EXPECT_TRUE(is_hf_folder(dir));
+      auto back = load_hf_llama(dir, *be, mode, 32);
+      expect_same_masters(m, *back);
+      expect_same_logits(m, *back);
+      ++cases;
+    }
+  EXPECT_EQ(cases, 4);
+  // --init's path: masters by our names.
+  ModelConfig c;
+  auto masters = import_masters(tmp("hf3"), &c);
+  EXPECT_EQ(c.dim, 32);
+  EXPECT_EQ(masters.count("layers.1.attention.wk.weight"), 1u);
+}
+
+TEST(Interop, HfGroupedQueryAttentionIsRejected) {
+  auto be = make_cpu_backend();
+  Model m(*be, tiny(TrainMode::fp32));
+  m.init(1);
+  std::string dir = tmp("hfgqa");
+  write_hf(m, dir, 1, 1);
+  try {
+    load_hf_llama(dir, *be, TrainMode::qat, 32);
+    FAIL() << "GQA accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("num_key_value_heads"), std::string::npos) << e.what();
+  }
+}
+
+// ---- ExecuTorch ----
+
+TEST(Interop, ExecutorchInterchangeMatchesCodes) {
+  auto be = make_cpu_backend();
+  ModelConfig c = tiny(TrainMode::qat);
+  c.dim = 36;      // K = 36: padded to 40, partial last group
+  c.ffn_dim = 66;  // N = 66: scales padded to 68; K = 66 for down: padded to 72
+  Model m(*be, c);
+  m.init(4);
+  std::string dir = tmp("et");
+  export_executorch(dir, m);
+  auto r = safetensors::Reader::open(dir + "/weights.safetensors");
+  int checked = 0;
+  for (Param& p : m.params()) {
+    if (!p.quantized()) {
+      EXPECT_EQ(r.to_f32(p.name), be->to_vector<float>(p.value)) << p.name;
+      continue;
+    }
+    const int64_t N = p.value.shape()[0], K = p.value.shape()[1], Kp = (K + 7) / 8 * 8, Np = (N + 3) / 4 * 4;
+    q4::Geometry g(N, K, 32), gp(N, Kp, 32);
+    const auto& ti = r.info(p.name);
+    ASSERT_EQ(ti.dtype, "U8");
+    ASSERT_EQ(ti.shape, (std::vector<int64_t>{N, Kp / 2}));
+    auto codes = q4::interchange_to_codes(gp, r.data(p.name));
+    auto ours = q4::unpack_w4x8(g, be->to_vector<uint32_t>(p.codes).data());
+    int pad = 0;
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t k = 0; k < Kp; ++k) {
+        if (k < K) {
+          ASSERT_EQ(codes[n * Kp + k], ours[n * K + k]) << p.name << " " << n << "," << k;
+        } else {
+          ASSERT_EQ(codes[n * Kp + k], 8);
+          ++pad;
+        }
+      }
+    EXPECT_EQ(pad, N * (Kp - K));
+    auto sc = r.to_f32(p.name + ".scales");
+    ASSERT_EQ(r.info(p.name + ".scales").shape, (std::vector<int64_t>{g.groups(), Np}));
+    auto s = be->to_vector<float>(p.scales);
+    for (int64_t gi = 0; gi < g.groups(); ++gi)
+      for (int64_t n = 0; n < Np; ++n) ASSERT_EQ(sc[gi * Np + n], n < N ? s[gi * N + n] : 0.0f) << p.name;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 14);
+  std::ifstream in(dir + "/manifest.json");
+  auto man = nlohmann::json::parse(in);
+  EXPECT_EQ(man["quantized_linears"].size(), 14u);
+  EXPECT_EQ(man["group_size"], 32);
+  EXPECT_EQ(man["fp32_tensors"].size(), 2u + 2u * 2u + 1u);  // emb, head, 2 norms per layer, final norm
+}
+
+// ---- corrupt GGUF files ----
+
+std::vector<uint8_t> small_valid_gguf() {
+  gguf::Writer w;
+  w.add_kv("general.architecture", gguf::Value::str("llama"));
+  w.add_kv("u8", [] { gguf::Value v; v.type = gguf::VType::U8; v.u = 7; return v; }());
+  w.add_kv("f64", [] { gguf::Value v; v.type = gguf::VType::F64; v.f = 2.5; return v; }());
+  w.add_kv("b", gguf::Value::boolean(true));
+  w.add_kv("strs", gguf::Value::strings({"a", "bc", ""}));
+  gguf::Value nested;
+  nested.type = gguf::VType::ARRAY;
+  nested.elem = gguf::VType::ARRAY;
+  nested.arr = {gguf::Value::f32s({1.0f, 2.0f}), gguf::Value::f32s({})};
+  w.add_kv("nested", nested);
+  std::vector<float> x = {1, 2, 3, 4, 5, 6};
+  std::vector<uint8_t> xb(24);
+  std::memcpy(xb.data(), x.data(), 24);
+  w.add_tensor("x", {3, 2}, gguf::F32, xb);
+  w.add_tensor("q", {32}, gguf::Q4_0, std::vector<uint8_t>(18, 0x11));
+  return w.to_bytes();
+}
+
+// Parses and decodes everything; returns false when the file is rejected with an Error naming it.
+bool parse_all(const std::vector<uint8_t>& b) {
+  try {
+    gguf::File f = gguf::File::from_memory(b.data(), b.size(), "corrupt.gguf");
+    for (auto& t : f.tensors()) f.to_f32(t);
+    for (auto& [k, v] : f.metadata()) v.describe();
+    return true;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("corrupt.gguf"), std::string::npos) << e.what();
+    return false;
+  }
+}
+
+TEST(Interop, GgufTruncatedAtEveryLengthIsRejected) {
+  auto full = small_valid_gguf();
+  ASSERT_TRUE(parse_all(full));
+  gguf::File f = gguf::File::from_memory(full.data(), full.size(), "x");
+  const gguf::TensorInfo* q = f.tensor("q");
+  const size_t data_end = static_cast<size_t>(f.data(*q) - full.data()) + q->nbytes;
+  int rejected = 0;
+  for (size_t n = 0; n < full.size(); ++n) {
+    std::vector<uint8_t> cut(full.begin(), full.begin() + static_cast<long>(n));
+    bool ok = parse_all(cut);
+    if (n < data_end) {
+      EXPECT_FALSE(ok) << "length " << n;
+    }
+    rejected += !ok;
+  }
+  EXPECT_EQ(rejected, static_cast<int>(data_end));
+}
+
+std::vector<uint8_t> header(uint64_t n_tensors, uint64_t n_kv, uint32_t magic = gguf::kMagic, uint32_t version = 3) {
+  std::vector<uint8_t> b(24);
+  std::memcpy(&b[0], &magic, 4);
+  std::memcpy(&b[4], &version, 4);
+  std::memcpy(&b[8], &n_tensors, 8);
+  std::memcpy(&b[16], &n_kv, 8);
+  return b;
+}
+template <typename T>
+void put(std::vector<uint8_t>& b, T v) {
+  size_t at = b.size();
+  b.resize(at + sizeof(T));
+  std::memcpy(&b[at], &v, sizeof(T));
+}
+void put_str(std::vector<uint8_t>& b, const std::string& s) {
+  put<uint64_t>(b, s.size());
+  b.insert(b.end(), s.begin(), s.end());
+}
+std::string reject_message(const std::vector<uint8_t>& b) {
+  try {
+    gguf::File::from_memory(b.data(), b.size(), "corrupt.gguf");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "ACCEPTED";
+}
+std::vector<uint8_t> one_tensor(uint32_t n_dims, std::vector<uint64_t> dims, uint32_t type, uint64_t offset) {
+  auto b = header(1, 0);
+  put_str(b, "t");
+  put<uint32_t>(b, n_dims);
+  for (uint64_t d : dims) put<uint64_t>(b, d);
+  put<uint32_t>(b, type);
+  put<uint64_t>(b, offset);
+  b.resize(b.size() + 64, 0);
+  return b;
+}
+
+TEST(Interop, GgufCorruptFieldsAreRejected) {
+  struct Case {
+    const char* what;
+    std::vector<uint8_t> bytes;
+    const char* expect;
+  };
+  std::vector<Case> cases;
+  cases.push_back({"tensor count 2^60", header(uint64_t{1} << 60, 0), "tensor count"});
+  cases.push_back({"kv count 2^62", header(0, uint64_t{1} << 62), "metadata count"});
+  {
+    auto b = header(0, 1);
+    put<uint64_t>(b, uint64_t{1} << 62);  // key length
+    b.resize(b.size() + 64, 0);
+    cases.push_back({"string length 2^62", b, "truncated"});
+  }
+  {
+    auto b = header(0, 1);
+    put_str(b, "k");
+    put<uint32_t>(b, 8);  // STRING
+    put<uint64_t>(b, uint64_t{1} << 62);
+    b.resize(b.size() + 64, 0);
+    cases.push_back({"string value length 2^62", b, "truncated"});
+  }
+  {
+    auto b = header(0, 1);
+    put_str(b, "k");
+    put<uint32_t>(b, 9);  // ARRAY
+    put<uint32_t>(b, 0);  // of u8
+    put<uint64_t>(b, uint64_t{1} << 62);
+    cases.push_back({"array count 2^62", b, "array count"});
+  }
+  {
+    auto b = header(0, 1);
+    put_str(b, "k");
+    put<uint32_t>(b, 13);
+    cases.push_back({"bad value type", b, "unknown value type"});
+  }
+  {
+    auto b = header(0, 1);
+    put_str(b, "k");
+    put<uint32_t>(b, 9);  // ARRAY of ARRAY of ARRAY ...
+    for (int d = 0; d < 20; ++d) put<uint32_t>(b, 9), put<uint64_t>(b, 1);
+    cases.push_back({"deep nesting", b, "nested"});
+  }
+  cases.push_back({"bad magic", header(0, 0, 0x12345678), "bad magic"});
+  cases.push_back({"bad version", header(0, 0, gguf::kMagic, 99), "version"});
+  cases.push_back({"bad tensor type", one_tensor(1, {32}, 99, 0), "unsupported tensor type"});
+  cases.push_back({"five dims", one_tensor(5, {1, 1, 1, 1, 1}, 0, 0), "dims"});
+  cases.push_back({"dims overflow", one_tensor(2, {uint64_t{1} << 40, uint64_t{1} << 40}, 0, 0), "overflow"});
+  cases.push_back({"offset past the end", one_tensor(1, {4}, 0, 1024), "past the end"});
+  cases.push_back({"misaligned offset", one_tensor(1, {4}, 0, 4), "alignment"});
+  cases.push_back({"partial Q4_0 block", one_tensor(1, {31}, 2, 0), "multiple of 32"});
+  for (auto& c : cases) {
+    std::string m = reject_message(c.bytes);
+    EXPECT_NE(m.find("corrupt.gguf"), std::string::npos) << c.what << ": " << m;
+    EXPECT_NE(m.find(c.expect), std::string::npos) << c.what << ": " << m;
+  }
+  // From disk: the error names the path.
+  std::string path = tmp("trunc.gguf");
+  auto full = small_valid_gguf();
+  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(full.data()), 30);
+  auto be = make_cpu_backend();
+  try {
+    load_gguf_model(path, *be, TrainMode::qat, 32);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+  }
+}
+
+TEST(Interop, GgufMutationFuzzNeverCrashes) {
+  auto base = small_valid_gguf();
+  std::mt19937_64 rng(1234);
+  int accepted = 0, rejected = 0;
+  for (int it = 0; it < 2000; ++it) {
+    auto b = base;
+    int edits = 1 + static_cast<int>(rng() % 4);
+    for (int e = 0; e < edits; ++e) {
+      size_t at = rng() % b.size();
+      switch (rng() % 4) {
+        case 0: b[at] ^= static_cast<uint8_t>(1u << (rng() % 8)); break;
+        case 1: b[at] = static_cast<uint8_t>(rng()); break;
+        case 2: {  // a large little-endian u64 somewhere
+          uint64_t v = rng() >> (rng() % 64);
+          for (int k = 0; k < 8 && at + k < b.size(); ++k) b[at + k] = static_cast<uint8_t>(v >> (8 * k));
+          break;
+        }
+        case 3: b.resize(at); break;
+      }
+      if (b.empty()) break;
+    }
+    (parse_all(b) ? accepted : rejected)++;
+  }
+  EXPECT_EQ(accepted + rejected, 2000);
+  EXPECT_GT(rejected, 500);
+}
+
+}  // namespace
+}  // namespace edgetrain::test

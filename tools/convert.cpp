@@ -1,0 +1,74 @@
+// `edgetrain convert`: read a checkpoint, a GGUF file or a Hugging Face Llama folder and write a GGUF file
+// (f32, f16, q4_0), an edgetrain checkpoint, or an ExecuTorch q4gsw export.
+#include <cstdio>
+#include <memory>
+
+#include "edgetrain/backends.h"
+#include "edgetrain/checkpoint.h"
+#include "edgetrain/interop.h"
+#include "edgetrain/tokenizer.h"
+#include "tools/commands.h"
+
+namespace edgetrain::cli {
+
+Runner add_convert(CLI::App& app) {
+  auto* sub = app.add_subcommand("convert",
+      "Convert models: IN is a checkpoint (.safetensors), a GGUF file or a Hugging Face Llama folder. Example:\n"
+      "  edgetrain convert runs/mini/checkpoint.safetensors mini.gguf --to gguf-q4_0");
+  struct Flags {
+    std::string in, out, to = "gguf-f32", mode = "qat", tokenizer;
+    int64_t group_size = 32;
+  };
+  auto f = std::make_shared<Flags>();
+  sub->add_option("IN", f->in, "Input: checkpoint, .gguf file or Hugging Face folder")->required();
+  sub->add_option("OUT", f->out, "Output file (or folder for executorch)")->required();
+  sub->add_option("--to", f->to, "gguf-f32, gguf-f16, gguf-q4_0, edgetrain or executorch")->capture_default_str();
+  sub->add_option("--mode", f->mode, "Mode of a model imported from GGUF/HF: qat, qlora or fp32")->capture_default_str();
+  sub->add_option("--group-size", f->group_size, "q4gsw group size for imports (32, 64, 128)")->capture_default_str();
+  sub->add_option("--tokenizer", f->tokenizer, "Tokenizer to embed in a GGUF file (default: the checkpoint's)");
+  return [f] {
+    auto backend = make_cpu_backend();
+    std::unique_ptr<Model> model;
+    std::string tok_name = f->tokenizer;
+    ImportInfo info;
+    if (is_gguf_file(f->in)) {
+      model = load_gguf_model(f->in, *backend, mode_from_name(f->mode), f->group_size, &info);
+      std::printf("read GGUF %s: %d linears exactly from Q4_0\n", f->in.c_str(), info.exact_q4);
+    } else if (is_hf_folder(f->in)) {
+      model = load_hf_llama(f->in, *backend, mode_from_name(f->mode), f->group_size, &info);
+      std::printf("read Hugging Face folder %s\n", f->in.c_str());
+    } else {
+      ModelConfig cfg = read_checkpoint_config(f->in);
+      auto meta = read_checkpoint_metadata(f->in);
+      model = std::make_unique<Model>(*backend, cfg);
+      load_checkpoint(f->in, *model, nullptr);
+      if (tok_name.empty() && meta.count("tokenizer")) tok_name = meta["tokenizer"];
+      std::printf("read checkpoint %s (mode %s)\n", f->in.c_str(), mode_name(cfg.mode));
+    }
+    const std::string& to = f->to;
+    if (to.rfind("gguf-", 0) == 0) {
+      std::unique_ptr<Tokenizer> tok;
+      if (!tok_name.empty()) tok = make_tokenizer(tok_name);
+      if (tok && tok->vocab_size() != model->config().vocab) {
+        std::printf("warning: tokenizer '%s' has %ld tokens, the model %ld: no tokenizer written\n", tok_name.c_str(),
+                    static_cast<long>(tok->vocab_size()), static_cast<long>(model->config().vocab));
+        tok.reset();
+      }
+      GgufExportReport rep = save_gguf(f->out, *model, gguf_type_from_name(to.substr(5)), tok.get());
+      for (auto& w : rep.warnings) std::printf("warning: %s\n", w.c_str());
+      std::printf("wrote %s (%d linears exact Q4_0, %d re-quantized)\n", f->out.c_str(), rep.exact_q4, rep.requantized);
+    } else if (to == "edgetrain") {
+      save_checkpoint(f->out, *model, tok_name.empty() ? std::map<std::string, std::string>{}
+                                                       : std::map<std::string, std::string>{{"tokenizer", tok_name}});
+      std::printf("wrote checkpoint %s\n", f->out.c_str());
+    } else if (to == "executorch") {
+      export_executorch(f->out, *model);
+      std::printf("wrote %s/weights.safetensors and %s/manifest.json\n", f->out.c_str(), f->out.c_str());
+    } else {
+      fail("convert: unknown --to '", to, "' (choose gguf-f32, gguf-f16, gguf-q4_0, edgetrain or executorch)");
+    }
+    return 0;
+  };
+}
+
+}  // namespace edgetrain::cli
