@@ -1,4 +1,5 @@
 // `edgetrain train`: train or fine-tune a model; every TrainOptions field is a flag.
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
@@ -52,7 +53,7 @@ Runner add_train(CLI::App& app) {
   sub->add_option("--out", o.out_dir, "Output folder")->capture_default_str();
   sub->add_option("--steps", f->steps, "Total optimizer steps")->capture_default_str();
   sub->add_option("--batch", o.batch, "Sequences per micro-batch")->capture_default_str();
-  sub->add_option("--seq", o.seq, "Tokens per sequence")->capture_default_str();
+  auto* seq_opt = sub->add_option("--seq", o.seq, "Tokens per sequence (default 128, at most the model's max_seq)");
   sub->add_option("--accum", o.accum, "Micro-batches accumulated per step")->capture_default_str();
   sub->add_option("--lr", o.optim.lr, "Peak learning rate")->capture_default_str();
   sub->add_option("--min-lr-ratio", o.optim.min_lr_ratio, "Cosine floor as a fraction of --lr")->capture_default_str();
@@ -74,7 +75,7 @@ Runner add_train(CLI::App& app) {
   sub->add_option("--sample-prompt", o.sample_prompt, "Prompt of the sample written at the end")->capture_default_str();
   sub->add_option("--sample-tokens", o.sample_tokens, "Length of that sample (0 = none)")->capture_default_str();
   sub->add_flag("--no-progress", f->no_progress, "Plain log lines even on a terminal");
-  return [f] {
+  return [f, seq_opt] {
     TrainOptions o = f->o;
     if (!f->config.empty()) {
       std::ifstream in(f->config);
@@ -91,6 +92,8 @@ Runner add_train(CLI::App& app) {
     o.model.lora_alpha = f->lora_alpha;
     o.model.lora_targets = f->lora_targets;
     if (f->tied) o.model.tied_head = true;
+    if (seq_opt->count() == 0) o.seq = 0;  // the trainer picks min(128, the model's max_seq)
+    else ET_CHECK(o.seq >= 1, "train: --seq must be >= 1, got ", o.seq);
     o.optim.total_steps = f->steps;
     o.progress = !f->no_progress;
     if (o.corpus.empty() && !o.resume) {

@@ -36,7 +36,7 @@ struct TrainOptions {
   bool resume = false;            // continue out_dir/checkpoint.safetensors exactly
   ModelConfig model = ModelConfig::preset("mini");
   OptimConfig optim;
-  int64_t batch = 16, seq = 128, accum = 1;
+  int64_t batch = 16, seq = 128, accum = 1;  // seq 0: min(128, the model's max_seq)
   int64_t eval_every = 100, eval_batches = 8, checkpoint_every = 200, log_every = 10;
   uint64_t seed = 1;
   double val_fraction = 0.02;

@@ -62,7 +62,7 @@ std::string fmt_duration(double s) {
 void validate(const TrainOptions& o) {
   ET_CHECK(!o.corpus.empty(), "train: --corpus is required");
   ET_CHECK(o.batch >= 1, "train: --batch must be >= 1, got ", o.batch);
-  ET_CHECK(o.seq >= 1, "train: --seq must be >= 1, got ", o.seq);
+  ET_CHECK(o.seq >= 0, "train: --seq must be >= 1, got ", o.seq);
   ET_CHECK(o.accum >= 1, "train: --accum must be >= 1, got ", o.accum);
   ET_CHECK(o.optim.total_steps >= 1, "train: --steps must be >= 1, got ", o.optim.total_steps);
   ET_CHECK(o.optim.lr > 0 && std::isfinite(o.optim.lr), "train: --lr must be > 0, got ", o.optim.lr);
@@ -188,6 +188,7 @@ TrainResult train(const TrainOptions& opts_in) {
     c.lora_rank = o.model.lora_rank, c.lora_alpha = o.model.lora_alpha, c.lora_targets = o.model.lora_targets;
     o.model = c;
   }
+  if (o.seq == 0) o.seq = std::min<int64_t>(128, o.model.max_seq);
   validate(o);
   auto tok = make_tokenizer(o.tokenizer);
   if (o.model.vocab != tok->vocab_size()) {
