@@ -7,7 +7,8 @@
 # as leaks in driver code we do not own. Everything else (overflows, use-after-free, UB) aborts.
 #
 # Environment: EDGETRAIN_ASAN_BUILD_DIR (default build-asan), EDGETRAIN_JOBS (default 2),
-#              EDGETRAIN_SKIP_BUILD=1. Extra arguments go to the test binary (e.g. --gtest_filter=...).
+#              EDGETRAIN_SKIP_BUILD=1, EDGETRAIN_SANITIZE_FILTER (gtest filter; default: all but the
+#              Vulkan/WebGPU suites). Extra arguments go to the test binary.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

@@ -1,0 +1,429 @@
+// Faults from outside, against the real `edgetrain` CLI in child processes: SIGKILL at random moments
+// (also mid checkpoint write), a full disk during a save, NaN losses, missing or exhausted devices, and
+// bad flags, configs and corpora. Each must end in one clear message and a loadable last checkpoint.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "edgetrain/backends.h"
+#include "edgetrain/checkpoint.h"
+#include "edgetrain/safetensors.h"
+
+namespace edgetrain::test {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+struct ChildOptions {
+  std::vector<std::pair<std::string, std::string>> env;  // set in the child (empty value: unset)
+  rlim_t fsize_limit = RLIM_INFINITY;                       // RLIMIT_FSIZE in bytes
+  rlim_t as_limit = RLIM_INFINITY;                          // RLIMIT_AS in bytes (caps lavapipe's "VRAM")
+  std::string log;                                          // stdout+stderr go here
+};
+
+// Starts the CLI with `args`; returns its pid. Everything is prepared before fork(): the child of a
+// multi-threaded test process only calls async-signal-safe functions (open, dup2, setrlimit, execve).
+pid_t spawn_cli(const std::vector<std::string>& args, const ChildOptions& o) {
+  std::vector<std::string> strings = {EDGETRAIN_CLI};
+  strings.insert(strings.end(), args.begin(), args.end());
+  const size_t argc = strings.size();
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string kv = *e;
+    bool replaced = false;
+    for (const auto& [k, v] : o.env) replaced |= kv.rfind(k + "=", 0) == 0;
+    if (!replaced) strings.push_back(kv);
+  }
+  for (const auto& [k, v] : o.env)
+    if (!v.empty()) strings.push_back(k + "=" + v);  // an empty value: unset
+  std::vector<char*> argv, envp;
+  for (size_t i = 0; i < strings.size(); ++i) (i < argc ? argv : envp).push_back(strings[i].data());
+  argv.push_back(nullptr);
+  envp.push_back(nullptr);
+  pid_t pid = ::fork();
+  if (pid != 0) return pid;
+  int fd = ::open(o.log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd >= 0) ::dup2(fd, 1), ::dup2(fd, 2), ::close(fd);
+  if (o.fsize_limit != RLIM_INFINITY) {
+    rlimit rl{o.fsize_limit, o.fsize_limit};
+    ::setrlimit(RLIMIT_FSIZE, &rl);
+  }
+  if (o.as_limit != RLIM_INFINITY) {
+    rlimit rl{o.as_limit, o.as_limit};
+    ::setrlimit(RLIMIT_AS, &rl);
+  }
+  ::execve(argv[0], argv.data(), envp.data());
+  ::_exit(127);
+}
+
+struct Outcome {
+  int status = 0;       // raw waitpid status
+  bool timed_out = false;
+  std::string output;   // stdout + stderr
+  bool exited() const { return WIFEXITED(status); }
+  int code() const { return WIFEXITED(status) ? WEXITSTATUS(status) : -1; }
+  std::string describe() const {
+    std::string s = timed_out ? "timed out" : WIFSIGNALED(status) ? "killed by signal " + std::to_string(WTERMSIG(status))
+                                                                 : "exit " + std::to_string(code());
+    return s + "; output:\n" + output;
+  }
+};
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Waits for `pid` at most `limit_s` seconds (then SIGKILLs it: a hang is a failure).
+Outcome wait_child(pid_t pid, const std::string& log, double limit_s) {
+  Outcome r;
+  auto deadline = Clock::now() + std::chrono::duration<double>(limit_s);
+  while (true) {
+    pid_t w = ::waitpid(pid, &r.status, WNOHANG);
+    if (w == pid) break;
+    if (Clock::now() > deadline) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &r.status, 0);
+      r.timed_out = true;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  r.output = slurp(log);
+  return r;
+}
+
+class Reliability : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = (fs::temp_directory_path() / "edgetrain_rel_XXXXXX").string();
+    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
+    dir_ = tmpl;
+    corpus_ = dir_ + "/corpus.txt";
+    std::ofstream out(corpus_);
+    for (int i = 0; i < 60; ++i) out << "In the beginning God created the heaven and the earth. Let there be light.\n";
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  Outcome run(const std::vector<std::string>& args, double limit_s = 60, ChildOptions o = {}) {
+    o.log = dir_ + "/log" + std::to_string(++runs_) + ".txt";
+    return wait_child(spawn_cli(args, o), o.log, limit_s);
+  }
+  // `train` on the tiny preset with small batches; `extra` adds flags not listed here (none may repeat).
+  std::vector<std::string> tiny_train(const std::string& out, std::vector<std::string> extra = {}) {
+    std::vector<std::string> a = {"train", "--preset", "tiny", "--backend", "cpu", "--threads", "1", "--corpus",
+                                  corpus_, "--batch", "2", "--seq", "16", "--eval-batches", "1", "--out", out,
+                                  "--no-progress", "--sample-tokens", "0"};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  }
+
+  std::string dir_, corpus_;
+  int runs_ = 0;
+};
+
+// Loads a checkpoint into a fresh CPU model (throws on any problem); returns its step.
+int64_t load_ok(const std::string& path) {
+  auto backend = make_cpu_backend();
+  Model m(*backend, read_checkpoint_config(path));
+  load_checkpoint(path, m);
+  return m.steps_done;
+}
+
+// Every F32 tensor of the file is finite (masters, scales, AdamW moments).
+void expect_all_finite(const std::string& path) {
+  auto r = safetensors::Reader::open(path);
+  int checked = 0;
+  for (const auto& t : r.tensors()) {
+    if (t.dtype != "F32") continue;
+    std::vector<float> v = r.to_f32(t.name);
+    for (size_t i = 0; i < v.size(); ++i)
+      ASSERT_TRUE(std::isfinite(v[i])) << path << ": tensor " << t.name << "[" << i << "] = " << v[i];
+    ++checked;
+  }
+  EXPECT_GT(checked, 5);
+}
+
+bool has_temp_file(const std::string& dir) {
+  std::error_code ec;
+  for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec))
+    if (it->path().filename().string().rfind("checkpoint.safetensors.tmp.", 0) == 0) return true;
+  return false;
+}
+
+// SIGKILL at random moments, half of them the instant a checkpoint temp file appears (mid write, before
+// the rename). After every kill the latest checkpoint must load; every 8th also resumes and evaluates.
+TEST_F(Reliability, SigkillAtRandomMomentsKeepsALoadableCheckpoint) {
+  const std::string out = dir_ + "/run";
+  std::mt19937 rng(20261129);
+  int kills = 0, mid_write = 0, loaded = 0, resumed = 0;
+  for (int i = 0; i < 56; ++i) {
+    const bool have = fs::exists(out + "/checkpoint.safetensors");
+    std::vector<std::string> args =
+        have && i % 3 == 0 ? std::vector<std::string>{"train", "--resume", "--out", out, "--backend", "cpu", "--threads",
+                                                      "1", "--no-progress", "--sample-tokens", "0"}
+                           : tiny_train(out, {"--steps", "400", "--checkpoint-every", "1", "--eval-every", "1000"});
+    ChildOptions o;
+    o.log = dir_ + "/kill.txt";
+    pid_t pid = spawn_cli(args, o);
+    if (i % 2 == 0) {  // a random moment: start-up, loading, training or saving
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::uniform_int_distribution<int>(0, 300)(rng)));
+    } else {  // the moment a checkpoint is being written
+      auto deadline = Clock::now() + std::chrono::seconds(3);
+      while (!has_temp_file(out) && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::microseconds(100));
+      if (has_temp_file(out)) ++mid_write;
+    }
+    ::kill(pid, SIGKILL);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    if (WIFSIGNALED(status)) ++kills;
+    const std::string ckpt = out + "/checkpoint.safetensors";
+    if (!fs::exists(ckpt)) continue;
+    int64_t step = 0;
+    ASSERT_NO_THROW(step = load_ok(ckpt)) << "after kill " << i << "\n" << slurp(o.log);
+    ++loaded;
+    if (i % 8 == 7) {  // resume to completion of a short time slice: the step must advance
+      Outcome r = run({"train", "--resume", "--out", out, "--backend", "cpu", "--threads", "1", "--no-progress",
+                       "--sample-tokens", "0", "--time-limit", "0.2"});
+      ASSERT_EQ(r.code(), 0) << r.describe();
+      EXPECT_GT(load_ok(ckpt), step) << r.output;
+      Outcome e = run({"eval", "--checkpoint", ckpt, "--backend", "cpu", "--corpus", corpus_, "--seq", "16",
+                       "--batches", "1"});
+      ASSERT_EQ(e.code(), 0) << e.describe();
+      EXPECT_NE(e.output.find("perplexity"), std::string::npos) << e.output;
+      ++resumed;
+    }
+  }
+  std::printf("[reliability] %d SIGKILLs (%d mid checkpoint write), %d checkpoints loaded, %d resumed\n", kills,
+              mid_write, loaded, resumed);
+  EXPECT_GE(kills, 50);
+  EXPECT_GE(mid_write, 10);
+  EXPECT_GE(resumed, 5);
+}
+
+// A full disk mid save (RLIMIT_FSIZE below the checkpoint's size, SIGXFSZ left at its default): one clear
+// error, non-zero exit, the previous checkpoint byte-identical and loadable, no temp file left behind.
+TEST_F(Reliability, FullDiskDuringSaveKeepsThePreviousCheckpoint) {
+  const std::string out = dir_ + "/run", ckpt = out + "/checkpoint.safetensors";
+  Outcome first = run(tiny_train(out, {"--steps", "2", "--eval-every", "1000"}));
+  ASSERT_EQ(first.code(), 0) << first.describe();
+  const std::string before = slurp(ckpt);
+  ASSERT_GT(before.size(), 100000u);
+  ChildOptions o;
+  o.fsize_limit = 64 * 1024;  // the metrics and token cache fit; the checkpoint does not
+  Outcome r = run({"train", "--resume", "--out", out, "--steps", "4", "--backend", "cpu", "--threads", "1",
+                   "--no-progress", "--sample-tokens", "0"}, 60, o);
+  ASSERT_TRUE(r.exited()) << r.describe();
+  EXPECT_NE(r.code(), 0) << r.describe();
+  EXPECT_NE(r.output.find("previous checkpoint"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("intact"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("step 4: writing the checkpoint failed"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("(step 2)"), std::string::npos) << r.output;
+  EXPECT_EQ(slurp(ckpt), before);
+  EXPECT_EQ(load_ok(ckpt), 2);
+  EXPECT_FALSE(has_temp_file(out));
+}
+
+// A learning rate that overflows the weights: the run stops at the first non-finite step, naming it,
+// exits non-zero, and the last checkpoint (written before) holds no NaN/Inf and loads.
+TEST_F(Reliability, NanLossStopsNamingTheStepAndKeepsTheLastGoodCheckpoint) {
+  const std::string out = dir_ + "/run", ckpt = out + "/checkpoint.safetensors";
+  Outcome r = run(tiny_train(out, {"--steps", "6", "--checkpoint-every", "1", "--eval-every", "1000", "--lr", "1e30",
+                                   "--warmup", "0", "--mode", "fp32"}));
+  ASSERT_TRUE(r.exited()) << r.describe();
+  EXPECT_NE(r.code(), 0) << r.describe();
+  EXPECT_NE(r.output.find("error: train: step "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("last good checkpoint"), std::string::npos) << r.output;
+  ASSERT_TRUE(fs::exists(ckpt)) << r.output;
+  int64_t step = load_ok(ckpt);
+  EXPECT_NE(r.output.find("step " + std::to_string(step + 1) + ":"), std::string::npos)
+      << "the checkpoint is at step " << step << ", the message should name the next one:\n" << r.output;
+  expect_all_finite(ckpt);
+}
+
+// The same fault with --skip-nan-steps: the run finishes, reports skipped steps, and no NaN/Inf ever reaches
+// a written checkpoint.
+TEST_F(Reliability, SkipNanStepsNeverWritesNonFiniteWeights) {
+  const std::string out = dir_ + "/run", ckpt = out + "/checkpoint.safetensors";
+  Outcome r = run(tiny_train(out, {"--steps", "6", "--checkpoint-every", "1", "--eval-every", "1000", "--lr", "1e30",
+                                   "--warmup", "0", "--mode", "fp32", "--skip-nan-steps"}));
+  ASSERT_EQ(r.code(), 0) << r.describe();
+  EXPECT_NE(r.output.find("step skipped"), std::string::npos) << r.output;
+  ASSERT_TRUE(fs::exists(ckpt));
+  load_ok(ckpt);
+  expect_all_finite(ckpt);
+}
+
+// True when `text` names `flag` as a flag ("--group-size") or as its config field ("group_size").
+bool names_flag(const std::string& text, const std::string& flag) {
+  std::string field = flag.substr(2);
+  for (char& c : field) c = c == '-' ? '_' : c;
+  return text.find(flag) != std::string::npos || text.find(field) != std::string::npos;
+}
+
+// Every numeric flag of `train` with zero, negative, NaN/Inf and out-of-range values: a non-zero exit (no
+// signal) and a message naming the flag, before anything is written.
+TEST_F(Reliability, BadTrainFlagsAreRejectedNamingTheFlag) {
+  const std::vector<std::vector<std::string>> table = {
+      {"--batch", "0"},          {"--batch", "-1"},         {"--batch", "nan"},         {"--seq", "0"},
+      {"--seq", "999"},          {"--accum", "0"},          {"--steps", "0"},           {"--steps", "-5"},
+      {"--lr", "0"},             {"--lr", "-1"},            {"--lr", "nan"},            {"--lr", "inf"},
+      {"--min-lr-ratio", "-0.1"}, {"--min-lr-ratio", "2"},  {"--min-lr-ratio", "nan"},  {"--warmup", "-1"},
+      {"--weight-decay", "-1"},  {"--weight-decay", "nan"}, {"--beta1", "1"},           {"--beta1", "nan"},
+      {"--beta2", "-0.5"},       {"--grad-clip", "-1"},     {"--grad-clip", "nan"},     {"--eval-every", "0"},
+      {"--eval-batches", "0"},   {"--checkpoint-every", "0"}, {"--log-every", "-2"},    {"--val-fraction", "0"},
+      {"--val-fraction", "0.6"}, {"--val-fraction", "nan"}, {"--time-limit", "-1"},     {"--time-limit", "nan"},
+      {"--threads", "-1"},       {"--sample-tokens", "-1"}, {"--group-size", "0"},      {"--group-size", "48"},
+      {"--lora-rank", "0"},      {"--lora-alpha", "-1"},    {"--lora-alpha", "nan"},    {"--mode", "int3"},
+      {"--preset", "huge"},      {"--backend", "tpu"},      {"--lora-targets", "q,x"},  {"--steps", "ten"},
+  };
+  int rejected = 0;
+  for (const auto& row : table) {
+    const std::string out = dir_ + "/bad";
+    std::vector<std::string> args = {"train", "--preset", "tiny", "--corpus", corpus_, "--out", out, "--no-progress",
+                                     "--sample-tokens", "0", "--backend", "cpu", "--seq", "16"};
+    // Flags given in the base line are replaced, not repeated.
+    for (size_t i = 0; i + 1 < args.size(); ++i)
+      if (args[i] == row[0]) args.erase(args.begin() + static_cast<long>(i), args.begin() + static_cast<long>(i) + 2);
+    args.insert(args.end(), row.begin(), row.end());
+    if (row[0].rfind("--lora", 0) == 0) args.insert(args.end(), {"--mode", "qlora"});
+    Outcome r = run(args, 30);
+    SCOPED_TRACE(row[0] + " " + row[1]);
+    ASSERT_TRUE(r.exited()) << r.describe();
+    EXPECT_NE(r.code(), 0) << r.describe();
+    EXPECT_TRUE(names_flag(r.output, row[0])) << "the message does not name " << row[0] << ":\n" << r.output;
+    EXPECT_FALSE(fs::exists(out + "/checkpoint.safetensors"));
+    rejected += r.code() != 0;
+  }
+  std::printf("[reliability] %d of %zu bad flag values rejected\n", rejected, table.size());
+}
+
+// Model config files: unknown fields, wrong types and bad values are rejected naming the field.
+TEST_F(Reliability, BadConfigJsonIsRejectedNamingTheField) {
+  const std::vector<std::pair<std::string, std::string>> table = {
+      {R"({"preset": "tiny", "bogus": 1})", "bogus"},        {R"({"preset": "tiny", "dim": "32"})", "dim"},
+      {R"({"preset": "tiny", "dim": -32})", "dim"},          {R"({"preset": "tiny", "dim": 32.5})", "dim"},
+      {R"({"preset": "tiny", "n_heads": 3})", "n_heads"},    {R"({"preset": "tiny", "tied_head": 1})", "tied_head"},
+      {R"({"preset": "tiny", "rope_theta": 0.5})", "rope_theta"}, {R"({"preset": "tiny", "norm_eps": -1})", "norm_eps"},
+      {R"({"preset": "tiny", "max_seq": 0})", "max_seq"},    {R"({"preset": 7})", "preset"},
+      {R"({"preset": "tiny", "n_layers": 1e40})", "n_layers"}, {R"({"preset": "tiny",)", "not valid JSON"},
+      {R"([1, 2])", "JSON object"},
+  };
+  for (size_t i = 0; i < table.size(); ++i) {
+    const std::string cfg = dir_ + "/config" + std::to_string(i) + ".json";
+    std::ofstream(cfg) << table[i].first;
+    Outcome r = run({"train", "--config", cfg, "--corpus", corpus_, "--out", dir_ + "/bad", "--backend", "cpu",
+                     "--no-progress"}, 30);
+    SCOPED_TRACE(table[i].first);
+    ASSERT_TRUE(r.exited()) << r.describe();
+    EXPECT_NE(r.code(), 0) << r.describe();
+    EXPECT_NE(r.output.find(table[i].second), std::string::npos) << r.output;
+  }
+  Outcome r = run({"train", "--config", dir_ + "/missing.json", "--corpus", corpus_, "--out", dir_ + "/bad"}, 30);
+  EXPECT_NE(r.code(), 0);
+  EXPECT_NE(r.output.find("--config"), std::string::npos) << r.output;
+}
+
+// Corpora: missing, a directory, empty, shorter than one training + validation window: clear messages.
+// Random bytes are valid input for the byte tokenizer: they must train.
+TEST_F(Reliability, BadCorporaGiveClearMessagesAndBinaryTrains) {
+  const std::string empty = dir_ + "/empty.txt", small = dir_ + "/small.txt", binary = dir_ + "/random.bin";
+  std::ofstream(empty).flush();
+  std::ofstream(small) << "too short";
+  {
+    std::mt19937 rng(7);
+    std::ofstream b(binary, std::ios::binary);
+    for (int i = 0; i < 8192; ++i) b.put(static_cast<char>(rng() & 0xff));
+  }
+  const std::vector<std::pair<std::string, std::string>> table = {
+      {dir_ + "/missing.txt", "does not exist"}, {dir_, "not a file"}, {empty, "too small"}, {small, "too small"}};
+  for (const auto& [corpus, want] : table) {
+    Outcome r = run({"train", "--preset", "tiny", "--corpus", corpus, "--seq", "16", "--out", dir_ + "/bad",
+                     "--backend", "cpu", "--no-progress"}, 30);
+    SCOPED_TRACE(corpus);
+    ASSERT_TRUE(r.exited()) << r.describe();
+    EXPECT_NE(r.code(), 0) << r.describe();
+    EXPECT_NE(r.output.find(want), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find(corpus), std::string::npos) << "the message should name the corpus:\n" << r.output;
+  }
+  const std::string out = dir_ + "/bin";
+  std::vector<std::string> args = tiny_train(out, {"--steps", "3", "--eval-every", "1000"});
+  for (auto& a : args)
+    if (a == corpus_) a = binary;
+  Outcome r = run(args);
+  ASSERT_EQ(r.code(), 0) << r.describe();
+  load_ok(out + "/checkpoint.safetensors");
+  expect_all_finite(out + "/checkpoint.safetensors");
+}
+
+// Missing devices: a Vulkan run with no driver, device names that match nothing: one clear message, no
+// crash. (Dawn missing altogether cannot be staged here: the loader also tries the build's deps folder.)
+TEST_F(Reliability, MissingVulkanAndWebGpuGiveClearMessages) {
+  struct Row {
+    std::string backend;
+    std::vector<std::pair<std::string, std::string>> env;
+    std::string want;
+  };
+  const std::vector<Row> rows = {
+      {"vulkan", {{"VK_ICD_FILENAMES", "/nonexistent.json"}, {"VK_DRIVER_FILES", "/nonexistent.json"}}, "ulkan"},
+      {"vulkan", {{"EDGETRAIN_VULKAN_DEVICE", ""}}, "no-such-gpu"},
+      {"webgpu", {}, "no-such-gpu"},
+  };
+  for (const Row& row : rows) {
+    ChildOptions o;
+    o.env = row.env;
+    SCOPED_TRACE(row.backend);
+    std::vector<std::string> args = tiny_train(dir_ + "/dev", {"--steps", "2"});
+    for (size_t i = 0; i + 1 < args.size(); ++i)
+      if (args[i] == "--backend") args[i + 1] = row.backend;  // tiny_train says cpu
+    if (row.want == "no-such-gpu") args.insert(args.end(), {"--device", "no-such-gpu"});
+    Outcome r = run(args, 60, o);
+    ASSERT_TRUE(r.exited()) << r.describe();
+    EXPECT_NE(r.code(), 0) << r.describe();
+    EXPECT_NE(r.output.find("edgetrain: error:"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find(row.want), std::string::npos) << r.output;
+  }
+}
+
+// Device memory faults on Vulkan: a buffer beyond maxStorageBufferRange (128 MiB on lavapipe), and device
+// memory running out (lavapipe's heap is host memory: RLIMIT_AS makes it run out under the `base` preset).
+// Each: one clear message, non-zero exit, no crash, no hang.
+TEST_F(Reliability, VulkanOutOfDeviceMemoryGivesClearMessages) {
+  bool have_vulkan = false;
+  for (const DeviceInfo& d : list_devices()) have_vulkan |= d.backend == "vulkan" && d.usable;
+  if (!have_vulkan) GTEST_SKIP() << "no usable Vulkan device";
+  const std::string cfg = dir_ + "/long.json";
+  std::ofstream(cfg) << R"({"preset": "tiny", "max_seq": 512})";
+  Outcome range = run({"train", "--config", cfg, "--batch", "80", "--seq", "512", "--backend", "vulkan", "--corpus",
+                       corpus_, "--out", dir_ + "/range", "--no-progress", "--steps", "1"}, 120);
+  ASSERT_TRUE(range.exited()) << range.describe();
+  EXPECT_NE(range.code(), 0) << range.describe();
+  EXPECT_NE(range.output.find("edgetrain: error: vulkan:"), std::string::npos) << range.output;
+  EXPECT_NE(range.output.find("maxStorageBufferRange"), std::string::npos) << range.output;
+
+  ChildOptions o;
+  o.as_limit = rlim_t{2500} << 20;
+  Outcome oom = run({"train", "--preset", "base", "--batch", "16", "--seq", "256", "--backend", "vulkan", "--corpus",
+                     corpus_, "--out", dir_ + "/oom", "--no-progress", "--steps", "1"}, 120, o);
+  ASSERT_TRUE(oom.exited()) << oom.describe();
+  EXPECT_NE(oom.code(), 0) << oom.describe();
+  EXPECT_NE(oom.output.find("edgetrain: error: vulkan: out of device memory"), std::string::npos) << oom.output;
+}
+
+}  // namespace
+}  // namespace edgetrain::test
