@@ -11,19 +11,6 @@
 namespace edgetrain::test {
 namespace {
 
-OpCase make_case(std::string name, Op op, std::vector<HostTensor> in, std::vector<HostTensor> out,
-                 std::vector<int64_t> ints, std::vector<float> floats, Tolerance t) {
-  OpCase c;
-  c.name = std::move(name);
-  c.op = op;
-  c.in = std::move(in);
-  c.out = std::move(out);
-  c.ints = std::move(ints);
-  c.floats = std::move(floats);
-  c.tol = t;
-  return c;
-}
-
 std::string sized(std::string what, int64_t n) {
   what += std::to_string(n);
   return what;

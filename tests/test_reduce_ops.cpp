@@ -12,19 +12,6 @@ namespace {
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
-OpCase make_case(std::string name, Op op, std::vector<HostTensor> in, std::vector<HostTensor> out,
-                 std::vector<int64_t> ints, std::vector<float> floats, Tolerance t) {
-  OpCase c;
-  c.name = std::move(name);
-  c.op = op;
-  c.in = std::move(in);
-  c.out = std::move(out);
-  c.ints = std::move(ints);
-  c.floats = std::move(floats);
-  c.tol = t;
-  return c;
-}
-
 // A softmax row is an exp (transcendental) per element over a sum of n terms: the looser of the two.
 Tolerance softmax_tol(int64_t n) {
   Tolerance a = tol::transcendental, b = tol::reduction(n);

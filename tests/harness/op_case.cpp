@@ -18,6 +18,19 @@ Tolerance tol::reduction(int64_t n) {
   return {2e-6 * s, 2e-5 * s};
 }
 
+OpCase make_case(std::string name, Op op, std::vector<HostTensor> in, std::vector<HostTensor> out,
+                 std::vector<int64_t> ints, std::vector<float> floats, Tolerance t) {
+  OpCase c;
+  c.name = std::move(name);
+  c.op = op;
+  c.in = std::move(in);
+  c.out = std::move(out);
+  c.ints = std::move(ints);
+  c.floats = std::move(floats);
+  c.tol = t;
+  return c;
+}
+
 std::map<Op, std::vector<CaseGenerator>>& case_registry() {
   static std::map<Op, std::vector<CaseGenerator>> r;
   return r;

@@ -41,6 +41,10 @@ struct OpCase {
   Tolerance tol = tol::elementwise;
 };
 
+// An OpCase from its parts (outputs start with the given contents).
+OpCase make_case(std::string name, Op op, std::vector<HostTensor> in, std::vector<HostTensor> out,
+                 std::vector<int64_t> ints, std::vector<float> floats, Tolerance t);
+
 // Case generators register per op (from the family test files) with ET_OP_CASES.
 using CaseGenerator = std::function<std::vector<OpCase>()>;
 std::map<Op, std::vector<CaseGenerator>>& case_registry();
