@@ -77,6 +77,9 @@ APT_PINS=(
   "libcli11-dev=2.1.2+ds-1"
   "libstb-dev=0.0~git20220908.8b5f1f3+ds-1"
   "libgtest-dev=${GTEST_VER}"
+  # libFuzzer targets (tests/fuzz, run for a bounded time by CTest)
+  "clang=1:14.0-55.7~deb12u1"
+  "libclang-rt-14-dev=1:14.0.6-12"
   "googletest=${GTEST_VER}"
   # KJV corpus (bible program + compressed text /usr/lib/bible.data)
   "bible-kjv=4.38"
@@ -374,7 +377,7 @@ build_project() {
   # shellcheck disable=SC2206  # intentional word splitting of user-supplied args
   [[ -n ${EDGETRAIN_CMAKE_ARGS:-} ]] && extra=(${EDGETRAIN_CMAKE_ARGS})
   log "cmake configure ($BUILD_DIR)"
-  cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release "${extra[@]}"
+  cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DEDGETRAIN_FUZZ=ON "${extra[@]}"
   log "cmake build -j$(nproc)"
   cmake --build "$BUILD_DIR" -j "$(nproc)"
   SUMMARY+=("build: $BUILD_DIR ok (Release, Ninja)")
