@@ -99,7 +99,41 @@ Limits read_limits(VkPhysicalDevice pd) {
   return l;
 }
 
-std::string details_of(VkPhysicalDevice pd) {
+// Whether pd offers what gemm_coop.comp needs (see Limits::coopmat). The instance supplies the NV query.
+bool coopmat_supported(VkInstance inst, VkPhysicalDevice pd) {
+  uint32_t n = 0;
+  vkEnumerateDeviceExtensionProperties(pd, nullptr, &n, nullptr);
+  std::vector<VkExtensionProperties> avail(n);
+  vkEnumerateDeviceExtensionProperties(pd, nullptr, &n, avail.data());
+  bool ext = false;
+  for (auto& e : avail) ext = ext || std::strcmp(e.extensionName, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME) == 0;
+  if (!ext) return false;
+  VkPhysicalDeviceCooperativeMatrixFeaturesNV cm{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
+  VkPhysicalDeviceVulkan12Features v12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES, &cm};
+  VkPhysicalDeviceFeatures2 f2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, &v12};
+  vkGetPhysicalDeviceFeatures2(pd, &f2);
+  if (!cm.cooperativeMatrix || !v12.shaderFloat16 || !v12.vulkanMemoryModel) return false;
+  auto props_fn = reinterpret_cast<PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV>(
+      vkGetInstanceProcAddr(inst, "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV"));
+  if (!props_fn) return false;
+  uint32_t count = 0;
+  if (props_fn(pd, &count, nullptr) != VK_SUCCESS || count == 0) return false;
+  std::vector<VkCooperativeMatrixPropertiesNV> props(count, {VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV});
+  if (props_fn(pd, &count, props.data()) != VK_SUCCESS) return false;
+  for (const auto& p : props)
+    if (p.MSize == 16 && p.NSize == 16 && p.KSize == 16 && p.AType == VK_COMPONENT_TYPE_FLOAT16_NV &&
+        p.BType == VK_COMPONENT_TYPE_FLOAT16_NV && p.CType == VK_COMPONENT_TYPE_FLOAT32_NV &&
+        p.DType == VK_COMPONENT_TYPE_FLOAT32_NV && p.scope == VK_SCOPE_SUBGROUP_NV)
+      return true;
+  return false;
+}
+
+bool coopmat_wanted() {
+  const char* e = std::getenv("EDGETRAIN_VK_COOPMAT");
+  return !(e && std::string(e) == "0");
+}
+
+std::string details_of(VkInstance inst, VkPhysicalDevice pd) {
   VkPhysicalDeviceProperties p;
   vkGetPhysicalDeviceProperties(pd, &p);
   std::string drv;
@@ -113,7 +147,8 @@ std::string details_of(VkPhysicalDevice pd) {
   return cat("Vulkan ", version_str(p.apiVersion), ", driver ", drv.empty() ? version_str(p.driverVersion) : drv,
              ", subgroup ", l.subgroup_size, ", shared memory ", l.max_shared_bytes, " B, max workgroup ",
              l.max_invocations, ", storage range ", l.max_storage_range, " B, device memory ",
-             l.device_local_heap >> 20, " MiB");
+             l.device_local_heap >> 20, " MiB",
+             coopmat_supported(inst, pd) ? ", fp16 cooperative matrices (tensor-core GEMMs)" : "");
 }
 
 VKAPI_ATTR VkBool32 VKAPI_CALL on_message(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
@@ -293,6 +328,17 @@ Context::Context(const BackendOptions& opts) {
     for (auto& e : avail)
       if (std::strcmp(e.extensionName, "VK_KHR_portability_subset") == 0) dexts.push_back("VK_KHR_portability_subset");
 
+    // Tensor cores through VK_NV_cooperative_matrix when present (H100/H200 class NVIDIA GPUs).
+    VkPhysicalDeviceCooperativeMatrixFeaturesNV cm_on{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
+    VkPhysicalDeviceVulkan12Features v12_on{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES, &cm_on};
+    limits_.coopmat = coopmat_wanted() && coopmat_supported(instance_, phys_);
+    if (limits_.coopmat) {
+      dexts.push_back(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
+      cm_on.cooperativeMatrix = VK_TRUE;
+      v12_on.shaderFloat16 = VK_TRUE;
+      v12_on.vulkanMemoryModel = VK_TRUE;
+    }
+
     float prio = 1.0f;
     VkDeviceQueueCreateInfo qci{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
     qci.queueFamilyIndex = queue_family_;
@@ -303,6 +349,7 @@ Context::Context(const BackendOptions& opts) {
     dci.pQueueCreateInfos = &qci;
     dci.enabledExtensionCount = static_cast<uint32_t>(dexts.size());
     dci.ppEnabledExtensionNames = dexts.data();
+    if (limits_.coopmat) dci.pNext = &v12_on;
     check(vkCreateDevice(phys_, &dci, nullptr, &device_), "vkCreateDevice");
     vkGetDeviceQueue(device_, queue_family_, 0, &queue_);
     throw_if_messages("device creation");
@@ -355,7 +402,7 @@ std::vector<DeviceInfo> list_vulkan_devices() {
     for (size_t i = 0; i < devs.size(); ++i) {
       VkPhysicalDeviceProperties p;
       vkGetPhysicalDeviceProperties(devs[i], &p);
-      DeviceInfo d{"vulkan", p.deviceName, kind_of(p.deviceType), cat("#", i, ": ", details_of(devs[i])), true};
+      DeviceInfo d{"vulkan", p.deviceName, kind_of(p.deviceType), cat("#", i, ": ", details_of(inst, devs[i])), true};
       if (p.apiVersion < VK_API_VERSION_1_2) d.usable = false, d.details += " (unusable: needs Vulkan 1.2)";
       if (compute_family(devs[i]) < 0) d.usable = false, d.details += " (unusable: no compute queue)";
       out.push_back(d);

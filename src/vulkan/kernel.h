@@ -6,7 +6,8 @@
 //   set 0, binding i            = call input i (an absent optional input is bound to a 16-byte dummy),
 //   binding n_in + j            = call output j,
 //   binding n_in + n_out        = the program's scalar block (float[]: slots first, then constants),
-//   binding n_in + n_out + 1 + s = scratch buffer s of this call (Dispatch::scratch), if any.
+//   binding n_in + n_out + 1 + s = scratch buffer s of this call (Encoded::scratch_bytes), if any,
+//   then the program's pooled scratch when the call asks for it (Encoded::pooled_scratch_bytes).
 // All are storage buffers. Float arguments reach shaders as indices into the scalar block (passed in push
 // constants), so a new learning rate or bias correction is a write to that block, never a re-record.
 // The runtime puts a full compute->compute memory barrier between consecutive dispatches.
@@ -51,11 +52,17 @@ struct EncodeContext {
   uint32_t subgroup_size;               // device subgroup size (e.g. 32 on NVIDIA, 4..64 on CPUs)
   uint32_t max_shared_bytes;            // maxComputeSharedMemorySize
   uint32_t max_invocations;             // maxComputeWorkGroupInvocations
+  bool coopmat = false;                 // fp16 cooperative matrices usable (Limits::coopmat)
+  uint64_t max_storage_range = 1u << 27;  // maxStorageBufferRange: the largest buffer a binding may cover
 };
 
 struct Encoded {
   std::vector<Dispatch> dispatches;
   std::vector<size_t> scratch_bytes;  // per-call scratch buffers (bound after the scalar block)
+  // Bytes of the program's pooled scratch this call needs (0: none), bound after its own scratch buffers.
+  // One buffer, as large as the largest request, serves every call of the program: calls run one after
+  // another, so its contents are only valid within the call that writes them.
+  size_t pooled_scratch_bytes = 0;
 };
 
 // Encoder of one op family member; registered in ops_registry.cpp. Throws Error for unsupported shapes.

@@ -2,8 +2,11 @@
 // permute_copy (one strided-gather kernel: out index -> source offset through per-dim strides), and
 // write_rows (row copy at a per-replay offset). Kernels: shaders/copy_convert.comp, copy_strided.comp,
 // copy_rows.comp.
+#include <algorithm>
+
 #include "copy_convert.spv.h"
 #include "copy_rows.spv.h"
+#include "copy_words.spv.h"
 #include "copy_strided.spv.h"
 #include "vulkan/ops_generic.h"
 
@@ -21,6 +24,15 @@ void encode_dim_order_copy(const OpCall& c, const EncodeContext& ctx, Encoded& o
   const Tensor &x = c.in[0], &o = c.out[0];
   uint32_t n = u32(x.numel(), c);
   if (n == 0) return;
+  const size_t bytes = size_t(n) * dtype_size(x.dtype());
+  if (x.dtype() == o.dtype() && bytes % 4 == 0) {  // whole words: the vectorized copy
+    Dispatch d = kernel(ET_VK_KERNEL(copy_words));
+    uint32_t words = static_cast<uint32_t>(bytes / 4);
+    d.arg(words);
+    grid_1d(std::max<uint64_t>(1, (uint64_t(words) / 4 + 1023) / 1024), ctx, d.groups);
+    out.dispatches.push_back(d);
+    return;
+  }
   uint32_t src = kind(x.dtype()), dst = kind(o.dtype());
   if (x.dtype() == o.dtype()) src = dst = dtype_size(x.dtype()) == 1 ? 2 : 0;  // a plain copy of words
   Dispatch d = kernel(ET_VK_KERNEL(copy_convert), {src, dst});

@@ -133,6 +133,17 @@ bool q4_big_tiles(uint64_t rows, uint64_t cols, uint64_t red, const EncodeContex
 
 void encode_gemm(const GemmArgs& g, const EncodeContext& ctx, Encoded& out) {
   ET_CHECK(g.M < (1ull << 32) && g.N < (1ull << 32) && g.K < (1ull << 32), "vulkan gemm: sizes too large");
+  if (coop_for(g.M, g.N, g.K, ctx)) {
+    CoopOperand a = coop_fp32(0, g.M, g.K, g.sa_row, g.sa_red, g.a_batch);
+    CoopOperand b = coop_fp32(1, g.N, g.K, g.sb_col, g.sb_red, g.b_batch);
+    CoopEpilogue ep;
+    if (g.layout == 1) ep.bias_bind = 2, ep.out_bind = 3, ep.scalar_bind = 4, ep.scratch_bind = 5;
+    ep.c_batch = g.c_batch;
+    ep.batch = g.batch;
+    ep.alpha_idx = g.alpha_idx;
+    ep.flags = g.flags;
+    if (encode_coop(a, b, ep, ctx, out)) return;
+  }
   if (use_big(g, ctx)) return encode_big(g, ctx, out);
   const uint32_t t = big_tiles(g.M, g.N, ctx) ? 8 : 4;
   const uint64_t tile = 16 * t;

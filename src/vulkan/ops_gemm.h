@@ -27,4 +27,33 @@ bool q4_big_tiles(uint64_t rows, uint64_t cols, uint64_t red, const EncodeContex
 
 void encode_gemm(const GemmArgs& g, const EncodeContext& ctx, Encoded& out);
 
+// ---- the tensor-core path (ops_gemm_coop.cpp; gemm_split.comp + gemm_coop.comp) ----
+
+// One operand as R rows of a length-K contraction: a row of A (r = m) or a column of B (r = n).
+struct CoopOperand {
+  uint32_t kind = 0;  // gemm_split.comp KIND: 0/1 fp32 (1: rows contiguous), 2 q4 rows n, 3 q4 rows k
+  uint32_t src_bind = 0, scale_bind = 2;
+  uint64_t R = 0, K = 0;
+  uint32_t sr = 0, sk = 1, sbatch = 0;  // fp32: element (b, r, k) at b*sbatch + r*sr + k*sk
+  uint32_t q4_N = 0, q4_gs = 0;         // q4: the weight's rows N and group size
+};
+// An fp32 operand read through strides (kind chosen from them).
+CoopOperand coop_fp32(uint32_t bind, uint64_t rows, uint64_t red, uint32_t s_row, uint32_t s_red, uint32_t s_batch);
+
+// Where the result goes: C[b*c_batch + m*N + n] (+)= alpha * sum + bias[n].
+struct CoopEpilogue {
+  uint32_t out_bind = 2, bias_bind = 255, scalar_bind = 3, scratch_bind = 4;  // bindings (255: no bias)
+  uint32_t c_batch = 0, batch = 1;
+  uint32_t alpha_idx = 0xffffffffu;
+  uint32_t flags = 0;  // bit 0 add bias, bit 1 accumulate
+};
+
+// Whether an M x N product contracting over K takes the tensor-core path on this device (env
+// EDGETRAIN_VK_COOPMAT: 0 never, all always, unset: large products).
+bool coop_for(uint64_t M, uint64_t N, uint64_t K, const EncodeContext& ctx);
+// Appends the split and GEMM dispatches; false (nothing appended) when the scratch would exceed the
+// device's binding range, so the caller uses the fp32 kernels.
+bool encode_coop(const CoopOperand& a, const CoopOperand& b, const CoopEpilogue& ep, const EncodeContext& ctx,
+                 Encoded& out);
+
 }  // namespace edgetrain::vk

@@ -79,9 +79,10 @@ void encode_rope_backward(const OpCall& c, const EncodeContext& ctx, Encoded& ou
 void encode_silu_mul(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   uint32_t n = u32(c.in[0].numel(), c);
   if (n == 0) return;
-  Dispatch d = kernel(ET_VK_KERNEL(silu_mul));
-  d.arg(n);
-  threads_grid(d, n, kWG, ctx);
+  const uint32_t vec = n % 4 == 0 ? 1u : 0u;
+  Dispatch d = kernel(ET_VK_KERNEL(silu_mul), {vec});
+  d.arg(vec ? n / 4 : n);
+  threads_grid(d, vec ? n / 4 : n, kWG, ctx);
   out.dispatches.push_back(d);
 }
 

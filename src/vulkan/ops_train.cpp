@@ -71,6 +71,15 @@ void enc_linear_q4gsw(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
     out.dispatches.push_back(std::move(d));
     return;
   }
+  if (coop_for(static_cast<uint64_t>(M), static_cast<uint64_t>(g.N), static_cast<uint64_t>(g.K), ctx)) {
+    CoopOperand a = coop_fp32(0, static_cast<uint64_t>(M), static_cast<uint64_t>(g.K), u32(g.K, "K"), 1, 0);
+    CoopOperand b;  // B(k, n) = W[n, k]: rows n of the 4-bit weight
+    b.kind = 2, b.src_bind = 1, b.scale_bind = 2, b.R = static_cast<uint64_t>(g.N), b.K = static_cast<uint64_t>(g.K);
+    b.q4_N = u32(g.N, "N"), b.q4_gs = u32(g.group_size, "group_size");
+    CoopEpilogue ep;
+    ep.bias_bind = 3, ep.out_bind = 4, ep.scalar_bind = 5, ep.scratch_bind = 6, ep.flags = has_bias;
+    if (encode_coop(a, b, ep, ctx, out)) return;
+  }
   bool big = q4_big_tiles(static_cast<uint64_t>(M), static_cast<uint64_t>(g.N), static_cast<uint64_t>(g.K), ctx);
   uint32_t t = big ? 8 : reg_tile(M, g.N, ctx);
   Dispatch d{big ? ET_VK_KERNEL(linear_q4gsw_big) : t == 8 ? ET_VK_KERNEL(linear_q4gsw8) : ET_VK_KERNEL(linear_q4gsw)};
@@ -88,6 +97,15 @@ void enc_linear_q4gsw_backward(const OpCall& c, const EncodeContext& ctx, Encode
   q4::Geometry g(c.in[2].shape()[1], c.ints[1], c.ints[0]);
   int64_t M = dy.shape().rows();
   if (M == 0) return;
+  if (coop_for(static_cast<uint64_t>(M), static_cast<uint64_t>(g.K), static_cast<uint64_t>(g.N), ctx)) {
+    CoopOperand a = coop_fp32(0, static_cast<uint64_t>(M), static_cast<uint64_t>(g.N), u32(g.N, "N"), 1, 0);
+    CoopOperand b;  // B(n, k) = W[n, k]: rows k of the 4-bit weight, contracting over n
+    b.kind = 3, b.src_bind = 1, b.scale_bind = 2, b.R = static_cast<uint64_t>(g.K), b.K = static_cast<uint64_t>(g.N);
+    b.q4_N = u32(g.N, "N"), b.q4_gs = u32(g.group_size, "group_size");
+    CoopEpilogue ep;
+    ep.out_bind = 3, ep.scalar_bind = 4, ep.scratch_bind = 5;
+    if (encode_coop(a, b, ep, ctx, out)) return;
+  }
   bool big = q4_big_tiles(static_cast<uint64_t>(M), static_cast<uint64_t>(g.K), static_cast<uint64_t>(g.N), ctx);
   uint32_t t = big ? 8 : reg_tile(M, g.K, ctx);
   Dispatch d{big ? ET_VK_KERNEL(q4gsw_backward_big) : t == 8 ? ET_VK_KERNEL(q4gsw_backward8) : ET_VK_KERNEL(q4gsw_backward)};

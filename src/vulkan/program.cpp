@@ -49,6 +49,8 @@ EncodeContext VulkanBackend::encode_context() const {
   e.subgroup_size = l.subgroup_size;
   e.max_shared_bytes = l.max_shared_bytes;
   e.max_invocations = l.max_invocations;
+  e.coopmat = l.coopmat;
+  e.max_storage_range = l.max_storage_range;
   return e;
 }
 
@@ -95,6 +97,10 @@ VulkanProgram::~VulkanProgram() {
     vb_.memory().destroy(s);
   }
   vb_.memory().destroy_host(scalars_);
+  if (scalars_dev_.buffer) {
+    vb_.transfer().forget(scalars_dev_.buffer);
+    vb_.memory().destroy(scalars_dev_);
+  }
 }
 
 void VulkanProgram::on_finalize() {
@@ -128,12 +134,16 @@ void VulkanProgram::on_finalize() {
   what_ += "]";
   scalars_ = vb_.memory().create_host(block.size() * sizeof(float));
   std::memcpy(scalars_.mapped, block.data(), block.size() * sizeof(float));
+  // Kernels read the scalars from device memory: every workgroup reads them, and host-visible memory sits
+  // across PCIe on discrete GPUs.
+  scalars_dev_ = vb_.memory().create(block.size() * sizeof(float));
 
   // Descriptor sets: one per call, binding convention of kernel.h, padded with the dummy buffer.
   uint32_t total_bindings = 0;
   std::vector<uint32_t> nbind(calls.size());
   for (size_t c = 0; c < calls.size(); ++c) {
-    uint32_t n = static_cast<uint32_t>(calls[c].in.size() + calls[c].out.size() + 1 + enc[c].scratch_bytes.size());
+    uint32_t n = static_cast<uint32_t>(calls[c].in.size() + calls[c].out.size() + 1 + enc[c].scratch_bytes.size() +
+                                       (enc[c].pooled_scratch_bytes ? 1 : 0));
     nbind[c] = Pipelines::padded_bindings(n);
     total_bindings += nbind[c];
   }
@@ -145,6 +155,14 @@ void VulkanProgram::on_finalize() {
   check(vkCreateDescriptorPool(dev, &pci, nullptr, &pool_), "vkCreateDescriptorPool");
 
   const VkDeviceSize max_range = ctx.limits().max_storage_range;
+  size_t pooled_bytes = 0;
+  for (const Encoded& e : enc) pooled_bytes = std::max(pooled_bytes, e.pooled_scratch_bytes);
+  DeviceBuffer pooled{};  // a copy of the handle: scratch_ grows below
+  if (pooled_bytes) {
+    scratch_.push_back(vb_.memory().create(pooled_bytes));
+    vb_.transfer().zero_fill_later(scratch_.back().buffer);
+    pooled = scratch_.back();
+  }
   std::vector<VkDescriptorSet> sets(calls.size());
   for (size_t c = 0; c < calls.size(); ++c) {
     const OpCall& call = calls[c];
@@ -172,12 +190,13 @@ void VulkanProgram::on_finalize() {
       const DeviceBuffer& db = vb_.buffer(t.id());
       add(db.buffer, db.size, "output " + t.str());
     }
-    add(scalars_.buffer, scalars_.size, "scalar block");
+    add(scalars_dev_.buffer, scalars_dev_.size, "scalar block");
     for (size_t s : enc[c].scratch_bytes) {
       scratch_.push_back(vb_.memory().create(s));
       vb_.transfer().zero_fill_later(scratch_.back().buffer);
       add(scratch_.back().buffer, scratch_.back().size, "scratch buffer");
     }
+    if (enc[c].pooled_scratch_bytes) add(pooled.buffer, pooled.size, "pooled scratch buffer");
     while (infos.size() < nbind[c]) infos.push_back({vb_.dummy().buffer, 0, VK_WHOLE_SIZE});
     std::vector<VkWriteDescriptorSet> writes(infos.size());
     for (uint32_t i = 0; i < infos.size(); ++i) {
@@ -232,6 +251,10 @@ void VulkanProgram::on_finalize() {
   VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
   check(vkBeginCommandBuffer(cmd_, &bi), "vkBeginCommandBuffer");
   if (queries_) vkCmdResetQueryPool(cmd_, queries_, 0, static_cast<uint32_t>(2 * profile_->key.size()));
+  if (!block.empty()) {
+    VkBufferCopy region{0, 0, block.size() * sizeof(float)};
+    vkCmdCopyBuffer(cmd_, scalars_.buffer, scalars_dev_.buffer, 1, &region);
+  }
   // Uploads, fills and earlier replays happen before this program's first kernel.
   memory_barrier(cmd_, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, VK_ACCESS_MEMORY_WRITE_BIT,
                  VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);

@@ -67,7 +67,8 @@ class VulkanProgram : public Program {
 
  private:
   VulkanBackend& vb_;
-  HostBuffer scalars_;
+  HostBuffer scalars_;        // what the host writes before each replay
+  DeviceBuffer scalars_dev_;  // the copy kernels read: copied from scalars_ at the start of every replay
   std::vector<DeviceBuffer> scratch_;
   VkDescriptorPool pool_ = VK_NULL_HANDLE;
   VkCommandBuffer cmd_ = VK_NULL_HANDLE;

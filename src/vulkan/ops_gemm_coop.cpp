@@ -1,0 +1,141 @@
+// The tensor-core path of every large GEMM (mm, bmm, linear, linear_dW, linear_q4gsw and its backward) on
+// devices with fp16 cooperative matrices: gemm_split.comp turns each operand into power-of-two-scaled fp16
+// hi/lo parts in the program's pooled scratch (two passes per operand), then gemm_coop.comp multiplies them
+// keeping fp32 accuracy (three part products, fp32 accumulation; the error analysis is in the shader).
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "gemm_coop.spv.h"
+#include "gemm_coop_vec.spv.h"
+#include "gemm_split.spv.h"
+#include "vulkan/ops_gemm.h"
+
+namespace edgetrain::vk {
+
+namespace {
+
+uint64_t round_up(uint64_t v, uint64_t m) { return (v + m - 1) / m * m; }
+
+// EDGETRAIN_VK_COOPMAT: "0" never (and the device features stay off, context.cpp), "all" every product
+// the device can run this way (to test edges on small shapes), unset: products of at least 128 x 128 x 256.
+int coop_mode() {
+  static const int m = [] {
+    const char* e = std::getenv("EDGETRAIN_VK_COOPMAT");
+    if (!e) return 1;
+    std::string v(e);
+    return v == "0" ? 0 : v == "all" ? 2 : 1;
+  }();
+  return m;
+}
+
+// EDGETRAIN_VK_COOPMAT_STAGE: how gemm_coop stages shared memory, "half" (float16_t stores) or "vec"
+// (uvec4 stores, cooperative loads with uvec4 strides; the default).
+bool vec_staging() {
+  static const bool v = [] {
+    const char* e = std::getenv("EDGETRAIN_VK_COOPMAT_STAGE");
+    return !(e && std::string(e) == "half");
+  }();
+  return v;
+}
+
+// EDGETRAIN_VK_COOPMAT_PREFETCH: 1 (default) or 0, gemm_coop's PREFETCH constant.
+uint32_t prefetch() {
+  static const uint32_t p = [] {
+    const char* e = std::getenv("EDGETRAIN_VK_COOPMAT_PREFETCH");
+    return e && std::string(e) == "0" ? 0u : 1u;
+  }();
+  return p;
+}
+
+uint32_t u32(uint64_t v) {
+  ET_CHECK(v < (1ull << 32), "vulkan coop gemm: index ", v, " does not fit 32 bits");
+  return static_cast<uint32_t>(v);
+}
+
+// Ints of scratch for KIND 1's chunk maxima (see gemm_split.comp).
+uint64_t partial_ints(const CoopOperand& o, uint64_t Rp, uint64_t batch) {
+  return o.kind == 1 ? batch * std::max<uint64_t>(1, (o.K + 255) / 256) * Rp : 0;
+}
+
+// The passes of gemm_split.comp for one operand: exponents (KIND 1: chunk maxima, then exponents), parts.
+void split(const CoopOperand& o, uint64_t Rp, uint64_t Kp, uint32_t batch, uint32_t scr_bind, uint64_t hi,
+           uint64_t lo, uint64_t ex, uint64_t px, const EncodeContext& ctx, Encoded& out) {
+  std::vector<uint32_t> modes = o.kind == 1 ? std::vector<uint32_t>{0, 2, 1} : std::vector<uint32_t>{0, 1};
+  const uint64_t chunks = std::max<uint64_t>(1, (o.K + 255) / 256);
+  for (uint32_t mode : modes) {
+    Dispatch d{ET_VK_KERNEL(gemm_split)};
+    d.spec = {o.src_bind, o.scale_bind, scr_bind, o.kind, mode};
+    d.arg(u32(o.R)).arg(u32(o.K)).arg(u32(Rp)).arg(u32(Kp));
+    d.arg(o.sr).arg(o.sk).arg(o.sbatch);
+    d.arg(u32(hi)).arg(u32(lo)).arg(u32(ex));
+    d.arg(o.q4_N).arg(u32((o.q4_N + 7) / 8)).arg(o.q4_gs).arg(u32(px));
+    uint64_t groups;
+    if (mode == 0) groups = o.kind == 1 ? (Rp / 32) * chunks : o.kind == 2 ? Rp / 32 : Rp;
+    else if (mode == 2) groups = (Rp + 255) / 256;
+    else if (o.kind == 1) groups = (Rp / 32) * ((Kp + 63) / 64);
+    else groups = (Rp * (Kp / 8) + 255) / 256;
+    grid_1d(std::max<uint64_t>(groups, 1), ctx, d.groups);
+    d.groups[2] = batch;
+    out.dispatches.push_back(std::move(d));
+  }
+}
+
+}  // namespace
+
+bool coop_for(uint64_t M, uint64_t N, uint64_t K, const EncodeContext& ctx) {
+  if (!ctx.coopmat || ctx.subgroup_size != 32 || ctx.max_shared_bytes < 48 * 1024 || ctx.max_invocations < 256)
+    return false;
+  switch (coop_mode()) {
+    case 0: return false;
+    case 2: return true;
+    // Measured on an H200 in a base-preset step: with K = 64 (attention scores) the split passes and the
+    // epilogue cost more than the tensor cores save (1.2 ms vs 0.33 ms for the fp32 kernel).
+    default: return M >= 128 && N >= 128 && K >= 256;
+  }
+}
+
+CoopOperand coop_fp32(uint32_t bind, uint64_t rows, uint64_t red, uint32_t s_row, uint32_t s_red, uint32_t s_batch) {
+  CoopOperand o;
+  o.kind = s_red != 1 && s_row == 1 ? 1 : 0;
+  o.src_bind = bind;
+  o.R = rows;
+  o.K = red;
+  o.sr = s_row;
+  o.sk = s_red;
+  o.sbatch = s_batch;
+  return o;
+}
+
+bool encode_coop(const CoopOperand& a, const CoopOperand& b, const CoopEpilogue& ep, const EncodeContext& ctx,
+                 Encoded& out) {
+  ET_CHECK(a.K == b.K, "vulkan coop gemm: contraction lengths differ (", a.K, " vs ", b.K, ")");
+  const uint64_t M = a.R, N = b.R, Mp = round_up(M, 128), Np = round_up(N, 128), Kp = round_up(a.K, 32);
+  const uint64_t batch = ep.batch;
+  // Scratch: A hi, A lo, B hi, B lo (halves), then the exponents of A's and B's rows (ints).
+  const uint64_t a_part = batch * Mp * Kp * 2, b_part = batch * Np * Kp * 2;
+  const uint64_t ex_a = 2 * a_part + 2 * b_part, ex_b = ex_a + batch * Mp * 4, px_a = ex_b + batch * Np * 4;
+  const uint64_t px_b = px_a + partial_ints(a, Mp, batch) * 4, total = px_b + partial_ints(b, Np, batch) * 4;
+  if (total > ctx.max_storage_range || total / 4 >= (1ull << 32)) return false;  // the fp32 kernels take it
+  if (M == 0 || N == 0 || batch == 0) return true;
+  const uint64_t a_hi = 0, a_lo = a_part, b_hi = 2 * a_part, b_lo = 2 * a_part + b_part;
+  split(a, Mp, Kp, static_cast<uint32_t>(batch), ep.scratch_bind, a_hi / 16, a_lo / 16, ex_a / 4, px_a / 4, ctx, out);
+  split(b, Np, Kp, static_cast<uint32_t>(batch), ep.scratch_bind, b_hi / 16, b_lo / 16, ex_b / 4, px_b / 4, ctx, out);
+
+  Dispatch d{vec_staging() ? ET_VK_KERNEL(gemm_coop_vec) : ET_VK_KERNEL(gemm_coop)};
+  d.spec = {ep.out_bind, ep.bias_bind, ep.scalar_bind, ep.scratch_bind, prefetch()};
+  d.arg(u32(M)).arg(u32(N)).arg(u32(Kp)).arg(u32(Mp)).arg(u32(Np)).arg(ep.c_batch).arg(ep.alpha_idx).arg(ep.flags);
+  d.arg(u32(a_hi / 16)).arg(u32(a_lo / 16)).arg(u32(b_hi / 16)).arg(u32(b_lo / 16));
+  d.arg(u32(ex_a / 4)).arg(u32(ex_b / 4));
+  d.groups[0] = u32(Np / 128);
+  d.groups[1] = u32(Mp / 128);
+  d.groups[2] = static_cast<uint32_t>(batch);
+  ET_CHECK(d.groups[0] <= ctx.max_groups[0] && d.groups[1] <= ctx.max_groups[1] && d.groups[2] <= ctx.max_groups[2],
+           "vulkan coop gemm: grid ", d.groups[0], "x", d.groups[1], "x", d.groups[2], " exceeds the device limits");
+  out.dispatches.push_back(std::move(d));
+  out.pooled_scratch_bytes = static_cast<size_t>(total);
+  return true;
+}
+
+}  // namespace edgetrain::vk

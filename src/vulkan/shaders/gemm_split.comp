@@ -1,0 +1,217 @@
+// Prepares one operand of gemm_coop.comp: the operand as R rows of a length-K contraction, each row scaled
+// by a power of two 2^-e[r] and split into fp16 hi and lo parts (see gemm_coop.comp), written k-contiguous
+// as [batch][Rp][Kp] halves with zeros in the padding (r >= R, k >= K). Two passes per operand:
+// MODE 0 writes e[r] (from the row's largest magnitude), MODE 1 the parts. KIND 1 takes three: MODE 0
+// writes the maxima of 256-long k chunks (rows contiguous: a thread per row would leave most of a GPU idle
+// on a long contraction), MODE 2 reduces them to e[r], then MODE 1.
+//
+// Sources (KIND):
+//   0  fp32, element (b, r, k) at src[b*sbatch + r*sr + k*sk], any strides (k-contiguous when sk = 1)
+//   1  fp32 with sr = 1 (rows contiguous): MODE 1 transposes through shared memory to write k-contiguous
+//   2  a 4-bit W_4X8 weight, rows n over k (linear_q4gsw: B(k, n) = W[n, k])
+//   3  a 4-bit W_4X8 weight, rows k over n (linear_q4gsw_backward: B(n, k) = W[n, k])
+// W[n, k] = (code - 8) * scales[(k / gs) * N + n], in fp32 exactly as the fp32 kernels compute it.
+#version 450
+#extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
+#include "common.glsl"
+
+layout(constant_id = 0) const uint SRC_BIND = 0;    // fp32 source or W_4X8 words
+layout(constant_id = 1) const uint SCALE_BIND = 2;  // q4 scales [G, N] (KIND 2, 3)
+layout(constant_id = 2) const uint SCR_BIND = 4;    // scratch: parts and exponents
+layout(constant_id = 3) const uint KIND = 0;
+layout(constant_id = 4) const uint MODE = 0;
+
+layout(local_size_x = 256) in;
+
+layout(set = 0, binding = 0) readonly buffer F0 { float f0[]; };
+layout(set = 0, binding = 1) readonly buffer F1 { float f1[]; };
+layout(set = 0, binding = 2) readonly buffer F2 { float f2[]; };
+layout(set = 0, binding = 1) readonly buffer W1 { uint w1[]; };
+layout(set = 0, binding = 1) readonly buffer W1v { uvec4 w1v[]; };
+layout(set = 0, binding = 4) buffer S4 { uvec4 s4[]; };
+layout(set = 0, binding = 5) buffer S5 { uvec4 s5[]; };
+layout(set = 0, binding = 6) buffer S6 { uvec4 s6[]; };
+layout(set = 0, binding = 4) buffer E4 { int e4[]; };
+layout(set = 0, binding = 5) buffer E5 { int e5[]; };
+layout(set = 0, binding = 6) buffer E6 { int e6[]; };
+
+layout(push_constant) uniform Push {
+  uint R, K;            // rows and contraction length of the operand
+  uint Rp, Kp;          // padded: Rp multiple of 128, Kp multiple of 32
+  uint sr, sk, sbatch;  // fp32 strides (KIND 0, 1)
+  uint hi, lo;          // uvec4 offsets of the parts in scratch
+  uint ex;              // int offset of the exponents ([batch][Rp])
+  uint N, N8, gs;       // q4 geometry (KIND 2, 3): weight rows N, N8 = ceil(N/8), group size
+  uint px;              // KIND 1: int offset of the partial maxima, [batch][ceil(K/256)][Rp]
+} pc;
+
+bool et_isinf_or_nan(float v) { return (floatBitsToUint(v) & 0x7f800000u) == 0x7f800000u; }
+
+float src(uint i) { return SRC_BIND == 0 ? f0[i] : SRC_BIND == 1 ? f1[i] : f2[i]; }
+float scale_at(uint i) { return SCALE_BIND == 0 ? f0[i] : SCALE_BIND == 1 ? f1[i] : f2[i]; }
+void put(uint i, uvec4 v) {
+  if (SCR_BIND == 4) s4[i] = v;
+  else if (SCR_BIND == 5) s5[i] = v;
+  else s6[i] = v;
+}
+int get_e(uint i) { return SCR_BIND == 4 ? e4[i] : SCR_BIND == 5 ? e5[i] : e6[i]; }
+void put_e(uint i, int v) {
+  if (SCR_BIND == 4) e4[i] = v;
+  else if (SCR_BIND == 5) e5[i] = v;
+  else e6[i] = v;
+}
+
+// W[n, k] of the q4 weight (caller keeps n < N, k < K).
+float q4w(uint n, uint k) {
+  uint word = w1[4u * ((k >> 2) * pc.N8 + (n >> 3)) + ((n & 7u) >> 1)];
+  return q4_value(q4_nibble(word, k & 3u, n & 1u)) * scale_at((k / pc.gs) * pc.N + n);
+}
+
+// Operand element (row r, contraction index k) of batch b, 0 outside the operand.
+float elem(uint b, uint r, uint k) {
+  if (r >= pc.R || k >= pc.K) return 0.0;
+  if (KIND == 2u) return q4w(r, k);
+  if (KIND == 3u) return q4w(k, r);
+  return src(b * pc.sbatch + r * pc.sr + k * pc.sk);
+}
+
+// e with max * 2^-e in [2^14, 2^15); 0 for a zero, non-finite or subnormal maximum; kept within +-120 so
+// every ldexp stays in range.
+int exponent_for(float mx) {
+  if (!(mx >= 1.17549435e-38) || et_isinf_or_nan(mx)) return 0;
+  int E;
+  frexp(mx, E);  // mx = f * 2^E, f in [0.5, 1)
+  return clamp(E - 15, -120, 120);
+}
+
+// Eight consecutive scaled values as hi and lo halves. hi keeps the top 11 significant bits of x by
+// masking (exact in fp16 for |x| >= 2^-14), lo = x - hi exactly in fp32, then rounded to fp16. Integer
+// masking rather than x - f32(f16(x)), a round trip an optimizer may fold away.
+// Non-finite x: hi = x, lo = 0.
+void split8(float v[8], out uvec4 hi, out uvec4 lo) {
+  [[unroll]] for (uint j = 0; j < 4; ++j) {
+    vec2 x = vec2(v[2 * j], v[2 * j + 1]);
+    vec2 h = uintBitsToFloat(floatBitsToUint(x) & uvec2(0xffffe000u));
+    vec2 d = x - h;
+    if (et_isinf_or_nan(x.x)) h.x = x.x, d.x = 0.0;
+    if (et_isinf_or_nan(x.y)) h.y = x.y, d.y = 0.0;
+    hi[j] = packHalf2x16(h);
+    lo[j] = packHalf2x16(d);
+  }
+}
+
+shared float red[256];
+shared float tile[32][65];
+
+void main() {
+  const uint tid = gl_LocalInvocationID.x, b = gl_WorkGroupID.z;
+  if (MODE == 0u) {
+    if (KIND == 0u || KIND == 3u) {  // a workgroup per row, lanes over k
+      uint r = linear_group_id();
+      if (r >= pc.Rp) return;
+      float mx = 0.0;
+      if (r < pc.R) {
+        if (KIND == 3u) {  // row k: largest |scale| of its group over n, times 8 (the largest |code - 8|)
+          uint g = r / pc.gs;
+          for (uint n = tid; n < pc.N; n += 256) mx = max(mx, abs(scale_at(g * pc.N + n)) * 8.0);
+        } else {
+          for (uint k = tid; k < pc.K; k += 256) {
+            float v = abs(src(b * pc.sbatch + r * pc.sr + k * pc.sk));
+            mx = et_isinf_or_nan(v) ? uintBitsToFloat(0x7f800000u) : max(mx, v);
+          }
+        }
+      }
+      mx = subgroupMax(mx);
+      if (gl_SubgroupInvocationID == 0) red[gl_SubgroupID] = mx;
+      barrier();
+      if (tid == 0) {
+        float m = 0.0;
+        for (uint s = 0; s < gl_NumSubgroups; ++s) m = max(m, red[s]);
+        put_e(pc.ex + b * pc.Rp + r, exponent_for(m));
+      }
+    } else {  // 32 rows per workgroup, 8 lanes per row over one 256-long k chunk (KIND 1) or all groups (2)
+      const uint chunks = max(1u, (pc.K + 255) / 256), t = linear_group_id();
+      const uint blk = KIND == 1u ? t / chunks : t, ch = KIND == 1u ? t % chunks : 0u;
+      uint r = blk * 32 + (tid & 31u), lane = tid >> 5;
+      if (blk * 32 >= pc.Rp) return;
+      float mx = 0.0;
+      if (r < pc.R) {
+        if (KIND == 2u) {
+          uint G = (pc.K + pc.gs - 1) / pc.gs;
+          for (uint g = lane; g < G; g += 8) mx = max(mx, abs(scale_at(g * pc.N + r)) * 8.0);
+        } else {
+          uint kend = min(pc.K, ch * 256 + 256);
+          for (uint k = ch * 256 + lane; k < kend; k += 8) {
+            float v = abs(src(b * pc.sbatch + r * pc.sr + k * pc.sk));
+            mx = et_isinf_or_nan(v) ? uintBitsToFloat(0x7f800000u) : max(mx, v);
+          }
+        }
+      }
+      red[tid] = mx;
+      barrier();
+      if (lane == 0) {
+        float m = mx;
+        for (uint l = 1; l < 8; ++l) m = max(m, red[l * 32 + (tid & 31u)]);
+        if (KIND == 1u) put_e(pc.px + (b * chunks + ch) * pc.Rp + r, floatBitsToInt(m));
+        else put_e(pc.ex + b * pc.Rp + r, exponent_for(m));
+      }
+    }
+    return;
+  }
+  if (MODE == 2u) {  // KIND 1: e[r] from the chunk maxima, a thread per row
+    uint r = linear_group_id() * 256 + tid;
+    if (r >= pc.Rp) return;
+    const uint chunks = max(1u, (pc.K + 255) / 256);
+    float m = 0.0;
+    for (uint c = 0; c < chunks; ++c) m = max(m, intBitsToFloat(get_e(pc.px + (b * chunks + c) * pc.Rp + r)));
+    put_e(pc.ex + b * pc.Rp + r, exponent_for(m));
+    return;
+  }
+
+  const uint kq = pc.Kp / 8;
+  if (KIND == 1u) {  // 32 rows x 64 k per workgroup: coalesced reads along r, writes along k
+    uint tiles_k = (pc.Kp + 63) / 64, t = linear_group_id();
+    uint r0 = (t / tiles_k) * 32, k0 = (t % tiles_k) * 64;
+    if (r0 >= pc.Rp) return;
+    [[unroll]] for (uint i = 0; i < 8; ++i) {
+      uint kk = (tid >> 5) + 8 * i, rr = tid & 31u;
+      tile[rr][kk] = elem(b, r0 + rr, k0 + kk);
+    }
+    barrier();
+    uint rr = tid >> 3, kc = (tid & 7u) * 8, r = r0 + rr;
+    if (k0 + kc >= pc.Kp) return;
+    int e = get_e(pc.ex + b * pc.Rp + r);
+    float v[8];
+    [[unroll]] for (uint j = 0; j < 8; ++j) v[j] = ldexp(tile[rr][kc + j], -e);
+    uvec4 h, l;
+    split8(v, h, l);
+    uint at = (b * pc.Rp + r) * kq + (k0 + kc) / 8;
+    put(pc.hi + at, h);
+    put(pc.lo + at, l);
+    return;
+  }
+
+  // One thread per 8 consecutive k of a row. KIND 2 walks rows fastest (threads of one 8-row block share a
+  // 16-byte W_4X8 block); the others walk k fastest.
+  uint i = linear_group_id() * 256 + tid;
+  if (i >= pc.Rp * kq) return;
+  uint r, c;
+  if (KIND == 2u) {
+    r = i % pc.Rp;
+    c = i / pc.Rp;
+  } else {
+    r = i / kq;
+    c = i % kq;
+  }
+  int e = get_e(pc.ex + b * pc.Rp + r);
+  float v[8];
+  [[unroll]] for (uint j = 0; j < 8; ++j) v[j] = ldexp(elem(b, r, c * 8 + j), -e);
+  uvec4 h, l;
+  split8(v, h, l);
+  uint at = (b * pc.Rp + r) * kq + c;
+  put(pc.hi + at, h);
+  put(pc.lo + at, l);
+}
