@@ -1,7 +1,9 @@
-// Backend registry: creation by name, device listing, and the "auto" choice (a real GPU first; software
-// rasterizers are for tests, so auto uses the native CPU backend instead of them).
+// Backend registry: creation by name, device listing, ordered fallback lists ("vulkan,cpu") and the "auto"
+// list (the real GPUs, then the CPU; software rasterizers are for tests, so auto uses the native CPU backend
+// instead of them).
 #include "edgetrain/backends.h"
 
+#include <cstdio>
 #include <mutex>
 
 namespace edgetrain {
@@ -44,7 +46,9 @@ std::vector<DeviceInfo> list_devices() {
   return all;
 }
 
-std::unique_ptr<Backend> make_backend(const std::string& name, const BackendOptions& opts) {
+namespace {
+
+std::unique_ptr<Backend> make_one(const std::string& name, const BackendOptions& opts) {
   if (name == "cpu") return make_cpu_backend(opts);
   if (name == "vulkan") {
 #ifdef EDGETRAIN_HAS_VULKAN
@@ -60,23 +64,82 @@ std::unique_ptr<Backend> make_backend(const std::string& name, const BackendOpti
     fail("backend 'webgpu' is not compiled into this build");
 #endif
   }
-  if (name == "auto") {
-    for (const DeviceInfo& d : list_devices()) {
-      if (d.backend == "cpu" || !is_real_gpu(d)) continue;
-      try {
-        BackendOptions o = opts;
-        if (o.device.empty()) o.device = d.name;
-        auto b = make_backend(d.backend, o);
-        set_reason("auto: " + d.backend + " on " + d.name + " (" + d.kind + " GPU)");
-        return b;
-      } catch (const Error& e) {
-        set_reason(std::string("auto: ") + d.backend + " failed (" + e.what() + "), trying the next");
-      }
-    }
-    set_reason("auto: cpu (no hardware GPU found through Vulkan or WebGPU; software rasterizers are not used)");
-    return make_cpu_backend(opts);
-  }
   fail("unknown backend '", name, "' (choose auto, cpu, vulkan or webgpu)");
+}
+
+}  // namespace
+
+std::vector<std::string> parse_backend_spec(const std::string& spec) {
+  std::vector<std::string> names;
+  size_t begin = 0;
+  while (true) {
+    const size_t comma = spec.find(',', begin);
+    const std::string name = spec.substr(begin, comma == std::string::npos ? std::string::npos : comma - begin);
+    ET_CHECK(name == "auto" || name == "cpu" || name == "vulkan" || name == "webgpu", "--backend: unknown backend '",
+             name, "'", name == spec ? "" : " in '" + spec + "'",
+             " (choose auto, cpu, vulkan or webgpu, or an ordered list to fall back through, e.g. vulkan,cpu)");
+    for (const std::string& n : names)
+      ET_CHECK(n != name, "--backend: '", name, "' is listed twice in '", spec, "'");
+    names.push_back(name);
+    if (comma == std::string::npos) break;
+    begin = comma + 1;
+  }
+  if (names.size() > 1)
+    for (const std::string& n : names)
+      ET_CHECK(n != "auto", "--backend: 'auto' cannot be part of a list ('", spec,
+               "'); auto already falls back from the hardware GPUs to the CPU");
+  return names;
+}
+
+std::vector<BackendCandidate> backend_plan(const std::string& spec, const BackendOptions& opts) {
+  const std::vector<std::string> names = parse_backend_spec(spec);
+  std::vector<BackendCandidate> plan;
+  if (names[0] != "auto") {
+    for (const std::string& n : names) plan.push_back({n, opts, ""});
+    return plan;
+  }
+  for (const DeviceInfo& d : list_devices()) {
+    if (d.backend == "cpu" || !is_real_gpu(d)) continue;
+    BackendOptions o = opts;
+    if (o.device.empty()) o.device = d.name;
+    plan.push_back({d.backend, o, "auto: " + d.backend + " on " + d.name + " (" + d.kind + " GPU)"});
+  }
+  plan.push_back({"cpu", opts,
+                  plan.empty() ? "auto: cpu (no hardware GPU found through Vulkan or WebGPU; software rasterizers "
+                                 "are not used)"
+                               : "auto: cpu (no hardware GPU started)"});
+  return plan;
+}
+
+bool is_backend_failure(const std::string& name, const std::string& message) {
+  // Every error the Vulkan and WebGPU backends raise starts with their name ("vulkan: ...", "vulkan gemm:
+  // ..."); a build without the backend says "backend 'NAME' is not compiled ...".
+  if (message.rfind(name, 0) == 0 && message.size() > name.size() &&
+      (message[name.size()] == ':' || message[name.size()] == ' '))
+    return true;
+  if (message.rfind("backend '" + name + "'", 0) == 0) return true;
+  return name == "webgpu" && message.rfind("Dawn", 0) == 0;
+}
+
+std::unique_ptr<Backend> make_backend(const std::string& spec, const BackendOptions& opts) {
+  const std::vector<BackendCandidate> plan = backend_plan(spec, opts);
+  std::string fallbacks;
+  for (size_t i = 0; i < plan.size(); ++i) {
+    const BackendCandidate& c = plan[i];
+    try {
+      auto b = make_one(c.backend, c.options);
+      set_reason(c.why.empty() ? (fallbacks.empty() ? c.backend : fallbacks + "; using " + c.backend)
+                               : (fallbacks.empty() ? c.why : fallbacks + "; " + c.why));
+      return b;
+    } catch (const Error& e) {
+      if (i + 1 == plan.size() || !is_backend_failure(c.backend, e.what())) throw;
+      const std::string note = cat("backend ", c.backend, " failed (", e.what(), "); falling back to ",
+                                   plan[i + 1].backend);
+      std::fprintf(stderr, "edgetrain: %s\n", note.c_str());
+      fallbacks += (fallbacks.empty() ? "" : "; ") + note;
+    }
+  }
+  fail("--backend '", spec, "': nothing to try");  // not reached: the plan is never empty
 }
 
 std::string auto_choice_reason() {

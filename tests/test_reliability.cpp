@@ -1,6 +1,8 @@
 // Faults from outside, against the real `edgetrain` CLI in child processes: SIGKILL at random moments
-// (also mid checkpoint write), a full disk during a save, NaN losses, missing or exhausted devices, and
-// bad flags, configs and corpora. Each must end in one clear message and a loadable last checkpoint.
+// (also mid checkpoint write) and the temp files it leaves, a full disk during a save, NaN losses (also
+// steps skipped without end), missing or exhausted devices, kernels the driver cannot compile and the
+// fallback through a --backend list, checkpoints holding NaN/Inf, and bad flags, configs and corpora. Each
+// must end in one clear message and a loadable last checkpoint.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -10,6 +12,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -21,6 +24,7 @@
 #include "edgetrain/backends.h"
 #include "edgetrain/checkpoint.h"
 #include "edgetrain/safetensors.h"
+#include "io/atomic_file.h"
 
 namespace edgetrain::test {
 namespace {
@@ -291,6 +295,8 @@ TEST_F(Reliability, BadTrainFlagsAreRejectedNamingTheFlag) {
       {"--threads", "-1"},       {"--sample-tokens", "-1"}, {"--group-size", "0"},      {"--group-size", "48"},
       {"--lora-rank", "0"},      {"--lora-alpha", "-1"},    {"--lora-alpha", "nan"},    {"--mode", "int3"},
       {"--preset", "huge"},      {"--backend", "tpu"},      {"--lora-targets", "q,x"},  {"--steps", "ten"},
+      {"--backend", "vulkan,tpu"}, {"--backend", "cpu,cpu"}, {"--backend", "auto,cpu"}, {"--backend", "cpu,"},
+      {"--max-skipped-steps", "0"},
   };
   int rejected = 0;
   for (const auto& row : table) {
@@ -423,6 +429,250 @@ TEST_F(Reliability, VulkanOutOfDeviceMemoryGivesClearMessages) {
   ASSERT_TRUE(oom.exited()) << oom.describe();
   EXPECT_NE(oom.code(), 0) << oom.describe();
   EXPECT_NE(oom.output.find("edgetrain: error: vulkan: out of device memory"), std::string::npos) << oom.output;
+}
+
+bool have_usable_vulkan() {
+  for (const DeviceInfo& d : list_devices())
+    if (d.backend == "vulkan" && d.usable) return true;
+  return false;
+}
+
+size_t count_of(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// Rewrites the safetensors file at `path` with `value` poked into tensor `name` at index 1.
+void poke(const std::string& path, const std::string& name, float value) {
+  auto r = safetensors::Reader::open(path);
+  safetensors::Writer w;
+  for (const auto& [k, v] : r.metadata()) w.set_metadata(k, v);
+  for (const auto& t : r.tensors()) {
+    std::vector<uint8_t> bytes(r.data(t.name), r.data(t.name) + t.nbytes());
+    if (t.name == name) {
+      EXPECT_EQ(t.dtype, "F32");
+      EXPECT_GE(t.nbytes(), 8u);
+      std::memcpy(bytes.data() + 4, &value, 4);
+    }
+    w.add_owned(t.name, t.dtype, t.shape, std::move(bytes));
+  }
+  w.save(path);
+}
+
+// A pipeline the driver cannot create (EDGETRAIN_VK_FAULT=pipeline makes every vkCreateComputePipelines
+// fail as a compile failure would; the validation layer stays on and must stay silent): one error line naming
+// the kernel, a non-zero exit, no crash, nothing written.
+TEST_F(Reliability, VulkanPipelineFailureGivesOneClearMessage) {
+  if (!have_usable_vulkan()) GTEST_SKIP() << "no usable Vulkan device";
+  ChildOptions o;
+  o.env = {{"EDGETRAIN_VK_FAULT", "pipeline"}, {"EDGETRAIN_VULKAN_VALIDATION", "1"}};
+  std::vector<std::string> args = tiny_train(dir_ + "/pipe", {"--steps", "2"});
+  for (size_t i = 0; i + 1 < args.size(); ++i)
+    if (args[i] == "--backend") args[i + 1] = "vulkan";
+  Outcome r = run(args, 60, o);
+  ASSERT_TRUE(r.exited()) << r.describe();
+  EXPECT_NE(r.code(), 0) << r.describe();
+  EXPECT_NE(r.output.find("edgetrain: error: vulkan: creating the compute pipeline of kernel '"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("could not compile this shader"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("--backend vulkan,cpu"), std::string::npos) << "no hint how to fall back:\n" << r.output;
+  EXPECT_EQ(count_of(r.output, "edgetrain: error:"), 1u) << r.output;
+  EXPECT_EQ(r.output.find("validation message"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("falling back"), std::string::npos) << "a single backend must not fall back:\n" << r.output;
+  EXPECT_FALSE(fs::exists(dir_ + "/pipe/checkpoint.safetensors"));
+}
+
+// An ordered --backend list falls back when (and only when) the backend itself fails, with a one-line
+// notice naming it and why; the run then trains on the next one. Without a list (above) there is no
+// fallback. Staged twice: no Vulkan driver at all (works on any machine), and a pipeline that fails to
+// compile after the device started (needs Vulkan). A bad checkpoint is the input's fault: no fallback.
+TEST_F(Reliability, BackendListFallsBackToTheNextBackendWithANotice) {
+  struct Row {
+    std::string name;
+    std::vector<std::pair<std::string, std::string>> env;
+    bool needs_vulkan;
+  };
+  const std::vector<Row> rows = {
+      {"no driver", {{"VK_ICD_FILENAMES", "/nonexistent.json"}, {"VK_DRIVER_FILES", "/nonexistent.json"}}, false},
+      {"pipeline", {{"EDGETRAIN_VK_FAULT", "pipeline"}, {"EDGETRAIN_VULKAN_VALIDATION", "1"}}, true},
+  };
+  for (const Row& row : rows) {
+    SCOPED_TRACE(row.name);
+    if (row.needs_vulkan && !have_usable_vulkan()) continue;
+    ChildOptions o;
+    o.env = row.env;
+    const std::string out = dir_ + "/fb_" + std::to_string(&row - rows.data());
+    std::vector<std::string> args = tiny_train(out, {"--steps", "2", "--eval-every", "1000"});
+    for (size_t i = 0; i + 1 < args.size(); ++i)
+      if (args[i] == "--backend") args[i + 1] = "vulkan,cpu";
+    Outcome r = run(args, 60, o);
+    ASSERT_EQ(r.code(), 0) << r.describe();
+    EXPECT_EQ(count_of(r.output, "edgetrain: backend vulkan failed at start-up (vulkan"), 1u) << r.output;
+    EXPECT_NE(r.output.find("); falling back to cpu"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find(" on cpu ("), std::string::npos) << r.output;
+    EXPECT_EQ(load_ok(out + "/checkpoint.safetensors"), 2);
+  }
+  // The input's fault is not the backend's: a checkpoint rejected on --resume fails at once, no fallback.
+  const std::string out = dir_ + "/fb_0", ckpt = out + "/checkpoint.safetensors";
+  poke(ckpt, "norm.weight", std::nanf(""));
+  Outcome r = run({"train", "--resume", "--out", out, "--steps", "4", "--backend", "cpu,vulkan", "--threads", "1",
+                   "--no-progress", "--sample-tokens", "0"});
+  ASSERT_TRUE(r.exited()) << r.describe();
+  EXPECT_NE(r.code(), 0) << r.describe();
+  EXPECT_NE(r.output.find(ckpt), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("falling back"), std::string::npos) << r.output;
+}
+
+TEST_F(Reliability, BackendSpecListsAreParsedAndOnlyBackendFailuresFallBack) {
+  EXPECT_EQ(parse_backend_spec("vulkan,webgpu,cpu"), (std::vector<std::string>{"vulkan", "webgpu", "cpu"}));
+  EXPECT_EQ(parse_backend_spec("auto"), (std::vector<std::string>{"auto"}));
+  for (const char* bad : {"", "gpu", "cpu,", ",cpu", "cpu,cpu", "auto,cpu", "vulkan;cpu"}) {
+    SCOPED_TRACE(bad);
+    try {
+      parse_backend_spec(bad);
+      ADD_FAILURE() << "accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()).rfind("--backend: ", 0), 0u) << e.what();
+    }
+  }
+  EXPECT_EQ(backend_plan("cpu").size(), 1u);
+  EXPECT_EQ(backend_plan("vulkan,cpu").size(), 2u);
+  EXPECT_EQ(backend_plan("auto").back().backend, "cpu");
+  EXPECT_TRUE(is_backend_failure("vulkan", "vulkan: out of device memory allocating 12 bytes"));
+  EXPECT_TRUE(is_backend_failure("vulkan", "vulkan gemm: sizes too large"));
+  EXPECT_TRUE(is_backend_failure("webgpu", "Dawn (libwebgpu_wrapper.so) not found"));
+  EXPECT_TRUE(is_backend_failure("webgpu", "backend 'webgpu' is not compiled into this build"));
+  EXPECT_FALSE(is_backend_failure("vulkan", "checkpoint 'x': tensor 'norm.weight' is missing"));
+  EXPECT_FALSE(is_backend_failure("vulkan", "webgpu: no adapter"));
+  EXPECT_FALSE(is_backend_failure("cpu", "train: step 3: loss is nan"));
+}
+
+// A checkpoint whose master weights or AdamW moments hold NaN/Inf is rejected on load, naming the file, the
+// tensor and what it is — before the model is touched — by the library and by the CLI (eval, --resume).
+TEST_F(Reliability, CheckpointWithNanOrInfIsRejectedNamingTheTensor) {
+  const std::string out = dir_ + "/run", ckpt = out + "/checkpoint.safetensors";
+  Outcome first = run(tiny_train(out, {"--steps", "2", "--eval-every", "1000"}));
+  ASSERT_EQ(first.code(), 0) << first.describe();
+  const std::string good = slurp(ckpt);
+  std::string moment;
+  const auto reader = safetensors::Reader::open(ckpt);
+  for (const auto& t : reader.tensors())
+    if (moment.empty() && t.name.size() > 7 && t.name.compare(t.name.size() - 7, 7, ".adam_v") == 0) moment = t.name;
+  ASSERT_FALSE(moment.empty());
+  const std::vector<std::tuple<std::string, float, std::string>> table = {
+      {"norm.weight", std::nanf(""), "master weights"},
+      {"norm.weight", -INFINITY, "master weights"},
+      {moment, INFINITY, "AdamW moment"},
+  };
+  for (const auto& [tensor, value, role] : table) {
+    SCOPED_TRACE(tensor + " = " + std::to_string(value));
+    std::ofstream(ckpt, std::ios::binary | std::ios::trunc) << good;
+    poke(ckpt, tensor, value);
+    auto backend = make_cpu_backend();
+    Model m(*backend, read_checkpoint_config(ckpt));
+    m.steps_done = 77;
+    try {
+      load_checkpoint(ckpt, m);
+      ADD_FAILURE() << "a checkpoint holding " << value << " in " << tensor << " was loaded";
+    } catch (const Error& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find(ckpt), std::string::npos) << msg;
+      EXPECT_NE(msg.find("'" + tensor + "'"), std::string::npos) << msg;
+      EXPECT_NE(msg.find(role), std::string::npos) << msg;
+      EXPECT_NE(msg.find("at index 1"), std::string::npos) << msg;
+    }
+    EXPECT_EQ(m.steps_done, 77) << "a rejected checkpoint changed the model";
+    Outcome e = run({"eval", "--checkpoint", ckpt, "--backend", "cpu", "--corpus", corpus_, "--seq", "16",
+                     "--batches", "1"});
+    ASSERT_TRUE(e.exited()) << e.describe();
+    EXPECT_NE(e.code(), 0) << e.describe();
+    EXPECT_NE(e.output.find("edgetrain: error: checkpoint '" + ckpt + "': tensor '" + tensor + "'"), std::string::npos)
+        << e.output;
+  }
+  Outcome r = run({"train", "--resume", "--out", out, "--steps", "4", "--backend", "cpu", "--threads", "1",
+                   "--no-progress", "--sample-tokens", "0"});
+  EXPECT_NE(r.code(), 0) << r.describe();
+  EXPECT_NE(r.output.find("'" + moment + "' (AdamW moment) holds inf"), std::string::npos) << r.output;
+  // --init reads only the masters, with the same check.
+  std::ofstream(ckpt, std::ios::binary | std::ios::trunc) << good;
+  poke(ckpt, "norm.weight", std::nanf(""));
+  Outcome i = run({"train", "--init", ckpt, "--corpus", corpus_, "--seq", "16", "--batch", "2", "--steps", "1",
+                   "--backend", "cpu", "--threads", "1", "--out", dir_ + "/init", "--no-progress", "--sample-tokens",
+                   "0"});
+  EXPECT_NE(i.code(), 0) << i.describe();
+  EXPECT_NE(i.output.find("train: --init: tensor 'norm.weight' in '" + ckpt + "' holds nan"), std::string::npos)
+      << i.output;
+}
+
+// A pid that no process has: a child that has exited and been reaped.
+pid_t dead_pid() {
+  pid_t pid = ::fork();
+  if (pid == 0) ::_exit(0);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return pid;
+}
+
+// checkpoint.safetensors.tmp.<pid> left by a writer killed mid save: removed at the start of the next run of
+// that folder (with a line saying so) and before every atomic write; a live writer's temp file and files
+// that merely look similar stay.
+TEST_F(Reliability, StaleCheckpointTempFilesAreRemoved) {
+  const std::string out = dir_ + "/run", ckpt = out + "/checkpoint.safetensors";
+  Outcome first = run(tiny_train(out, {"--steps", "1", "--eval-every", "1000"}));
+  ASSERT_EQ(first.code(), 0) << first.describe();
+  const std::string stale = ckpt + ".tmp." + std::to_string(dead_pid());
+  const std::string live = ckpt + ".tmp." + std::to_string(::getpid());  // this test process: alive
+  const std::vector<std::string> keep = {live, ckpt + ".tmp.12ab", ckpt + ".tmp.", out + "/other.tmp.1",
+                                         out + "/checkpoint.safetensors.tmp.-5"};
+  for (const std::string& f : keep) std::ofstream(f) << "x";
+  std::ofstream(stale) << std::string(1000, 'x');
+  Outcome r = run({"train", "--resume", "--out", out, "--steps", "2", "--backend", "cpu", "--threads", "1",
+                   "--no-progress", "--sample-tokens", "0"});
+  ASSERT_EQ(r.code(), 0) << r.describe();
+  EXPECT_FALSE(fs::exists(stale)) << r.output;
+  EXPECT_NE(r.output.find("removed " + stale), std::string::npos) << r.output;
+  for (const std::string& f : keep) EXPECT_TRUE(fs::exists(f)) << f;
+  EXPECT_EQ(load_ok(ckpt), 2);
+
+  // The atomic writer itself (every checkpoint save, export and safetensors file) cleans up too.
+  const std::string file = dir_ + "/weights.safetensors", stale2 = file + ".tmp." + std::to_string(dead_pid());
+  std::ofstream(stale2) << "x";
+  safetensors::Writer w;
+  const float one = 1.0f;
+  w.add("x", "F32", {1}, &one, sizeof one);
+  w.save(file);
+  EXPECT_FALSE(fs::exists(stale2));
+  EXPECT_EQ(remove_stale_atomic_temps(file), std::vector<std::string>{});
+}
+
+// --skip-nan-steps has a limit: after --max-skipped-steps skipped steps in a row the run stops with an error
+// naming them (non-zero exit, the checkpoint before them intact and finite); a run in which every step was
+// skipped fails even below the limit: nothing was trained.
+TEST_F(Reliability, SkipNanStepsStopsWhenStepsKeepFailing) {
+  const std::string out = dir_ + "/run", ckpt = out + "/checkpoint.safetensors";
+  Outcome r = run(tiny_train(out, {"--steps", "40", "--checkpoint-every", "1", "--eval-every", "1000", "--lr", "1e30",
+                                   "--warmup", "0", "--mode", "fp32", "--skip-nan-steps", "--max-skipped-steps", "3"}));
+  ASSERT_TRUE(r.exited()) << r.describe();
+  EXPECT_NE(r.code(), 0) << r.describe();
+  EXPECT_NE(r.output.find("error: train: step "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("3 steps in a row"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("--max-skipped-steps 3"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("last good checkpoint"), std::string::npos) << r.output;
+  EXPECT_EQ(count_of(r.output, "step skipped"), 3u) << r.output;
+  const int64_t step = load_ok(ckpt);
+  EXPECT_NE(r.output.find("(step " + std::to_string(step) + ")"), std::string::npos) << r.output;
+  expect_all_finite(ckpt);
+
+  // The weights of that checkpoint overflow every forward: a run started from them skips every step.
+  Outcome all = run({"train", "--init", ckpt, "--mode", "fp32", "--corpus", corpus_, "--batch", "2", "--seq", "16",
+                     "--steps", "3", "--eval-every", "1000", "--backend", "cpu", "--threads", "1", "--out",
+                     dir_ + "/all", "--no-progress", "--sample-tokens", "0", "--skip-nan-steps"});
+  ASSERT_TRUE(all.exited()) << all.describe();
+  EXPECT_NE(all.code(), 0) << all.describe();
+  EXPECT_EQ(count_of(all.output, "step skipped"), 3u) << all.output;
+  EXPECT_NE(all.output.find("error: train: every step of this run (1..3)"), std::string::npos) << all.output;
+  EXPECT_FALSE(fs::exists(dir_ + "/all/checkpoint.safetensors"));
 }
 
 }  // namespace

@@ -28,10 +28,35 @@ struct DeviceInfo {
 // Every device of every compiled-in backend (never throws: failures become usable=false entries).
 std::vector<DeviceInfo> list_devices();
 
-// name: "cpu", "vulkan", "webgpu" or "auto" (a real GPU via Vulkan, then WebGPU, else the CPU; software
-// rasterizers such as lavapipe or SwiftShader are never chosen by auto). Throws Error when unavailable.
-std::unique_ptr<Backend> make_backend(const std::string& name, const BackendOptions& opts = {});
-// Why auto picked what it picked (one line), after make_backend("auto").
+// A --backend value names what to run on and whether to fall back:
+//   "cpu", "vulkan", "webgpu"  that backend only; if it fails, the failure is the error (no fallback);
+//   "vulkan,cpu" (any order)   an ordered list: when one fails to start, the next is tried, with a notice;
+//   "auto"                     shorthand for such a list: every hardware GPU (Vulkan, then WebGPU), then the
+//                              CPU (software rasterizers such as lavapipe or SwiftShader are never chosen).
+// Returns the names, checked: "auto" alone, or cpu/vulkan/webgpu each at most once. Throws Error naming a
+// bad entry (without touching any device).
+std::vector<std::string> parse_backend_spec(const std::string& spec);
+
+// What a --backend value tries, in order: a backend, the options to create it with (auto: the device it
+// picked) and why it is in the list (auto, for the log).
+struct BackendCandidate {
+  std::string backend;
+  BackendOptions options;
+  std::string why;
+};
+std::vector<BackendCandidate> backend_plan(const std::string& spec, const BackendOptions& opts = {});
+
+// Whether an Error message is a failure of backend `name` itself — no driver, no device, lost device, out of
+// device memory, a kernel the driver could not compile — rather than of the input (a bad file, a NaN loss):
+// only such failures move a list on to its next backend.
+bool is_backend_failure(const std::string& name, const std::string& message);
+
+// Creates the first backend of the plan for `spec` that starts; each one that fails before it gets a
+// notice on stderr ("edgetrain: backend vulkan failed (...); falling back to cpu"). Throws the last
+// failure's Error when none starts. A backend that starts may still fail later (a kernel its driver
+// cannot compile): `edgetrain train` falls back through the whole start-up, see train().
+std::unique_ptr<Backend> make_backend(const std::string& spec, const BackendOptions& opts = {});
+// Why the last make_backend chose what it chose (one line): auto's choice, or the fallbacks taken.
 std::string auto_choice_reason();
 
 std::unique_ptr<Backend> make_cpu_backend(const BackendOptions& opts = {});

@@ -21,10 +21,11 @@ void save_checkpoint(const std::string& path, Model& model,
                      const std::map<std::string, std::string>& extra_metadata = {});
 
 // Loads a checkpoint into a model built with the same config. Verifies the format, the config, that every
-// expected tensor is present with its exact dtype and shape and no unexpected tensor is, and that the
-// stored 4-bit codes agree with the stored masters and scales — all before touching the model, so a
-// rejected file leaves it unchanged. Then uploads every tensor, zeroes the gradients, clears the KV
-// cache and sets steps_done. Errors name the file and the offending tensor or field.
+// expected tensor is present with its exact dtype and shape and no unexpected tensor is, that every F32
+// tensor (masters, scales, AdamW moments) is finite — no NaN/Inf — and that the stored 4-bit codes agree
+// with the stored masters and scales — all before touching the model, so a rejected file leaves it
+// unchanged. Then uploads every tensor, zeroes the gradients, clears the KV cache and sets steps_done.
+// Errors name the file and the offending tensor or field.
 void load_checkpoint(const std::string& path, Model& model, std::map<std::string, std::string>* metadata_out = nullptr);
 
 // The config stored in a checkpoint (to build the Model to load it into).

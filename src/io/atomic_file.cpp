@@ -2,7 +2,9 @@
 // the directory; every failure before the rename cleans up and leaves the previous file untouched.
 #include "io/atomic_file.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -33,6 +35,35 @@ std::string errno_text(int e) { return cat(std::strerror(e), " (errno ", e, ")")
 
 std::string atomic_temp_path(const std::string& path) { return cat(path, ".tmp.", static_cast<long>(::getpid())); }
 
+std::vector<std::string> remove_stale_atomic_temps(const std::string& path) {
+  std::vector<std::string> removed;
+  const size_t slash = path.find_last_of('/');
+  const std::string dir = parent_dir(path);
+  const std::string prefix = (slash == std::string::npos ? path : path.substr(slash + 1)) + ".tmp.";
+  const int saved_errno = errno;
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) {
+    errno = saved_errno;
+    return removed;
+  }
+  while (const dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) continue;
+    const std::string digits = name.substr(prefix.size());
+    if (digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos) continue;
+    const long pid = std::stol(digits);
+    if (pid <= 0 || pid == static_cast<long>(::getpid())) continue;
+    // Alive (kill succeeds) or alive under another user (EPERM): its writer may still be writing it.
+    if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
+    const std::string full = slash == std::string::npos ? name : path.substr(0, slash + 1) + name;
+    struct stat st {};
+    if (::lstat(full.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::unlink(full.c_str()) == 0) removed.push_back(full);
+  }
+  ::closedir(d);
+  errno = saved_errno;
+  return removed;
+}
+
 void fwrite_checked(std::FILE* f, const void* data, size_t n, const std::string& path) {
   if (n == 0) return;
   errno = 0;
@@ -48,6 +79,7 @@ void write_file_atomic(const std::string& path, const std::function<void(std::FI
   ET_CHECK(path.back() != '/', "atomic write of '", path, "': the path names a directory");
   const std::string tmp = atomic_temp_path(path);
   const std::string dir = parent_dir(path);
+  remove_stale_atomic_temps(path);  // leftovers of writers killed mid write
 
   // O_TRUNC, not O_EXCL: a temp file with our pid can only be a leftover of a crashed earlier process.
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);

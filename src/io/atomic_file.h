@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace edgetrain {
 
@@ -21,5 +22,11 @@ void fwrite_checked(std::FILE* f, const void* data, size_t n, const std::string&
 
 // The temp name write_file_atomic uses for `path` in this process (for tests and cleanup tools).
 std::string atomic_temp_path(const std::string& path);
+
+// Removes the temp files that writers killed mid write (SIGKILL, power loss) left next to `path`: exactly
+// `<path>.tmp.<pid>` where <pid> is not this process and no process with that pid exists (another live
+// writer's temp file is left alone). Returns the paths removed. write_file_atomic calls it before each
+// write; the trainer also calls it at the start of a run. Never throws.
+std::vector<std::string> remove_stale_atomic_temps(const std::string& path);
 
 }  // namespace edgetrain

@@ -3,6 +3,7 @@
 // before the first upload.
 #include "edgetrain/checkpoint.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
@@ -80,6 +81,33 @@ void check_config(const safetensors::Reader& r, const ModelConfig& have) {
 
 std::vector<float> f32_of(const safetensors::Reader& r, const std::string& name) { return r.to_f32(name); }
 
+// What a state tensor is, for messages.
+const char* role_of(const std::string& name) {
+  auto ends = [&](const char* suffix) {
+    const size_t n = std::strlen(suffix);
+    return name.size() >= n && name.compare(name.size() - n, n, suffix) == 0;
+  };
+  if (ends(".adam_m") || ends(".adam_v")) return "AdamW moment";
+  if (ends(".q4_scales")) return "4-bit scales";
+  return "master weights";
+}
+
+// Every value of an F32 tensor must be finite: NaN/Inf masters or moments would poison every later step
+// (and a trainer never writes them, so they mean corruption). Read in chunks: no copy of the tensor.
+void check_finite(const safetensors::Reader& r, const std::string& name) {
+  const uint8_t* p = r.data(name);
+  const uint64_t n = r.info(name).nbytes() / sizeof(float);
+  float chunk[1024];
+  for (uint64_t i = 0; i < n; i += 1024) {
+    const uint64_t m = std::min<uint64_t>(1024, n - i);
+    std::memcpy(chunk, p + i * sizeof(float), m * sizeof(float));
+    for (uint64_t j = 0; j < m; ++j)
+      if (!std::isfinite(chunk[j]))
+        bad_ckpt(r.source(), "tensor '", name, "' (", role_of(name), ") holds ", chunk[j], " at index ", i + j,
+                 "; a checkpoint must not contain NaN/Inf (it is corrupt: use an earlier checkpoint)");
+  }
+}
+
 // The stored codes must be what requantizing the stored masters with the stored scales gives (one step of
 // slack for rounding differences between backends), and every padding nibble must be 8.
 void check_q4(const safetensors::Reader& r, const Param& p, int64_t group_size) {
@@ -155,6 +183,8 @@ void load_checkpoint(const std::string& path, Model& model, std::map<std::string
   for (const safetensors::TensorInfo& info : r.tensors())
     if (expected.count(info.name) == 0)
       bad_ckpt(path, "unexpected tensor '", info.name, "' (a checkpoint of a different model?)");
+  for (const Model::Named& nt : state)
+    if (r.info(nt.name).dtype == "F32") check_finite(r, nt.name);
   for (const Param& p : model.params())
     if (p.quantized()) check_q4(r, p, cfg.group_size);
 

@@ -1,9 +1,19 @@
 // Shader modules, layouts and compute pipelines, created on first use and cached for the backend's life.
 #include "vulkan/pipelines.h"
 
+#include <cstdlib>
+#include <cstring>
+
 namespace edgetrain::vk {
 
 Pipelines::Pipelines(Context& ctx) : ctx_(ctx) {
+  // TEST-ONLY fault injection: EDGETRAIN_VK_FAULT=pipeline (read once per backend, here) makes every
+  // compute-pipeline creation of this backend fail the way a driver that cannot compile a shader does: an
+  // error VkResult and no pipeline. Nothing invalid reaches the driver (the validation layer, on in tests,
+  // would report that first); the error path of get() runs exactly as for a real failure. Used by
+  // tests/test_reliability.cpp and tests/cli_smoke.sh; never set it otherwise.
+  const char* fault = std::getenv("EDGETRAIN_VK_FAULT");
+  fail_pipelines_ = fault != nullptr && std::strcmp(fault, "pipeline") == 0;
   VkPipelineCacheCreateInfo ci{VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO};
   check(vkCreatePipelineCache(ctx.device(), &ci, nullptr, &cache_), "vkCreatePipelineCache");
 }
@@ -70,8 +80,17 @@ VkPipeline Pipelines::get(const Kernel& k, const std::vector<uint32_t>& spec, ui
   ci.stage.pSpecializationInfo = spec.empty() ? nullptr : &si;
   ci.layout = layout(bindings);
   VkPipeline p = VK_NULL_HANDLE;
-  VkResult r = vkCreateComputePipelines(ctx_.device(), cache_, 1, &ci, nullptr, &p);
-  if (r != VK_SUCCESS) fail("vulkan: creating the pipeline of kernel ", k.name, " failed: ", result_name(r));
+  VkResult r =
+      fail_pipelines_ ? VK_ERROR_UNKNOWN : vkCreateComputePipelines(ctx_.device(), cache_, 1, &ci, nullptr, &p);
+  if (r != VK_SUCCESS) {
+    const bool memory = r == VK_ERROR_OUT_OF_HOST_MEMORY || r == VK_ERROR_OUT_OF_DEVICE_MEMORY;
+    fail("vulkan: creating the compute pipeline of kernel '", k.name, "' failed: ",
+         r == VK_ERROR_UNKNOWN ? "VK_ERROR_UNKNOWN" : result_name(r), " (", static_cast<int>(r), ")",
+         fail_pipelines_ ? " [injected by EDGETRAIN_VK_FAULT=pipeline]" : "",
+         memory ? "; the device ran out of memory compiling it"
+                : "; the driver could not compile this shader for this device (update the driver, or use another "
+                  "backend)");
+  }
   pipelines_[key] = p;
   ctx_.throw_if_messages(k.name);
   return p;

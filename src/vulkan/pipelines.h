@@ -41,6 +41,7 @@ class Pipelines {
 
   Context& ctx_;
   VkPipelineCache cache_ = VK_NULL_HANDLE;
+  bool fail_pipelines_ = false;  // test-only fault injection (EDGETRAIN_VK_FAULT=pipeline), see the constructor
   std::map<uint32_t, Layout> layouts_;
   std::map<const uint32_t*, VkShaderModule> modules_;
   std::map<std::tuple<const uint32_t*, std::vector<uint32_t>, uint32_t>, VkPipeline> pipelines_;
