@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The CLI as a user runs it: train a tiny model for a few steps, then generate from and evaluate its
-# checkpoint, resume it, and check that bad input gives one clear error and a non-zero exit.
+# checkpoint, resume it, check that bad input gives one clear error and a non-zero exit, and run a
+# grouped-query-attention model through train, GGUF export, --init and generate.
 set -euo pipefail
 cli=$1
 tmp=$(mktemp -d)
@@ -27,4 +28,23 @@ grep -q -- "--batch must be >= 1" "$tmp/err.txt"
 if "$cli" generate --checkpoint "$tmp/corpus.txt" --backend cpu 2> "$tmp/err2.txt"; then echo "a text file was accepted as a checkpoint"; exit 1; fi
 grep -q "corpus.txt" "$tmp/err2.txt"
 test "$sum" = "$(sha256sum "$tmp/run/checkpoint.safetensors")"
-echo "cli: train, generate, eval, resume and bad-input handling work"
+# Grouped-query attention: a --config with n_kv_heads trains, exports to GGUF with head_count_kv, and that
+# file starts a qlora run (adapters on k/v too) and generates.
+echo '{"preset": "tiny", "n_heads": 4, "n_kv_heads": 2}' > "$tmp/gqa.json"
+"$cli" train --config "$tmp/gqa.json" --backend cpu --corpus "$tmp/corpus.txt" --steps 6 --batch 4 --seq 32 \
+  --sample-tokens 0 --out "$tmp/gqa" --no-progress > "$tmp/gqa.log"
+"$cli" info "$tmp/gqa/checkpoint.safetensors" | grep -q '"n_kv_heads":2'
+"$cli" convert "$tmp/gqa/checkpoint.safetensors" "$tmp/gqa.gguf" --to gguf-f32 > /dev/null
+"$cli" info "$tmp/gqa.gguf" > "$tmp/gqa_info.txt"
+grep -q 'llama.attention.head_count_kv = 2' "$tmp/gqa_info.txt"
+grep -q 'blk.0.attn_k.weight F32 \[32, 16\]' "$tmp/gqa_info.txt"
+"$cli" train --init "$tmp/gqa.gguf" --mode qlora --lora-targets q,k,v,o --backend cpu --corpus "$tmp/corpus.txt" \
+  --steps 4 --batch 4 --seq 32 --sample-tokens 0 --out "$tmp/gqa_lora" --no-progress > "$tmp/gqa_lora.log"
+"$cli" generate --checkpoint "$tmp/gqa_lora/checkpoint.safetensors" --backend cpu --prompt "And God" --max-tokens 8 \
+  --seed 1 | grep -q '^And God'
+echo '{"preset": "tiny", "n_heads": 4, "n_kv_heads": 3}' > "$tmp/badkv.json"
+if "$cli" train --config "$tmp/badkv.json" --backend cpu --corpus "$tmp/corpus.txt" --out "$tmp/badkv" 2> "$tmp/err3.txt"; then
+  echo "n_kv_heads 3 with 4 heads was accepted"; exit 1
+fi
+grep -q "n_kv_heads (3) must divide n_heads (4)" "$tmp/err3.txt"
+echo "cli: train, generate, eval, resume, bad-input handling and grouped-query attention work"

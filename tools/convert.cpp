@@ -1,6 +1,7 @@
 // `edgetrain convert`: read a checkpoint, a GGUF file or a Hugging Face Llama folder and write a GGUF file
 // (f32, f16, q4_0), an edgetrain checkpoint, or an ExecuTorch q4gsw export.
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 
 #include "edgetrain/backends.h"
@@ -25,15 +26,31 @@ Runner add_convert(CLI::App& app) {
   sub->add_option("--to", f->to, "gguf-f32, gguf-f16, gguf-q4_0, edgetrain or executorch")->capture_default_str();
   sub->add_option("--mode", f->mode, "Mode of a model imported from GGUF/HF: qat, qlora or fp32")->capture_default_str();
   sub->add_option("--group-size", f->group_size, "q4gsw group size for imports (32, 64, 128)")->capture_default_str();
-  sub->add_option("--tokenizer", f->tokenizer, "Tokenizer to embed in a GGUF file (default: the checkpoint's)");
+  sub->add_option("--tokenizer", f->tokenizer,
+                  "Tokenizer to embed in a GGUF file or record in a checkpoint (default: the checkpoint's, or a GGUF "
+                  "input's own): bytes, gpt2, a folder with encoder.json + vocab.bpe, or a GGUF file");
   return [f] {
     auto backend = make_cpu_backend();
     std::unique_ptr<Model> model;
     std::string tok_name = f->tokenizer;
     ImportInfo info;
+    std::unique_ptr<Tokenizer> tok;
     if (is_gguf_file(f->in)) {
       model = load_gguf_model(f->in, *backend, mode_from_name(f->mode), f->group_size, &info);
       std::printf("read GGUF %s: %d linears exactly from Q4_0\n", f->in.c_str(), info.exact_q4);
+      for (const std::string& n : info.notes) std::printf("note: %s\n", n.c_str());
+      // The file's own tokenizer goes along (written back unchanged; an edgetrain checkpoint records the file).
+      if (tok_name.empty() && !info.vocab.model.empty()) {
+        try {
+          tok = make_gguf_tokenizer(info.vocab, f->in);
+          ET_CHECK(tok->vocab_size() == model->config().vocab, "it has ", tok->vocab_size(), " tokens, the model ",
+                   model->config().vocab, " embedding rows");
+          tok_name = std::filesystem::absolute(f->in).string();
+        } catch (const Error& e) {
+          tok.reset();
+          std::printf("warning: the tokenizer of %s is not usable, none written: %s\n", f->in.c_str(), e.what());
+        }
+      }
     } else if (is_hf_folder(f->in)) {
       model = load_hf_llama(f->in, *backend, mode_from_name(f->mode), f->group_size, &info);
       std::printf("read Hugging Face folder %s\n", f->in.c_str());
@@ -42,13 +59,12 @@ Runner add_convert(CLI::App& app) {
       auto meta = read_checkpoint_metadata(f->in);
       model = std::make_unique<Model>(*backend, cfg);
       load_checkpoint(f->in, *model, nullptr);
-      if (tok_name.empty() && meta.count("tokenizer")) tok_name = meta["tokenizer"];
+      if (tok_name.empty() && meta.count("tokenizer")) tok_name = checkpoint_tokenizer_spec(meta["tokenizer"], f->in);
       std::printf("read checkpoint %s (mode %s)\n", f->in.c_str(), mode_name(cfg.mode));
     }
     const std::string& to = f->to;
     if (to.rfind("gguf-", 0) == 0) {
-      std::unique_ptr<Tokenizer> tok;
-      if (!tok_name.empty()) tok = make_tokenizer(tok_name);
+      if (!tok && !tok_name.empty()) tok = make_tokenizer(tok_name);
       if (tok && tok->vocab_size() != model->config().vocab) {
         std::printf("warning: tokenizer '%s' has %ld tokens, the model %ld: no tokenizer written\n", tok_name.c_str(),
                     static_cast<long>(tok->vocab_size()), static_cast<long>(model->config().vocab));

@@ -29,7 +29,8 @@ Loaded load(const std::string& path, const std::string& backend, const std::stri
   l.backend = make_backend(backend, bo);
   l.model = std::make_unique<Model>(*l.backend, cfg);
   load_checkpoint(path, *l.model, nullptr);
-  std::string tok = !tokenizer_override.empty() ? tokenizer_override : meta.count("tokenizer") ? meta["tokenizer"] : "bytes";
+  std::string tok = !tokenizer_override.empty() ? tokenizer_override
+                                               : checkpoint_tokenizer_spec(meta.count("tokenizer") ? meta["tokenizer"] : "", path);
   l.tok = make_tokenizer(tok);
   ET_CHECK(l.tok->vocab_size() == cfg.vocab, "tokenizer '", tok, "' has ", l.tok->vocab_size(),
            " tokens but the checkpoint's model has ", cfg.vocab);

@@ -19,6 +19,7 @@ Runner add_train(CLI::App& app) {
       "OUT/sample.txt. Examples:\n"
       "  edgetrain train                                   # the demo: mini preset, KJV, ~5 minutes on 2 cores\n"
       "  edgetrain train --preset small --backend vulkan --steps 2000 --out runs/small\n"
+      "  edgetrain train --backend vulkan,cpu              # Vulkan; the CPU if Vulkan fails to start\n"
       "  edgetrain train --resume --out runs/small --steps 4000   # continue exactly where it stopped\n"
       "  edgetrain train --init runs/small/checkpoint.safetensors --mode qlora --corpus my.txt --out runs/ft");
   struct Flags {
@@ -46,8 +47,14 @@ Runner add_train(CLI::App& app) {
   sub->add_option("--lora-targets", f->lora_targets, "LoRA targets among q,k,v,o,gate,up,down")->capture_default_str();
   sub->add_flag("--tied-head", f->tied, "Share the output head with the token embedding");
   sub->add_option("--corpus", o.corpus, "Training text (default: the KJV Bible installed by scripts/setup.sh)");
-  sub->add_option("--tokenizer", o.tokenizer, "bytes, gpt2, or a folder with encoder.json + vocab.bpe")->capture_default_str();
-  sub->add_option("--backend", o.backend, "auto, cpu, vulkan or webgpu")->capture_default_str();
+  sub->add_option("--tokenizer", o.tokenizer,
+                  "auto (the --init file's own tokenizer, else bytes), bytes, gpt2, a folder with encoder.json +\n"
+                  "vocab.bpe, a GGUF file (its tokenizer metadata), or gguf (the --init GGUF file's)")
+      ->capture_default_str();
+  sub->add_option("--backend", o.backend,
+                  "cpu, vulkan or webgpu (that one only: a failure is the error), an ordered list to fall back\n"
+                  "through when one fails to start (vulkan,cpu), or auto (the hardware GPUs, then the CPU)")
+      ->capture_default_str();
   sub->add_option("--device", o.device, "Device index or name substring (vulkan/webgpu)");
   sub->add_option("--threads", o.threads, "CPU threads (0 = all cores)")->capture_default_str();
   sub->add_option("--out", o.out_dir, "Output folder")->capture_default_str();
@@ -70,8 +77,12 @@ Runner add_train(CLI::App& app) {
   sub->add_option("--val-fraction", o.val_fraction, "Fraction of the corpus (its end) held out")->capture_default_str();
   sub->add_option("--time-limit", o.time_limit_s, "Stop (with a checkpoint) after this many seconds; 0 = none");
   sub->add_flag("--resume", o.resume, "Continue OUT/checkpoint.safetensors exactly (same batches and schedule)");
-  sub->add_option("--init", o.init, "Start from this checkpoint's weights with a fresh optimizer");
+  sub->add_option("--init", o.init,
+                  "Start from the weights of this checkpoint, GGUF file or Hugging Face folder with a fresh optimizer");
   sub->add_flag("--skip-nan-steps", o.skip_nan_steps, "Skip steps with a NaN/Inf loss or gradient instead of stopping");
+  sub->add_option("--max-skipped-steps", o.max_skipped_steps,
+                  "With --skip-nan-steps: stop with an error after this many skipped steps in a row")
+      ->capture_default_str();
   sub->add_option("--sample-prompt", o.sample_prompt, "Prompt of the sample written at the end")->capture_default_str();
   sub->add_option("--sample-tokens", o.sample_tokens, "Length of that sample (0 = none)")->capture_default_str();
   sub->add_flag("--no-progress", f->no_progress, "Plain log lines even on a terminal");

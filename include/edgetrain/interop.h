@@ -13,26 +13,24 @@
 
 namespace edgetrain {
 
-// The tokenizer stored in a GGUF file, as data (edgetrain does not yet build a tokenizer from it).
-struct GgufVocab {
-  std::string model;  // tokenizer.ggml.model: "gpt2" (byte-level BPE), "llama" (SentencePiece), ...
-  std::vector<std::string> tokens;
-  std::vector<float> scores;
-  std::vector<int32_t> token_types;
-  std::vector<std::string> merges;
-  int64_t bos = -1, eos = -1;
-};
+// The tokenizer metadata of a GGUF file (GgufVocab is in edgetrain/tokenizer.h; make_gguf_tokenizer or
+// load_gguf_tokenizer build the tokenizer). model is "" when the file has none. Throws Error naming the file
+// and key when a tokenizer.ggml.* key has the wrong type or an array the wrong length.
+GgufVocab read_gguf_vocab(const std::string& path);
+// Writes a GGUF file holding only tokenizer metadata (no tensors): what a run folder keeps as tokenizer.gguf.
+void save_gguf_tokenizer(const std::string& path, const GgufVocab& vocab);
 
 // What an import read besides the weights.
 struct ImportInfo {
   ModelConfig config;
-  GgufVocab vocab;               // GGUF only
+  GgufVocab vocab;               // GGUF only; empty when the file has no (readable) tokenizer, see notes
   int exact_q4 = 0;              // linears whose codes/scales came exactly from Q4_0 blocks
   std::vector<std::string> notes;
 };
 
-// Model config of a llama GGUF file (dims, heads, eps, theta, context; vocab = token_embd rows), with the
-// given mode and group size. Throws Error naming the file and field (e.g. head_count_kv != head_count).
+// Model config of a llama GGUF file (dims, heads, key/value heads, eps, theta, context; vocab = token_embd
+// rows), with the given mode and group size. Throws Error naming the file and field (e.g. a head_count_kv
+// that does not divide head_count).
 ModelConfig read_gguf_config(const std::string& path, TrainMode mode, int64_t group_size);
 // Builds the model on `backend` and uploads the masters. Q4_0 linears with group 32 in a quantized mode get
 // their codes and scales exactly from the file (masters = dequantized values); everything else is
@@ -48,8 +46,9 @@ struct GgufExportReport {
   std::vector<std::string> warnings;
 };
 // Writes a llama GGUF v3 file llama.cpp can read: metadata, tensors (linears in `type`; norms and
-// embeddings F32). qlora adapters are merged (W + alpha/r * B A). With `tok`, its vocabulary is written as
-// a "gpt2" tokenizer (byte tokenizer: 256 byte tokens, no merges). F32/F16 write the fp32 masters.
+// embeddings F32). qlora adapters are merged (W + alpha/r * B A). With `tok`, its tok->gguf_vocab() is
+// written as the tokenizer.ggml.* keys (GPT-2: "gpt2" with merges; bytes: a 256-token "llama" vocabulary;
+// a GGUF tokenizer: as it was read). F32/F16 write the fp32 masters.
 GgufExportReport save_gguf(const std::string& path, Model& model, GgufType type, const Tokenizer* tok = nullptr);
 
 // Hugging Face Llama folder: config.json + model.safetensors or model.safetensors.index.json shards.
@@ -75,7 +74,8 @@ namespace interop_detail {
 // Host copy of the weight the model computes with, by name: masters (fp32) or masters with qlora adapters
 // merged (W + alpha/r * B A). Tied head is not listed separately.
 std::vector<float> effective_weight(Model& model, Param& p);
-// HF rotate_half row order -> adjacent-pair row order for a [n_heads*head_dim, K] q/k weight, and back.
+// HF rotate_half row order -> adjacent-pair row order for a [n_heads*head_dim, K] q weight (n_kv_heads for a
+// k weight), and back.
 std::vector<float> permute_from_hf(const std::vector<float>& w, int64_t n_heads, int64_t rows, int64_t cols);
 std::vector<float> permute_to_hf(const std::vector<float>& w, int64_t n_heads, int64_t rows, int64_t cols);
 }  // namespace interop_detail

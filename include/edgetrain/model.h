@@ -21,6 +21,10 @@ struct ModelConfig {
   int64_t dim = 128;
   int64_t n_layers = 2;
   int64_t n_heads = 4;
+  // Key/value heads (grouped-query attention): query head h reads key/value head h / (n_heads / n_kv_heads),
+  // the llama.cpp / Hugging Face convention. Must divide n_heads. -1 (the default) means n_heads: plain
+  // multi-head attention. Configs in JSON always carry the resolved value (kv_heads()).
+  int64_t n_kv_heads = -1;
   int64_t ffn_dim = 384;
   int64_t max_seq = 128;
   float rope_theta = 10000.0f;
@@ -35,6 +39,8 @@ struct ModelConfig {
   std::string lora_targets = "q,k,v,o";
 
   int64_t head_dim() const { return dim / n_heads; }
+  int64_t kv_heads() const { return n_kv_heads < 0 ? n_heads : n_kv_heads; }
+  int64_t kv_dim() const { return kv_heads() * head_dim(); }  // rows of the K and V projections
   int64_t parameter_count() const;
   void validate() const;  // throws Error naming the field
   std::string to_json() const;

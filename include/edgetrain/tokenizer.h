@@ -1,4 +1,5 @@
-// Tokenizers that turn training text into token ids and back: raw bytes (256 ids) and GPT-2's byte-level BPE.
+// Tokenizers that turn training text into token ids and back: raw bytes (256 ids), GPT-2's byte-level BPE,
+// and the tokenizer stored in a GGUF file's metadata (byte-level BPE or SentencePiece-style).
 #pragma once
 
 #include <cstdint>
@@ -9,22 +10,54 @@
 
 namespace edgetrain {
 
+// A tokenizer as GGUF metadata stores it (the tokenizer.ggml.* keys llama.cpp reads), as data.
+struct GgufVocab {
+  std::string model;                 // tokenizer.ggml.model: "gpt2" (byte-level BPE), "llama" (SentencePiece)
+  std::string pre;                   // tokenizer.ggml.pre ("" when absent), e.g. "gpt-2"
+  std::vector<std::string> tokens;   // tokenizer.ggml.tokens: the text of every id
+  std::vector<float> scores;         // tokenizer.ggml.scores (empty when absent)
+  // tokenizer.ggml.token_type (empty when absent): 1 normal, 2 unknown, 3 control, 4 user defined,
+  // 5 unused, 6 byte (text "<0xNN>"), 0 undefined.
+  std::vector<int32_t> token_types;
+  std::vector<std::string> merges;   // tokenizer.ggml.merges: "left right", highest priority first
+  int64_t bos = -1, eos = -1, unk = -1, pad = -1;   // tokenizer.ggml.*_token_id, -1 when absent
+  int add_bos = -1, add_eos = -1, add_space_prefix = -1;  // tokenizer.ggml.add_*: 0/1, -1 when absent
+  bool operator==(const GgufVocab&) const = default;
+};
+
 class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
-  // "bytes" or "gpt2".
+  // "bytes", "gpt2", or for a GGUF vocabulary "gguf-<model>-<16 hex digits>" (a hash of the vocabulary,
+  // so that token caches of different vocabularies never collide). Safe in a file name.
   virtual std::string name() const = 0;
   // Number of ids: 256 for bytes, 50257 for GPT-2. Every id produced or accepted is in [0, vocab_size).
   virtual int64_t vocab_size() const = 0;
   // Any byte string is accepted, valid UTF-8 or not; decode(encode(text)) == text always holds.
-  // Special tokens are never parsed from text: "<|endoftext|>" in the input is encoded as ordinary text,
-  // the end-of-text id is only produced by whoever appends eot().
+  // Control tokens are never parsed from text: "<|endoftext|>" in the input is encoded as ordinary text,
+  // the end-of-text id is only produced by whoever appends eot(). (A GGUF vocabulary's user-defined
+  // tokens are matched in the text, as llama.cpp does.)
   virtual std::vector<int32_t> encode(std::string_view text) const = 0;
-  // The bytes of the tokens, concatenated (may end in the middle of a UTF-8 sequence). Throws Error for an
-  // id outside [0, vocab_size).
+  // encode() of text that continues earlier text, for encoding a long text in pieces: tokenizers that put
+  // something in front of a text (SentencePiece's leading '▁') do not do it here. Splitting after a
+  // '\n' that is followed by a non-whitespace byte gives the ids of encoding the text at once (for a GGUF
+  // vocabulary: unless it has tokens spanning such a place).
+  virtual std::vector<int32_t> encode_continuation(std::string_view text) const { return encode(text); }
+  // The bytes of the tokens, concatenated (may end in the middle of a UTF-8 sequence). A SentencePiece-style
+  // tokenizer whose encode() adds a leading space drops one leading space again: when ids[0] is a normal or
+  // byte token whose text starts with a space. So decode(a + b) == decode(a) + (text of b) for non-empty a,
+  // which is how generate() decodes a continuation. Throws Error for an id outside [0, vocab_size).
   virtual std::string decode(const std::vector<int32_t>& ids) const = 0;
   // End-of-text id, -1 if the tokenizer has none (bytes). GPT-2: 50256, whose text is "<|endoftext|>".
+  // GGUF: tokenizer.ggml.eos_token_id.
   virtual int32_t eot() const = 0;
+  // Beginning-of-text id, -1 if none. GPT-2: 50256; GGUF: tokenizer.ggml.bos_token_id.
+  virtual int32_t bos() const { return -1; }
+  // This tokenizer as GGUF metadata llama.cpp can load (written by save_gguf): a GGUF vocabulary as it was
+  // read; GPT-2 as "gpt2" (tokens in GPT-2's byte alphabet, merges by rank, <|endoftext|> a control token
+  // and both BOS and EOS); bytes as a "llama" vocabulary of 256 tokens whose id is the byte ("▁" for
+  // the space, the character itself for '!'..'~', byte tokens <0xNN> otherwise; no space prefix, no BOS).
+  virtual GgufVocab gguf_vocab() const = 0;
 };
 
 // id = byte value.
@@ -40,7 +73,27 @@ std::unique_ptr<Tokenizer> load_gpt2_tokenizer(const std::string& dir);
 // otherwise the .deps/gpt2 folder chosen at build time (EDGETRAIN_DEPS_DIR).
 std::string default_gpt2_dir();
 
-// "bytes", "gpt2" (files from default_gpt2_dir()), or a directory holding encoder.json and vocab.bpe.
+// The tokenizer of GGUF metadata: "gpt2" is byte-level BPE with GPT-2's pre-tokenizer regex (the algorithm
+// of load_gpt2_tokenizer; a merge's priority is its index), "llama" is SentencePiece-style BPE as llama.cpp
+// runs it (spaces become '▁' (U+2581), one is put in front of the text unless add_space_prefix is 0; adjacent
+// pieces are merged highest score first while their concatenation is a normal token; characters left
+// without a token fall back to byte tokens <0xNN>). Checks every count, index and id against the
+// vocabulary and throws Error naming `source` and the key (merges or byte tokens that do not exist, ids out
+// of range, a vocabulary that cannot encode some byte, ...). Notes that do not stop it (a pre-tokenizer
+// other than GPT-2's) are appended to `warnings` when given.
+std::unique_ptr<Tokenizer> make_gguf_tokenizer(const GgufVocab& vocab, const std::string& source,
+                                               std::vector<std::string>* warnings = nullptr);
+// make_gguf_tokenizer of a GGUF file's metadata (the whole file is read; a model file works).
+std::unique_ptr<Tokenizer> load_gguf_tokenizer(const std::string& path, std::vector<std::string>* warnings = nullptr);
+// True if `path` is a file starting with the GGUF magic.
+bool is_gguf_path(const std::string& path);
+
+// "bytes", "gpt2" (files from default_gpt2_dir()), a directory holding encoder.json and vocab.bpe, or a
+// GGUF file (its tokenizer metadata).
 std::unique_ptr<Tokenizer> make_tokenizer(const std::string& spec);
+
+// The tokenizer spec of a checkpoint's metadata ("tokenizer"; "bytes" when absent). A recorded GGUF file that
+// no longer exists (the run folder was moved) is looked for under its file name beside the checkpoint.
+std::string checkpoint_tokenizer_spec(const std::string& recorded, const std::string& checkpoint_path);
 
 }  // namespace edgetrain

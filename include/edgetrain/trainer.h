@@ -29,8 +29,10 @@ class TokenStream {
 struct TrainOptions {
   std::string corpus;             // text file
   std::string out_dir = "runs/default";
-  std::string tokenizer = "bytes";
-  std::string backend = "auto";
+  // "auto" (the --init file's own tokenizer, else bytes), "gguf" (the --init GGUF file's), or a
+  // make_tokenizer() spec: bytes, gpt2, a folder with encoder.json + vocab.bpe, a GGUF file.
+  std::string tokenizer = "auto";
+  std::string backend = "auto";   // a --backend value: one name, an ordered list to fall back through, or auto
   std::string device;             // backend device selector
   std::string init;               // start from this checkpoint's weights (new optimizer state)
   bool resume = false;            // continue out_dir/checkpoint.safetensors exactly
@@ -42,6 +44,7 @@ struct TrainOptions {
   double val_fraction = 0.02;
   double time_limit_s = 0;        // stop early (with a checkpoint) when exceeded; 0 = none
   bool skip_nan_steps = false;    // default: stop at the first NaN/Inf loss or gradient norm
+  int64_t max_skipped_steps = 10; // with skip_nan_steps: stop with an error after this many skipped in a row
   std::string sample_prompt = "And God said";
   int64_t sample_tokens = 200;
   int threads = 0;
@@ -55,6 +58,10 @@ struct TrainResult {
   std::string checkpoint, metrics, curve, sample;
 };
 
+// Throws Error (one line naming the step, flag, file or backend) on every failure. Start-up — creating the
+// backend, the model and its weights, the step-0 evaluation and the first step, which compile every kernel
+// of the run — falls back to the next backend of opts.backend's list (or auto's) when the backend itself
+// fails (is_backend_failure), with a notice on stderr.
 TrainResult train(const TrainOptions& opts);
 
 // Mean validation loss over `batches` fixed batches of the corpus's validation split.

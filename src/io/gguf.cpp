@@ -512,7 +512,107 @@ void Writer::save(const std::string& path) const {
   write_file_atomic(path, [&](std::FILE* f) { fwrite_checked(f, bytes.data(), bytes.size(), path); });
 }
 
+// ---- tokenizer metadata ----
+
+GgufVocab read_vocab(const File& f) {
+  GgufVocab v;
+  const std::string& src = f.source();
+  if (!f.has("tokenizer.ggml.model")) return v;
+  v.model = f.get_string("tokenizer.ggml.model");
+  if (f.has("tokenizer.ggml.pre")) v.pre = f.get_string("tokenizer.ggml.pre");
+  // An array whose elements pass `ok`, or null when the key is absent.
+  auto array = [&](const char* key, bool (*ok)(VType), const char* what) -> const std::vector<Value>* {
+    const Value* x = f.find(key);
+    if (!x) return nullptr;
+    ET_CHECK(x->type == VType::ARRAY && ok(x->elem), "file ", src, ": metadata key '", key, "' must be an array of ",
+             what);
+    return &x->arr;
+  };
+  auto is_string = [](VType t) { return t == VType::STRING; };
+  auto is_number = [](VType t) { return t != VType::STRING && t != VType::ARRAY && t != VType::BOOL; };
+  auto is_integer = [](VType t) {
+    return t != VType::STRING && t != VType::ARRAY && t != VType::BOOL && t != VType::F32 && t != VType::F64;
+  };
+  const auto* tokens = array("tokenizer.ggml.tokens", is_string, "strings");
+  ET_CHECK(tokens, "file ", src, ": tokenizer.ggml.model is set but tokenizer.ggml.tokens is missing");
+  v.tokens.reserve(tokens->size());
+  for (const Value& e : *tokens) v.tokens.push_back(e.s);
+  if (const auto* a = array("tokenizer.ggml.scores", is_number, "numbers")) {
+    ET_CHECK(a->size() == v.tokens.size(), "file ", src, ": tokenizer.ggml.scores has ", a->size(),
+             " entries but tokenizer.ggml.tokens has ", v.tokens.size());
+    for (const Value& e : *a) v.scores.push_back(e.is_float() ? static_cast<float>(e.f) : static_cast<float>(e.i));
+  }
+  if (const auto* a = array("tokenizer.ggml.token_type", is_integer, "integers")) {
+    ET_CHECK(a->size() == v.tokens.size(), "file ", src, ": tokenizer.ggml.token_type has ", a->size(),
+             " entries but tokenizer.ggml.tokens has ", v.tokens.size());
+    for (const Value& e : *a) {
+      // Out-of-range values become -1, which make_gguf_tokenizer rejects naming the index.
+      v.token_types.push_back(e.i >= 0 && e.i <= 255 ? static_cast<int32_t>(e.i) : -1);
+    }
+  }
+  if (const auto* a = array("tokenizer.ggml.merges", is_string, "strings"))
+    for (const Value& e : *a) v.merges.push_back(e.s);
+  auto id = [&](const char* key, int64_t& out) {
+    if (!f.has(key)) return;
+    const int64_t x = f.get_int(key);
+    ET_CHECK(x >= 0 && x < static_cast<int64_t>(v.tokens.size()), "file ", src, ": ", key, " = ", x,
+             " is outside the vocabulary [0, ", v.tokens.size(), ")");
+    out = x;
+  };
+  id("tokenizer.ggml.bos_token_id", v.bos);
+  id("tokenizer.ggml.eos_token_id", v.eos);
+  id("tokenizer.ggml.unknown_token_id", v.unk);
+  id("tokenizer.ggml.padding_token_id", v.pad);
+  auto flag = [&](const char* key, int& out) {
+    const Value* x = f.find(key);
+    if (!x) return;
+    ET_CHECK(x->type == VType::BOOL, "file ", src, ": metadata key '", key, "' must be a bool");
+    out = x->u ? 1 : 0;
+  };
+  flag("tokenizer.ggml.add_bos_token", v.add_bos);
+  flag("tokenizer.ggml.add_eos_token", v.add_eos);
+  flag("tokenizer.ggml.add_space_prefix", v.add_space_prefix);
+  return v;
+}
+
+void add_vocab(Writer& w, const GgufVocab& v) {
+  w.add_kv("tokenizer.ggml.model", Value::str(v.model));
+  if (!v.pre.empty()) w.add_kv("tokenizer.ggml.pre", Value::str(v.pre));
+  w.add_kv("tokenizer.ggml.tokens", Value::strings(v.tokens));
+  if (!v.scores.empty()) w.add_kv("tokenizer.ggml.scores", Value::f32s(v.scores));
+  if (!v.token_types.empty()) w.add_kv("tokenizer.ggml.token_type", Value::i32s(v.token_types));
+  if (!v.merges.empty() || v.model == "gpt2") w.add_kv("tokenizer.ggml.merges", Value::strings(v.merges));
+  const std::pair<const char*, int64_t> ids[] = {{"tokenizer.ggml.bos_token_id", v.bos},
+                                                 {"tokenizer.ggml.eos_token_id", v.eos},
+                                                 {"tokenizer.ggml.unknown_token_id", v.unk},
+                                                 {"tokenizer.ggml.padding_token_id", v.pad}};
+  for (const auto& [key, id] : ids)
+    if (id >= 0) w.add_kv(key, Value::u32(static_cast<uint32_t>(id)));
+  const std::pair<const char*, int> flags[] = {{"tokenizer.ggml.add_bos_token", v.add_bos},
+                                               {"tokenizer.ggml.add_eos_token", v.add_eos},
+                                               {"tokenizer.ggml.add_space_prefix", v.add_space_prefix}};
+  for (const auto& [key, f] : flags)
+    if (f >= 0) w.add_kv(key, Value::boolean(f != 0));
+}
+
 }  // namespace edgetrain::gguf
+
+namespace edgetrain {
+
+GgufVocab read_gguf_vocab(const std::string& path) { return gguf::read_vocab(gguf::File::open(path)); }
+
+void save_gguf_tokenizer(const std::string& path, const GgufVocab& vocab) {
+  gguf::Writer w;
+  w.add_kv("general.name", gguf::Value::str("edgetrain tokenizer"));
+  gguf::add_vocab(w, vocab);
+  w.save(path);
+}
+
+std::unique_ptr<Tokenizer> load_gguf_tokenizer(const std::string& path, std::vector<std::string>* warnings) {
+  return make_gguf_tokenizer(read_gguf_vocab(path), path, warnings);
+}
+
+}  // namespace edgetrain
 
 // ---- llama models <-> GGUF ----
 #ifndef EDGETRAIN_GGUF_READER_ONLY
@@ -558,10 +658,13 @@ ModelConfig config_from(const gguf::File& f, TrainMode mode, int64_t group_size)
   c.n_layers = f.get_int("llama.block_count");
   c.n_heads = f.get_int("llama.attention.head_count");
   if (f.has("llama.attention.head_count_kv")) {
+    // Grouped-query attention. K rows are in llama.cpp's order already (adjacent rotary pairs within each
+    // of the head_count_kv heads, as convert_hf_to_gguf permutes them): nothing to permute here.
     int64_t kv = f.get_int("llama.attention.head_count_kv");
-    ET_CHECK(kv == c.n_heads, "file ", src, ": llama.attention.head_count_kv = ", kv,
-             " differs from llama.attention.head_count = ", c.n_heads,
-             ": grouped-query attention is not supported by edgetrain's model");
+    ET_CHECK(kv >= 1 && c.n_heads >= 1 && c.n_heads % kv == 0, "file ", src, ": llama.attention.head_count_kv = ", kv,
+             " does not divide llama.attention.head_count = ", c.n_heads,
+             " (grouped-query attention needs n_heads / n_kv_heads query heads per key/value head)");
+    c.n_kv_heads = kv;
   }
   c.ffn_dim = f.get_int("llama.feed_forward_length");
   c.max_seq = f.has("llama.context_length") ? f.get_int("llama.context_length") : 2048;
@@ -582,37 +685,6 @@ ModelConfig config_from(const gguf::File& f, TrainMode mode, int64_t group_size)
     fail("file ", src, ": ", e.what());
   }
   return c;
-}
-
-GgufVocab vocab_from(const gguf::File& f) {
-  GgufVocab v;
-  if (f.has("tokenizer.ggml.model")) v.model = f.get_string("tokenizer.ggml.model");
-  auto arr = [&](const char* key) -> const std::vector<gguf::Value>* {
-    const gguf::Value* x = f.find(key);
-    return x && x->type == gguf::VType::ARRAY ? &x->arr : nullptr;
-  };
-  if (auto* a = arr("tokenizer.ggml.tokens")) for (auto& e : *a) v.tokens.push_back(e.s);
-  if (auto* a = arr("tokenizer.ggml.merges")) for (auto& e : *a) v.merges.push_back(e.s);
-  if (auto* a = arr("tokenizer.ggml.scores")) for (auto& e : *a) v.scores.push_back(static_cast<float>(e.f));
-  if (auto* a = arr("tokenizer.ggml.token_type")) for (auto& e : *a) v.token_types.push_back(static_cast<int32_t>(e.i));
-  if (f.has("tokenizer.ggml.bos_token_id")) v.bos = f.get_int("tokenizer.ggml.bos_token_id");
-  if (f.has("tokenizer.ggml.eos_token_id")) v.eos = f.get_int("tokenizer.ggml.eos_token_id");
-  return v;
-}
-
-// GPT-2's printable stand-in for each byte (the byte-level BPE alphabet), as UTF-8.
-std::string byte_symbol(uint8_t b) {
-  uint32_t cp = b;
-  if (!((b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174))) {
-    int n = 0;  // index of b among the bytes that are not printable
-    for (int x = 0; x < b; ++x)
-      if (!((x >= 33 && x <= 126) || (x >= 161 && x <= 172) || (x >= 174))) ++n;
-    cp = 256 + static_cast<uint32_t>(n);
-  }
-  std::string s;
-  if (cp < 0x80) s += static_cast<char>(cp);
-  else s += static_cast<char>(0xC0 | (cp >> 6)), s += static_cast<char>(0x80 | (cp & 0x3F));
-  return s;
 }
 
 }  // namespace
@@ -652,7 +724,12 @@ std::unique_ptr<Model> load_gguf_model(const std::string& path, Backend& backend
   model->steps_done = 0;
   if (info) {
     info->config = cfg;
-    info->vocab = vocab_from(f);
+    try {
+      info->vocab = gguf::read_vocab(f);
+    } catch (const Error& e) {
+      info->vocab = GgufVocab();
+      info->notes.push_back(std::string("tokenizer metadata not usable: ") + e.what());
+    }
     info->exact_q4 = static_cast<int>(exact.size());
   }
   return model;
@@ -680,7 +757,7 @@ GgufExportReport save_gguf(const std::string& path, Model& model, GgufType type,
   w.add_kv("llama.block_count", V::u32(static_cast<uint32_t>(c.n_layers)));
   w.add_kv("llama.feed_forward_length", V::u32(static_cast<uint32_t>(c.ffn_dim)));
   w.add_kv("llama.attention.head_count", V::u32(static_cast<uint32_t>(c.n_heads)));
-  w.add_kv("llama.attention.head_count_kv", V::u32(static_cast<uint32_t>(c.n_heads)));
+  w.add_kv("llama.attention.head_count_kv", V::u32(static_cast<uint32_t>(c.kv_heads())));
   w.add_kv("llama.rope.dimension_count", V::u32(static_cast<uint32_t>(c.head_dim())));
   w.add_kv("llama.rope.freq_base", V::f32(c.rope_theta));
   w.add_kv("llama.attention.layer_norm_rms_epsilon", V::f32(c.norm_eps));
@@ -688,33 +765,7 @@ GgufExportReport save_gguf(const std::string& path, Model& model, GgufType type,
   if (tok) {
     ET_CHECK(tok->vocab_size() == c.vocab, "save_gguf: tokenizer '", tok->name(), "' has ", tok->vocab_size(),
              " tokens, the model ", c.vocab);
-    std::vector<std::string> tokens;
-    std::vector<int32_t> types;
-    for (int32_t id = 0; id < tok->vocab_size(); ++id) {
-      std::string text = id == tok->eot() ? std::string("<|endoftext|>") : tok->decode({id});
-      std::string sym;
-      if (id == tok->eot()) sym = text;
-      else for (unsigned char ch : text) sym += byte_symbol(ch);
-      tokens.push_back(sym);
-      types.push_back(id == tok->eot() ? 3 : 1);  // 1 normal, 3 control
-    }
-    std::vector<std::string> merges;
-    if (tok->name() == "gpt2") {
-      std::ifstream in(default_gpt2_dir() + "/vocab.bpe");
-      std::string line;
-      while (std::getline(in, line))
-        if (!line.empty() && line[0] != '#') merges.push_back(line);
-      if (merges.empty()) rep.warnings.push_back("gpt2 merges (vocab.bpe) not found: tokenizer written without merges");
-    }
-    w.add_kv("tokenizer.ggml.model", V::str("gpt2"));
-    w.add_kv("tokenizer.ggml.pre", V::str(tok->name() == "gpt2" ? "gpt-2" : "default"));
-    w.add_kv("tokenizer.ggml.tokens", V::strings(tokens));
-    w.add_kv("tokenizer.ggml.token_type", V::i32s(types));
-    w.add_kv("tokenizer.ggml.merges", V::strings(merges));
-    if (tok->eot() >= 0) {
-      w.add_kv("tokenizer.ggml.bos_token_id", V::u32(static_cast<uint32_t>(tok->eot())));
-      w.add_kv("tokenizer.ggml.eos_token_id", V::u32(static_cast<uint32_t>(tok->eot())));
-    }
+    gguf::add_vocab(w, tok->gguf_vocab());
   }
   for (Param& p : model.params()) {
     std::string gn = gguf_name(p.name);

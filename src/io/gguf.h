@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "edgetrain/tokenizer.h"
+
 namespace edgetrain::gguf {
 
 constexpr uint32_t kMagic = 0x46554747u;  // "GGUF" read as a little-endian u32
@@ -102,6 +104,15 @@ void q4_0_to_q4gsw(const uint8_t* src, int64_t N, int64_t K, uint8_t* codes, flo
 std::vector<uint8_t> q4gsw_to_q4_0(int64_t N, int64_t K, const uint8_t* codes, const float* scales);
 // Quantizes fp32 rows to Q4_0 the way llama.cpp does it (d = max-magnitude value / -8).
 std::vector<uint8_t> quantize_q4_0(const float* w, uint64_t numel);
+
+class Writer;
+
+// The tokenizer.ggml.* keys of a file (model "" when tokenizer.ggml.model is absent). Throws Error naming the
+// file and key when one has the wrong type, an array the wrong element type, or scores/token_type a count
+// other than the tokens'. Ids and texts are checked by make_gguf_tokenizer.
+GgufVocab read_vocab(const File& f);
+// Adds the keys of `v` (those it has) to a writer, in llama.cpp's types.
+void add_vocab(Writer& w, const GgufVocab& v);
 
 class Writer {
  public:

@@ -166,8 +166,10 @@ ModelConfig hf_config(const std::string& dir, const Shards* shards, TrainMode mo
   c.n_layers = integer("num_hidden_layers", true, 0);
   c.n_heads = integer("num_attention_heads", true, 0);
   int64_t kv = integer("num_key_value_heads", false, c.n_heads);
-  ET_CHECK(kv == c.n_heads, "file ", path, ": num_key_value_heads = ", kv, " differs from num_attention_heads = ",
-           c.n_heads, ": grouped-query attention is not supported by edgetrain's model");
+  ET_CHECK(kv >= 1 && c.n_heads >= 1 && c.n_heads % kv == 0, "file ", path, ": num_key_value_heads = ", kv,
+           " does not divide num_attention_heads = ", c.n_heads,
+           " (grouped-query attention needs num_attention_heads / num_key_value_heads query heads per key/value head)");
+  c.n_kv_heads = kv;
   c.ffn_dim = integer("intermediate_size", true, 0);
   c.max_seq = integer("max_position_embeddings", false, 2048);
   c.vocab = integer("vocab_size", true, 0);
@@ -207,8 +209,11 @@ std::map<std::string, std::vector<float>> hf_masters(const std::string& dir, con
     ET_CHECK(shape == want, "file ", r->source(), ": tensor '", hn, "' has the wrong shape for ", p.name, " ",
              p.value.shape().str());
     std::vector<float> v = r->to_f32(hn);
-    if (p.name.find("attention.wq") != std::string::npos || p.name.find("attention.wk") != std::string::npos)
+    // rotate_half -> adjacent pairs within each head: n_heads heads in q_proj, n_kv_heads in k_proj.
+    if (p.name.find("attention.wq") != std::string::npos)
       v = interop_detail::permute_from_hf(v, c.n_heads, want[0], want[1]);
+    else if (p.name.find("attention.wk") != std::string::npos)
+      v = interop_detail::permute_from_hf(v, c.kv_heads(), want[0], want[1]);
     out[p.name] = std::move(v);
   }
   return out;
@@ -288,6 +293,18 @@ std::string describe_model_file(const std::string& path) {
       os << "  edgetrain config: " << info.config.to_json() << "\n";
     } catch (const Error& e) {
       os << "  not importable: " << e.what() << "\n";
+    }
+    try {
+      const GgufVocab v = gguf::read_vocab(f);
+      if (v.model.empty()) {
+        os << "  tokenizer: none (train --init uses the byte tokenizer)\n";
+      } else {
+        auto tok = make_gguf_tokenizer(v, path);
+        os << "  tokenizer: " << tok->name() << " (\"" << v.model << "\", " << tok->vocab_size()
+           << " tokens), usable: train --init takes it by default\n";
+      }
+    } catch (const Error& e) {
+      os << "  tokenizer not usable: " << e.what() << "\n";
     }
     return os.str();
   }

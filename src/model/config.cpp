@@ -23,8 +23,8 @@ TrainMode mode_from_name(const std::string& s) {
 }
 
 int64_t ModelConfig::parameter_count() const {
-  int64_t D = dim, F = ffn_dim;
-  int64_t per_layer = 4 * D * D + 3 * D * F + 2 * D;
+  int64_t D = dim, F = ffn_dim, KV = kv_dim();
+  int64_t per_layer = 2 * D * D + 2 * D * KV + 3 * D * F + 2 * D;  // q, o; k, v; gate, up, down; 2 norms
   return vocab * D * (tied_head ? 1 : 2) + n_layers * per_layer + D;
 }
 
@@ -38,6 +38,9 @@ void ModelConfig::validate() const {
   positive("max_seq", max_seq);
   ET_CHECK(vocab <= (int64_t{1} << 24), "config: vocab ", vocab, " is too large (limit 16M)");
   ET_CHECK(dim % n_heads == 0, "config: dim (", dim, ") must be a multiple of n_heads (", n_heads, ")");
+  ET_CHECK(n_kv_heads == -1 || n_kv_heads >= 1, "config: n_kv_heads must be >= 1, got ", n_kv_heads);
+  ET_CHECK(n_heads % kv_heads() == 0, "config: n_kv_heads (", kv_heads(), ") must divide n_heads (", n_heads,
+           "): each key/value head serves n_heads / n_kv_heads query heads");
   ET_CHECK(head_dim() % 2 == 0, "config: head dim dim/n_heads = ", head_dim(), " must be even for rotary embeddings");
   ET_CHECK(rope_theta > 1.0f && std::isfinite(rope_theta), "config: rope_theta must be > 1, got ", rope_theta);
   ET_CHECK(norm_eps > 0.0f && norm_eps < 1.0f, "config: norm_eps must be in (0, 1), got ", norm_eps);
@@ -59,6 +62,7 @@ void ModelConfig::validate() const {
 std::string ModelConfig::to_json() const {
   nlohmann::json j = {{"vocab", vocab},           {"dim", dim},
                       {"n_layers", n_layers},     {"n_heads", n_heads},
+                      {"n_kv_heads", kv_heads()},
                       {"ffn_dim", ffn_dim},       {"max_seq", max_seq},
                       {"rope_theta", rope_theta}, {"norm_eps", norm_eps},
                       {"tied_head", tied_head},   {"mode", mode_name(mode)},
@@ -96,6 +100,10 @@ ModelConfig ModelConfig::from_json(const std::string& text) {
     else if (k == "dim") integer(c.dim);
     else if (k == "n_layers") integer(c.n_layers);
     else if (k == "n_heads") integer(c.n_heads);
+    else if (k == "n_kv_heads") {
+      integer(c.n_kv_heads);
+      ET_CHECK(c.n_kv_heads >= 1, "config: n_kv_heads must be >= 1, got ", c.n_kv_heads);
+    }
     else if (k == "ffn_dim") integer(c.ffn_dim);
     else if (k == "max_seq") integer(c.max_seq);
     else if (k == "group_size") integer(c.group_size);

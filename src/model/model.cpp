@@ -33,10 +33,11 @@ uint64_t name_hash(const std::string& s) {
 
 Model::Model(Backend& b, const ModelConfig& cfg) : backend_(b), cfg_(cfg), impl_(std::make_unique<Impl>()) {
   cfg_.validate();
-  const int64_t D = cfg_.dim, F = cfg_.ffn_dim, V = cfg_.vocab;
+  const int64_t D = cfg_.dim, F = cfg_.ffn_dim, V = cfg_.vocab, KV = cfg_.kv_dim();
   const bool base_trainable = cfg_.mode != TrainMode::qlora;
   const bool quantized = cfg_.mode != TrainMode::fp32;
-  params_.reserve(static_cast<size_t>(16 * cfg_.n_layers + 8));  // Param* stay valid: no reallocation
+  // Param* stay valid: no reallocation. Per layer at most 2 norms + 7 linears, each with 2 LoRA adapters.
+  params_.reserve(static_cast<size_t>(23 * cfg_.n_layers + 3));
   auto add = [&](const std::string& name, Shape shape, bool trainable, bool decay, bool q4) -> Param* {
     Param p;
     p.name = name;
@@ -53,6 +54,7 @@ Model::Model(Backend& b, const ModelConfig& cfg) : backend_(b), cfg_(cfg), impl_
       p.codes = b.zeros(Shape{g.words()}, DType::u32);
       p.scales = b.zeros(Shape{g.groups(), shape[0]}, DType::f32);
     }
+    ET_CHECK(params_.size() < params_.capacity(), "model: internal error: the parameter table would reallocate");
     params_.push_back(std::move(p));
     return &params_.back();
   };
@@ -77,8 +79,8 @@ Model::Model(Backend& b, const ModelConfig& cfg) : backend_(b), cfg_(cfg), impl_
     Impl::Layer L;
     L.attn_norm = add(p + "attention_norm.weight", Shape{D}, base_trainable, false, false);
     L.q = linear(p + "attention.wq.weight", "q", D, D);
-    L.k = linear(p + "attention.wk.weight", "k", D, D);
-    L.v = linear(p + "attention.wv.weight", "v", D, D);
+    L.k = linear(p + "attention.wk.weight", "k", KV, D);  // [n_kv_heads * head_dim, dim]
+    L.v = linear(p + "attention.wv.weight", "v", KV, D);
     L.o = linear(p + "attention.wo.weight", "o", D, D);
     L.ffn_norm = add(p + "ffn_norm.weight", Shape{D}, base_trainable, false, false);
     L.gate = linear(p + "feed_forward.w1.weight", "gate", F, D);

@@ -40,7 +40,7 @@ struct Model::Impl {
   Tensor grad_norm;
   Scalar lr, beta1, beta2, eps, weight_decay, bc1, bc2, max_norm;
 
-  // Generation: per-layer KV caches [max_seq, dim] (rows = positions, rope already applied).
+  // Generation: per-layer KV caches [max_seq, n_kv_heads * head_dim] (rows = positions, rope already applied).
   std::vector<Tensor> k_cache, v_cache;
   int64_t cache_len = 0;
 };

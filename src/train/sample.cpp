@@ -63,14 +63,24 @@ std::string generate(Model& model, const Tokenizer& tok, const std::string& prom
   ET_CHECK(o.top_k >= 0, "generate: top_k must be >= 0 (0 = no limit), got ", o.top_k);
   ET_CHECK(o.max_tokens >= 0, "generate: max_tokens must be >= 0, got ", o.max_tokens);
   const int64_t V = model.config().vocab, ctx = model.config().max_seq;
-  std::vector<int32_t> history = tok.encode(prompt);
-  if (history.empty()) history.push_back(tok.eot() >= 0 ? tok.eot() : static_cast<int32_t>('\n'));
+  const std::vector<int32_t> prompt_ids = tok.encode(prompt);
+  std::vector<int32_t> history = prompt_ids;
+  if (history.empty())
+    history.push_back(tok.bos() >= 0 ? tok.bos() : tok.eot() >= 0 ? tok.eot() : static_cast<int32_t>('\n'));
   if (static_cast<int64_t>(history.size()) > ctx - 1) history.erase(history.begin(), history.end() - (ctx - 1));
   std::mt19937_64 rng(o.seed);
   model.reset_cache();
   std::vector<float> logits = model.next_logits(history);
   std::vector<int32_t> out;
   std::string printed;
+  // The new text is decoded after the prompt's ids and the prompt's text cut off: a SentencePiece tokenizer
+  // drops the leading space of a text's first token, which a continuation keeps.
+  const std::string prompt_text = tok.decode(prompt_ids);
+  auto decode_new = [&] {
+    std::vector<int32_t> all = prompt_ids;
+    all.insert(all.end(), out.begin(), out.end());
+    return tok.decode(all).substr(prompt_text.size());
+  };
   for (int64_t i = 0; i < o.max_tokens; ++i) {
     int64_t rows = static_cast<int64_t>(logits.size()) / V;
     int32_t next = pick(logits.data() + (rows - 1) * V, V, o, rng);
@@ -78,7 +88,7 @@ std::string generate(Model& model, const Tokenizer& tok, const std::string& prom
     out.push_back(next);
     history.push_back(next);
     if (on_text) {
-      std::string text = tok.decode(out);
+      std::string text = decode_new();
       size_t upto = complete_utf8(text);
       if (upto > printed.size()) {
         on_text(text.substr(printed.size(), upto - printed.size()));
@@ -93,7 +103,7 @@ std::string generate(Model& model, const Tokenizer& tok, const std::string& prom
       logits = model.next_logits({next});
     }
   }
-  std::string text = tok.decode(out);
+  std::string text = decode_new();
   if (on_text && text.size() > printed.size()) on_text(text.substr(printed.size()));
   return text;
 }

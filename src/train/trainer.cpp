@@ -18,6 +18,7 @@
 #include "edgetrain/safetensors.h"
 #include "edgetrain/tokenizer.h"
 #include "edgetrain/trainer.h"
+#include "io/atomic_file.h"
 
 namespace edgetrain {
 namespace {
@@ -81,6 +82,8 @@ void validate(const TrainOptions& o) {
            "train: --eval-every, --eval-batches, --checkpoint-every and --log-every must be >= 1");
   ET_CHECK(o.val_fraction > 0 && o.val_fraction < 0.5, "train: --val-fraction must be in (0, 0.5), got ", o.val_fraction);
   ET_CHECK(!(o.resume && !o.init.empty()), "train: --resume and --init cannot be combined");
+  ET_CHECK(o.max_skipped_steps >= 1, "train: --max-skipped-steps must be >= 1, got ", o.max_skipped_steps);
+  parse_backend_spec(o.backend);  // names the bad entry before any file or device is touched
 }
 
 nlohmann::json options_json(const TrainOptions& o) {
@@ -120,6 +123,9 @@ void init_weights_from(const std::string& path, Model& model) {
     std::vector<float> v = foreign ? std::move(imported[p.name]) : r->to_f32(p.name);
     ET_CHECK(static_cast<int64_t>(v.size()) == p.value.numel(), "train: --init: tensor '", p.name, "' in '", path,
              "' has ", v.size(), " elements, the model needs ", p.value.numel());
+    for (size_t i = 0; i < v.size(); ++i)
+      ET_CHECK(std::isfinite(v[i]), "train: --init: tensor '", p.name, "' in '", path, "' holds ", v[i], " at index ",
+               i, "; weights must not contain NaN/Inf");
     model.backend().upload(p.value, v.data(), v.size() * sizeof(float));
     ++loaded;
   }
@@ -136,6 +142,50 @@ std::string meta_step(const std::string& path) {
   } catch (const Error&) {
     return "?";
   }
+}
+
+// The tokenizer of the run; sets o.tokenizer to the spec the checkpoint records. "auto": the --init file's
+// own (a GGUF file's tokenizer metadata when it has some, the tokenizer an edgetrain checkpoint records),
+// otherwise bytes; "gguf": the --init GGUF file's. A GGUF tokenizer is copied into the run folder as
+// tokenizer.gguf, and that copy is what gets recorded: generate, eval and --resume need neither the --init
+// file nor (checkpoint_tokenizer_spec) the folder staying where it was.
+std::unique_ptr<Tokenizer> open_tokenizer(TrainOptions& o, const std::string& ckpt) {
+  namespace fs = std::filesystem;
+  std::string spec = o.tokenizer;
+  std::optional<GgufVocab> vocab;  // of `spec`, when already read
+  if (o.resume) {
+    o.tokenizer = checkpoint_tokenizer_spec(spec, ckpt);
+    return make_tokenizer(o.tokenizer);
+  }
+  if (spec == "auto") {
+    spec = "bytes";
+    if (!o.init.empty() && is_gguf_file(o.init)) {
+      GgufVocab v = read_gguf_vocab(o.init);
+      if (!v.model.empty()) spec = o.init, vocab = std::move(v);
+    } else if (!o.init.empty() && !is_hf_folder(o.init)) {
+      const auto meta = read_checkpoint_metadata(o.init);
+      const auto it = meta.find("tokenizer");
+      spec = checkpoint_tokenizer_spec(it == meta.end() ? "" : it->second, o.init);
+    }
+  } else if (spec == "gguf") {
+    ET_CHECK(!o.init.empty() && is_gguf_file(o.init), "train: --tokenizer gguf is the tokenizer of the --init GGUF "
+             "file, but ", o.init.empty() ? std::string("there is no --init") : "--init '" + o.init + "' is not one");
+    spec = o.init;
+  }
+  if (!vocab && !is_gguf_path(spec)) {
+    o.tokenizer = spec;
+    return make_tokenizer(spec);
+  }
+  if (!vocab) vocab = read_gguf_vocab(spec);
+  std::vector<std::string> warnings;
+  auto tok = make_gguf_tokenizer(*vocab, spec, &warnings);
+  for (const std::string& w : warnings) std::printf("  warning: %s\n", w.c_str());
+  const std::string copy = fs::absolute(fs::path(o.out_dir) / "tokenizer.gguf").string();
+  save_gguf_tokenizer(copy, tok->gguf_vocab());
+  std::printf("  tokenizer of %s: %s, %ld tokens (copied to %s)\n", spec.c_str(), tok->name().c_str(),
+              static_cast<long>(tok->vocab_size()), copy.c_str());
+  o.tokenizer = copy;
+  return tok;
 }
 
 }  // namespace
@@ -190,19 +240,17 @@ TrainResult train(const TrainOptions& opts_in) {
   }
   if (o.seq == 0) o.seq = std::min<int64_t>(128, o.model.max_seq);
   validate(o);
-  auto tok = make_tokenizer(o.tokenizer);
+  auto tok = open_tokenizer(o, ckpt);  // sets o.tokenizer to the spec the checkpoint records
   if (o.model.vocab != tok->vocab_size()) {
-    ET_CHECK(!o.resume && o.init.empty(), "train: the checkpoint's vocabulary (", o.model.vocab,
-             ") does not match tokenizer '", o.tokenizer, "' (", tok->vocab_size(), ")");
+    ET_CHECK(!o.resume && o.init.empty(), "train: ",
+             o.resume ? std::string("the checkpoint's model") : "the model of --init '" + o.init + "'", " has ",
+             o.model.vocab, " token embedding rows but tokenizer '", o.tokenizer, "' (", tok->name(), ") has ",
+             tok->vocab_size(), " tokens; they must match (--tokenizer auto takes the --init file's own tokenizer)");
     o.model.vocab = tok->vocab_size();
   }
   ET_CHECK(o.seq <= o.model.max_seq, "train: --seq ", o.seq, " exceeds the model's max_seq ", o.model.max_seq);
   o.model.validate();
 
-  BackendOptions bo;
-  bo.threads = o.threads;
-  bo.device = o.device;
-  auto backend = make_backend(o.backend, bo);
   auto data = TokenStream::open(o.corpus, *tok, o.out_dir + "/cache");
   const int64_t N = data->size();
   const int64_t val_len = std::max<int64_t>(o.seq + 2, static_cast<int64_t>(static_cast<double>(N) * o.val_fraction));
@@ -212,16 +260,95 @@ TrainResult train(const TrainOptions& opts_in) {
   for (int64_t i = 0; i < std::min<int64_t>(N, 1 << 16); ++i)
     ET_CHECK(data->at(i) >= 0 && data->at(i) < o.model.vocab, "train: corpus token ", data->at(i), " at ", i,
              " is outside the vocabulary");
+  // A save killed mid write leaves checkpoint.safetensors.tmp.<pid>; remove those whose writer is gone.
+  for (const std::string& stale : remove_stale_atomic_temps(ckpt))
+    std::printf("  removed %s (left by an interrupted checkpoint save)\n", stale.c_str());
 
-  Model model(*backend, o.model);
-  model.init(o.seed);
+  // One training step: the micro-batches' gradients, then the update (which writes nothing when the
+  // gradient norm is NaN/Inf). Returns the loss and the norm.
+  const int64_t tokens_per_step = o.batch * o.seq * o.accum;
+  std::vector<int32_t> tokens, labels;
+  auto train_step = [&](Model& m, int64_t at) {
+    double loss = 0;
+    for (int64_t a = 0; a < o.accum; ++a) {
+      sample_batch(*data, 0, val_begin, o.batch, o.seq, mix(o.seed) ^ static_cast<uint64_t>(at * o.accum + a), tokens,
+                   labels);
+      loss += m.accumulate(tokens, labels, o.batch, o.seq, tokens_per_step);
+    }
+    return std::make_pair(loss, m.update(o.optim, at));
+  };
+
+  // Start-up on the first backend of the plan that works: the device, the model and its weights, the step-0
+  // evaluation and the first step, which together allocate every buffer and compile every kernel of the run.
+  // A failure of the backend itself (no device, out of device memory, a kernel the driver cannot compile)
+  // moves on to the next backend of a list (--backend vulkan,cpu) or of auto, with a one-line notice; with
+  // one backend, or when it is the input that is wrong (a bad checkpoint), it is the error.
+  BackendOptions bo;
+  bo.threads = o.threads;
+  bo.device = o.device;
+  const std::vector<BackendCandidate> plan = backend_plan(o.backend, bo);
+  std::unique_ptr<Backend> backend;
+  std::unique_ptr<Model> model_ptr;
   int64_t start_step = 0;
-  if (o.resume) {
-    load_checkpoint(ckpt, model, nullptr);
-    start_step = model.steps_done;
-  } else if (!o.init.empty()) {
-    init_weights_from(o.init, model);
+  EvalResult eval0;                               // the step-0 evaluation (fresh runs)
+  bool have_eval0 = false;
+  std::optional<std::pair<double, float>> first;  // the first step's loss and norm
+  double first_dt = 0;
+  auto t_start = std::chrono::steady_clock::now();
+  auto seconds_since = [](auto t) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+  };
+  for (size_t i = 0; i < plan.size(); ++i) {
+    const BackendCandidate& c = plan[i];
+    try {
+      backend = make_backend(c.backend, c.options);
+      model_ptr = std::make_unique<Model>(*backend, o.model);
+      Model& m = *model_ptr;
+      m.init(o.seed);
+      if (o.resume) load_checkpoint(ckpt, m, nullptr);
+      else if (!o.init.empty()) init_weights_from(o.init, m);
+      start_step = m.steps_done;
+      std::printf("edgetrain train: %.2fM parameters, mode %s, group %ld, on %s (%s)\n",
+                  o.model.parameter_count() / 1e6, mode_name(o.model.mode), static_cast<long>(o.model.group_size),
+                  backend->name().c_str(), backend->device_name().c_str());
+      if (!c.why.empty()) std::printf("  %s\n", c.why.c_str());
+      std::printf("  corpus %s: %ld tokens (%s), %ld for validation; %ld tokens per step; steps %ld..%ld\n",
+                  o.corpus.c_str(), static_cast<long>(N), tok->name().c_str(), static_cast<long>(val_len),
+                  static_cast<long>(tokens_per_step), static_cast<long>(start_step + 1),
+                  static_cast<long>(o.optim.total_steps));
+      std::fflush(stdout);
+      t_start = std::chrono::steady_clock::now();
+      if (start_step == 0) {
+        eval0 = evaluate_split(m, *data, val_begin, N, o.batch, o.seq, o.eval_batches);
+        have_eval0 = true;
+        std::printf("  step 0: validation loss %.4f (perplexity %.2f)\n", eval0.loss, eval0.perplexity);
+        std::fflush(stdout);
+      }
+      if (start_step < o.optim.total_steps) {
+        auto t0 = std::chrono::steady_clock::now();
+        first = train_step(m, start_step + 1);
+        first_dt = seconds_since(t0);
+      }
+      break;
+    } catch (const Error& e) {
+      model_ptr.reset();
+      backend.reset();
+      have_eval0 = false;
+      first.reset();
+      const bool device_fault = is_backend_failure(c.backend, e.what());
+      if (device_fault && i + 1 < plan.size()) {
+        std::fprintf(stderr, "edgetrain: backend %s failed at start-up (%s); falling back to %s\n",
+                     c.backend.c_str(), e.what(), plan[i + 1].backend.c_str());
+        std::fflush(stderr);
+        continue;
+      }
+      if (device_fault && plan.size() == 1 && c.backend != "cpu")
+        fail(e.what(), "; to fall back to another backend instead, list them in order: --backend ", c.backend,
+             ",cpu");
+      throw;
+    }
   }
+  Model& model = *model_ptr;
 
   // Metrics: on resume keep the lines up to the checkpoint's step, so the file reads as one run.
   std::vector<std::pair<int64_t, double>> train_curve, val_curve;
@@ -244,15 +371,6 @@ TrainResult train(const TrainOptions& opts_in) {
   std::ofstream metrics(metrics_path, std::ios::app);
 
   const bool tty = o.progress && ::isatty(STDERR_FILENO);
-  const int64_t tokens_per_step = o.batch * o.seq * o.accum;
-  std::printf("edgetrain train: %.2fM parameters, mode %s, group %ld, on %s (%s)\n", o.model.parameter_count() / 1e6,
-              mode_name(o.model.mode), static_cast<long>(o.model.group_size), backend->name().c_str(),
-              backend->device_name().c_str());
-  if (o.backend == "auto") std::printf("  %s\n", auto_choice_reason().c_str());
-  std::printf("  corpus %s: %ld tokens (%s), %ld for validation; %ld tokens per step; steps %ld..%ld\n",
-              o.corpus.c_str(), static_cast<long>(N), tok->name().c_str(), static_cast<long>(val_len),
-              static_cast<long>(tokens_per_step), static_cast<long>(start_step + 1), static_cast<long>(o.optim.total_steps));
-  std::fflush(stdout);
 
   TrainResult res;
   // A failed save (disk full, file size limit, I/O error) stops the run; the atomic writer has left the
@@ -269,28 +387,26 @@ TrainResult train(const TrainOptions& opts_in) {
            "; free space, then continue with --resume");
     }
   };
-  auto t_start = std::chrono::steady_clock::now();
-  auto seconds_since = [](auto t) {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-  };
-  if (start_step == 0) {
-    EvalResult e = evaluate_split(model, *data, val_begin, N, o.batch, o.seq, o.eval_batches);
+  if (have_eval0) {
+    const EvalResult& e = eval0;
     res.first_val_loss = static_cast<float>(e.loss);
     val_curve.push_back({0, e.loss});
     metrics << nlohmann::json{{"step", 0}, {"val_loss", e.loss}, {"val_ppl", e.perplexity}}.dump() << "\n";
-    std::printf("  step 0: validation loss %.4f (perplexity %.2f)\n", e.loss, e.perplexity);
   }
-  std::vector<int32_t> tokens, labels;
   double window_tokens = 0, window_time = 0, tok_s = 0;
   int64_t step = start_step;
+  // With --skip-nan-steps: the current run of consecutive skipped steps, and whether any step of this
+  // invocation was applied; `unsaved`: steps applied since the last checkpoint.
+  int64_t skipped_in_a_row = 0, applied = 0;
+  bool unsaved = false;
+  auto last_good = [&] {
+    return fs::exists(ckpt) ? "the last good checkpoint is '" + ckpt + "' (step " + meta_step(ckpt) + ")"
+                            : std::string("no checkpoint has been written");
+  };
   for (step = start_step + 1; step <= o.optim.total_steps; ++step) {
     auto t0 = std::chrono::steady_clock::now();
-    double loss = 0;
-    for (int64_t a = 0; a < o.accum; ++a) {
-      sample_batch(*data, 0, val_begin, o.batch, o.seq, mix(o.seed) ^ static_cast<uint64_t>(step * o.accum + a), tokens, labels);
-      loss += model.accumulate(tokens, labels, o.batch, o.seq, tokens_per_step);
-    }
-    float norm = model.update(o.optim, step);  // writes nothing when the norm is NaN/Inf
+    const bool have_first = step == start_step + 1 && first.has_value();
+    const auto [loss, norm] = have_first ? *first : train_step(model, step);
     bool bad = !std::isfinite(loss) || !std::isfinite(norm);
     if (bad && !o.skip_nan_steps) {
       if (tty) std::fprintf(stderr, "\n");
@@ -302,9 +418,21 @@ TrainResult train(const TrainOptions& opts_in) {
     if (bad) {
       std::printf("  step %ld: non-finite %s, step skipped (weights unchanged)\n", static_cast<long>(step),
                   !std::isfinite(loss) ? "loss" : "gradient norm");
+      std::fflush(stdout);
+      if (++skipped_in_a_row >= o.max_skipped_steps) {
+        if (unsaved) save(model.steps_done);  // keep the good steps before the streak (finite weights)
+        if (tty) std::fprintf(stderr, "\n");
+        fail("train: step ", step, ": ", skipped_in_a_row, " steps in a row (", step - skipped_in_a_row + 1, "..", step,
+             ") had a non-finite loss or gradient norm and were skipped; stopped at --max-skipped-steps ",
+             o.max_skipped_steps, ". No NaN/Inf reached the weights; ", last_good(),
+             ". Lower --lr, set --grad-clip, or check the corpus");
+      }
       continue;
     }
-    double dt = seconds_since(t0);
+    skipped_in_a_row = 0;
+    ++applied;
+    unsaved = true;
+    double dt = have_first ? first_dt : seconds_since(t0);
     window_tokens += static_cast<double>(tokens_per_step);
     window_time += dt;
     train_curve.push_back({step, loss});
@@ -348,7 +476,10 @@ TrainResult train(const TrainOptions& opts_in) {
                   line["val_loss"].get<double>(), line["val_ppl"].get<double>());
     }
     std::fflush(stdout);
-    if (step % o.checkpoint_every == 0 || step == o.optim.total_steps || out_of_time) save(step);
+    if (step % o.checkpoint_every == 0 || step == o.optim.total_steps || out_of_time) {
+      save(step);
+      unsaved = false;
+    }
     if (out_of_time) {
       std::printf("  time limit of %.0f s reached at step %ld: checkpoint written; continue with --resume\n",
                   o.time_limit_s, static_cast<long>(step));
@@ -357,6 +488,15 @@ TrainResult train(const TrainOptions& opts_in) {
     }
   }
   if (tty) std::fprintf(stderr, "\n");
+  if (skipped_in_a_row > 0) {  // the run ended on skipped steps
+    if (unsaved) save(model.steps_done);
+    if (applied == 0)
+      fail("train: every step of this run (", start_step + 1, "..", step - 1,
+           ") had a non-finite loss or gradient norm and was skipped: nothing was trained; ", last_good(),
+           ". Lower --lr, set --grad-clip, or check the corpus");
+    std::printf("  warning: the last %ld steps were skipped (non-finite loss or gradient norm); the checkpoint holds "
+                "step %ld\n", static_cast<long>(skipped_in_a_row), static_cast<long>(model.steps_done));
+  }
   res.steps = step - 1;
   res.seconds = seconds_since(t_start);
   res.tokens_per_s = tok_s;
