@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "edgetrain/backends.h"
@@ -102,6 +103,36 @@ TEST(Model, QatGradientsAreStraightThrough) {
     std::string diff = compare(a, c, Tolerance{1e-6, 1e-3});
     EXPECT_TRUE(diff.empty()) << name << ":\n" << diff;
   }
+}
+
+// update(..., apply = false) (the trainer's answer to a NaN/Inf loss) writes no weight, codes or moment and
+// leaves zeroed gradients; the same step with apply = true does change the weights.
+TEST(Model, UpdateWithoutApplyWritesNothing) {
+  auto backend = make_cpu_backend();
+  Model m(*backend, tiny(TrainMode::qat));
+  m.init(3);
+  auto snapshot = [&] {
+    std::map<std::string, std::vector<uint8_t>> s;
+    for (auto& [name, t] : m.state_tensors()) {
+      std::vector<uint8_t> bytes(static_cast<size_t>(t.nbytes()));
+      backend->download(t, bytes.data(), bytes.size());
+      s[name] = std::move(bytes);
+    }
+    return s;
+  };
+  OptimConfig opt;
+  opt.lr = 1e-2f;
+  opt.warmup_steps = 0;
+  Batch b = make_batch(23, 64);
+  auto before = snapshot();
+  m.accumulate(b.tokens, b.labels, b.B, b.T, static_cast<int64_t>(b.tokens.size()));
+  float norm = m.update(opt, 1, /*apply=*/false);
+  EXPECT_TRUE(std::isfinite(norm) && norm > 0);
+  EXPECT_TRUE(snapshot() == before) << "update(apply=false) changed the model state";
+  EXPECT_EQ(m.steps_done, 0);
+  m.accumulate(b.tokens, b.labels, b.B, b.T, static_cast<int64_t>(b.tokens.size()));
+  m.update(opt, 1);
+  EXPECT_FALSE(snapshot() == before) << "update(apply=true) left the model unchanged";
 }
 
 // Each device backend trains tiny for a few steps: losses and gradients must follow the CPU backend.

@@ -102,8 +102,9 @@ class Model {
                    int64_t seq, int64_t n_valid_total);
   // Computes the global gradient norm and reads it back; if it is finite, clips, applies AdamW at the
   // 1-based step (lr from the schedule), re-quantizes the 4-bit codes, and zeroes the gradients. If it
-  // is NaN/Inf, only the gradients are zeroed: no weight is written. Returns the norm before clipping.
-  float update(const OptimConfig& opt, int64_t step);
+  // is NaN/Inf, or apply is false (the caller saw a NaN/Inf loss), only the gradients are zeroed: no
+  // weight is written. Returns the norm before clipping.
+  float update(const OptimConfig& opt, int64_t step, bool apply = true);
   // Mean loss over valid labels without touching gradients.
   float evaluate(const std::vector<int32_t>& tokens, const std::vector<int32_t>& labels, int64_t batch, int64_t seq);
   // Logits [seq, vocab] of the last position(s) for generation: runs the forward over the given prefix

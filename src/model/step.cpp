@@ -258,13 +258,13 @@ static void record_optimizer(Model& model, Model::Impl& m) {
   }
 }
 
-float Model::update(const OptimConfig& opt, int64_t step) {
+float Model::update(const OptimConfig& opt, int64_t step, bool apply) {
   if (!impl_->apply_prog) record_optimizer(*this, *impl_);
   Impl& m = *impl_;
   m.norm_prog->replay();
   float norm = 0;
   backend_.download(m.grad_norm, &norm, sizeof(float));
-  if (!std::isfinite(norm)) {
+  if (!std::isfinite(norm) || !apply) {
     m.zero_prog->replay();  // nothing is written to the weights
     return norm;
   }

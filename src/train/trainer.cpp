@@ -275,7 +275,8 @@ TrainResult train(const TrainOptions& opts_in) {
                    labels);
       loss += m.accumulate(tokens, labels, o.batch, o.seq, tokens_per_step);
     }
-    return std::make_pair(loss, m.update(o.optim, at));
+    // A NaN/Inf loss never reaches the weights, even when the gradient norm happens to be finite.
+    return std::make_pair(loss, m.update(o.optim, at, std::isfinite(loss)));
   };
 
   // Start-up on the first backend of the plan that works: the device, the model and its weights, the step-0
