@@ -119,7 +119,9 @@ TEST(ModelGqa, ShapesAndParameterCount) {
           EXPECT_EQ(rows, kv * 8) << p.name;
           EXPECT_EQ(cols, 32) << p.name;
           EXPECT_EQ(p.quantized(), mode != TrainMode::fp32) << p.name;
-          if (p.quantized()) EXPECT_EQ(p.scales.shape().str(), Shape({1, kv * 8}).str()) << p.name;
+          if (p.quantized()) {
+            EXPECT_EQ(p.scales.shape().str(), Shape({1, kv * 8}).str()) << p.name;
+          }
         }
       }
       EXPECT_EQ(base, c.parameter_count());
