@@ -123,7 +123,9 @@ TEST(Safetensors, RoundTripInMemory) {
     const st::TensorInfo& t = r.info(names[i]);
     ASSERT_EQ(t.nbytes(), keep[i].size()) << names[i];
     // memcmp with a null pointer is undefined even for 0 bytes (an empty vector's data() may be null).
-    if (!keep[i].empty()) EXPECT_EQ(std::memcmp(r.data(names[i]), keep[i].data(), keep[i].size()), 0) << names[i];
+    if (!keep[i].empty()) {
+      EXPECT_EQ(std::memcmp(r.data(names[i]), keep[i].data(), keep[i].size()), 0) << names[i];
+    }
   }
   EXPECT_EQ(r.info("weight").shape, (std::vector<int64_t>{2, 3}));
   EXPECT_EQ(r.info("scalar").shape, std::vector<int64_t>{});

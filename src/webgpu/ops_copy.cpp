@@ -2,6 +2,7 @@
 // permutation (permute_copy), all on copy.wgsl's index map, and the in-place row copy write_rows
 // (write_rows.wgsl).
 #include "copy.wgsl.h"
+#include "copy_vec4.wgsl.h"
 #include "write_rows.wgsl.h"
 #include "webgpu/kernel.h"
 
@@ -38,6 +39,16 @@ void copy_dispatch(const OpCall& c, const Shape4& stride, const EncodeContext& c
 }
 
 void enc_dim_order_copy(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
+  const Tensor &x = c.in[0], &o = c.out[0];
+  const uint64_t bytes = static_cast<uint64_t>(o.numel()) * dtype_size(o.dtype());
+  if (x.dtype() == o.dtype() && bytes > 0 && bytes % 16 == 0) {  // same bytes: the vector copy
+    Dispatch d(ET_WG_KERNEL(copy_vec4));
+    d.in(0).out(0).uniform();
+    d.arg(u32(static_cast<int64_t>(bytes / 16))).arg(0u).arg(0u).arg(0u);
+    grid_1d(ceil_div(bytes / 16, 1024), ctx, d.groups);
+    out.dispatches.push_back(std::move(d));
+    return;
+  }
   copy_dispatch(c, bcast_strides(c.in[0].shape(), c.out[0].shape()), ctx, out);
 }
 
