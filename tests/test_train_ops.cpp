@@ -153,6 +153,10 @@ std::vector<OpCase> fused_ce_cases() {
       {"R64_V32_all_ignored", 64, 32, -3, 3, std::vector<int32_t>(64, -100), false, 1},
       {"R3_V300_wide", 3, 300, -60, 60, {}, true, 0},
       {"R65_V63", 65, 63, -8, 8, {-100, -100}, false, 0},
+      // Vulkan keeps rows of up to 32 x 1024 logits in registers (fused_ce_reg.comp) and streams longer
+      // ones (fused_ce.comp): both sides of that edge.
+      {"R3_V32768_registers", 3, 32768, -6, 6, {32767}, true, 0},
+      {"R3_V32769_streamed", 3, 32769, -6, 6, {-100, 32768}, true, 0},
   };
   std::vector<OpCase> cs;
   Rng r(104);

@@ -7,6 +7,7 @@
 #include "adamw_step.spv.h"
 #include "edgetrain/q4gsw.h"
 #include "fused_ce.spv.h"
+#include "fused_ce_reg.spv.h"
 #include "fused_ce_sum.spv.h"
 #include "linear_q4gsw.spv.h"
 #include "linear_q4gsw8.spv.h"
@@ -136,8 +137,11 @@ void enc_linear_dW(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
 void enc_fused_ce(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   const Shape& s = c.in[0].shape();
   uint32_t R = u32(s[0], "rows"), V = u32(s[1], "vocab"), lanes = pow2_lanes(256, ctx);
-  Dispatch rows{ET_VK_KERNEL(fused_ce)};
-  rows.spec = {lanes};
+  // Rows that fit in registers (32 logits per lane of up to 1024) are read once: fused_ce_reg.comp.
+  const uint32_t reg_lanes = pow2_lanes(1024, ctx);
+  const bool in_registers = uint64_t(V) <= 32ull * reg_lanes;
+  Dispatch rows{in_registers ? ET_VK_KERNEL(fused_ce_reg) : ET_VK_KERNEL(fused_ce)};
+  rows.spec = {in_registers ? reg_lanes : lanes};
   rows.arg(R).arg(V).arg(ctx.float_index.at(0));
   grid_1d(R, ctx, rows.groups);
   if (R > 0) out.dispatches.push_back(rows);
