@@ -2,6 +2,7 @@
 // gradient, dense weight gradient, fused cross-entropy (+ the loss sum) and requantization into W_4X8.
 #include "edgetrain/q4gsw.h"
 #include "fused_ce.wgsl.h"
+#include "fused_ce_reg.wgsl.h"
 #include "q4_gemm.wgsl.h"
 #include "q4_gemv.wgsl.h"
 #include "q4_requant.wgsl.h"
@@ -83,8 +84,11 @@ void enc_fused_ce(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   const int64_t R = c.in[0].shape()[0], V = c.in[0].shape()[1];
   const bool in_place = c.out[1].same_memory(c.in[0]);
   out.scratch_bytes.push_back(static_cast<size_t>(R) * 4);  // per-row loss terms
-  Dispatch rows(ET_WG_KERNEL(fused_ce));
-  rows.constant("WG", ctx.wg_size(256)).constant("IN_PLACE", in_place ? 1 : 0);
+  // Rows that fit in registers (32 logits per lane of up to 1024) are read once: fused_ce_reg.wgsl.
+  const uint32_t reg_wg = ctx.wg_size(1024);
+  const bool in_registers = V <= 32 * static_cast<int64_t>(reg_wg);
+  Dispatch rows(in_registers ? ET_WG_KERNEL(fused_ce_reg) : ET_WG_KERNEL(fused_ce));
+  rows.constant("WG", in_registers ? reg_wg : ctx.wg_size(256)).constant("IN_PLACE", in_place ? 1 : 0);
   if (in_place) rows.dummy();
   else rows.in(0);
   rows.in(1).out(1).scratch(0).scalars().uniform();
