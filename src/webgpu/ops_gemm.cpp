@@ -1,18 +1,37 @@
-// WebGPU encoders of the dense matrix products (mm, bmm, linear), all on the strided tiled GEMM.
+// WebGPU encoders of the dense matrix products (mm, bmm, linear), all on the strided tiled GEMMs (gemm.wgsl,
+// gemm_big.wgsl for large products).
+#include <cstdlib>
+#include <string>
+
 #include "gemm.wgsl.h"
+#include "gemm_big.wgsl.h"
 #include "webgpu/kernel.h"
 
 namespace edgetrain::wg {
 
+// EDGETRAIN_WG_GEMM_BIG picks when gemm_big.wgsl (128x128 tiles, 8x8 per thread) runs: "0" never, "all"
+// every product (to test tile edges on small shapes), unset: products of at least 128 x 128 x 64.
+bool big_gemm(const GemmShape& g, const EncodeContext& ctx) {
+  static const int mode = [] {
+    const char* e = std::getenv("EDGETRAIN_WG_GEMM_BIG");
+    return !e ? 1 : std::string(e) == "0" ? 0 : std::string(e) == "all" ? 2 : 1;
+  }();
+  if (mode == 0 || ctx.max_invocations < 256 || ctx.max_size_x < 256 || ctx.max_shared_bytes < 2 * 528 * 16) return false;
+  return mode == 2 || (g.M >= 128 && g.N >= 128 && g.K >= 64);
+}
+
 Dispatch gemm_dispatch(const GemmShape& g, Bind a, Bind b, Bind bias, Bind c, const EncodeContext& ctx) {
-  Dispatch d(ET_WG_KERNEL(gemm));
+  const bool big = big_gemm(g, ctx);
+  Dispatch d(big ? ET_WG_KERNEL(gemm_big) : ET_WG_KERNEL(gemm));
+  if (big) d.constant("A_K", g.a_sc == 1 ? 1 : 0).constant("B_N", g.b_sj == 1 ? 1 : 0);
   d.bind(a).bind(b).bind(bias).bind(c).scalars().uniform();
   uint32_t flags = (g.bias ? 1u : 0u) | (g.accumulate ? 2u : 0u) | (g.alpha_index >= 0 ? 4u : 0u);
   d.arg(g.M).arg(g.N).arg(g.K).arg(flags);
   d.arg(g.a_si).arg(g.a_sc).arg(g.b_sc).arg(g.b_sj);
   d.arg(g.a_batch).arg(g.b_batch).arg(g.c_batch).arg(static_cast<uint32_t>(g.alpha_index < 0 ? 0 : g.alpha_index));
-  d.groups[0] = static_cast<uint32_t>(ceil_div(g.N, 32));
-  d.groups[1] = static_cast<uint32_t>(ceil_div(g.M, 32));
+  const uint64_t tile = big ? 128 : 32;
+  d.groups[0] = static_cast<uint32_t>(ceil_div(g.N, tile));
+  d.groups[1] = static_cast<uint32_t>(ceil_div(g.M, tile));
   d.groups[2] = g.batch;
   for (int i = 0; i < 3; ++i)
     ET_CHECK(d.groups[i] <= ctx.max_groups, "webgpu gemm: grid ", d.groups[0], "x", d.groups[1], "x", d.groups[2],
