@@ -14,8 +14,11 @@ if has tests; then
     --gtest_filter='Catalogue*:Backends*:Model.*:Misuse*' > "$OUT/tests_coopmat_all.txt" 2>&1
   echo "tests coopmat=all rc=$?" | tee -a "$OUT/summary.txt"
   EDGETRAIN_TEST_BACKENDS=cpu,vulkan,webgpu timeout 300 $B/edgetrain_tests \
-    --gtest_filter='Catalogue*:Backends*:VulkanRuntime*:WebGpu*:Model.*:Q4*:Misuse*:CpuFast*' > "$OUT/tests_default.txt" 2>&1
+    --gtest_filter='Catalogue*:Backends*:VulkanRuntime*:WebGpu*:Model.*:ModelGqa.*:Q4*:Misuse*:CpuFast*' > "$OUT/tests_default.txt" 2>&1
   echo "tests default rc=$?" | tee -a "$OUT/summary.txt"
+  EDGETRAIN_WG_GEMM_BIG=all EDGETRAIN_TEST_BACKENDS=cpu,webgpu timeout 200 $B/edgetrain_tests \
+    --gtest_filter='Catalogue*webgpu*:Backends*webgpu*' > "$OUT/tests_webgpu_big_all.txt" 2>&1
+  echo "tests webgpu big-gemm=all rc=$?" | tee -a "$OUT/summary.txt"
 fi
 if has bench; then
   timeout 200 python3 $B/peer_torch.py --out "$OUT/peer.json" --size realistic > "$OUT/peer.txt" 2>&1
@@ -41,3 +44,5 @@ if has peerstep; then
     --compile > "$OUT/peer_step.txt" 2>&1
   echo "peer step rc=$?" | tee -a "$OUT/summary.txt"
 fi
+# The device tool returns a limited number of files: everything also goes into one archive.
+tar -C "$OUT" -czf /tmp/run_perf.tgz . && mv /tmp/run_perf.tgz "$OUT/run_perf.tgz"
