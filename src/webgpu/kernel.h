@@ -117,6 +117,8 @@ struct GemmShape {
   int alpha_index = -1;  // scalar-block index of alpha; -1 means alpha = 1
 };
 Dispatch gemm_dispatch(const GemmShape& g, Bind a, Bind b, Bind bias, Bind c, const EncodeContext& ctx);
+// Whether gemm_dispatch runs the large-tile kernel (gemm_big.wgsl) for g; env EDGETRAIN_WG_GEMM_BIG.
+bool big_gemm(const GemmShape& g, const EncodeContext& ctx);
 
 }  // namespace edgetrain::wg
 

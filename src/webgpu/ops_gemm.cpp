@@ -10,7 +10,8 @@
 namespace edgetrain::wg {
 
 // EDGETRAIN_WG_GEMM_BIG picks when gemm_big.wgsl (128x128 tiles, 8x8 per thread) runs: "0" never, "all"
-// every product (to test tile edges on small shapes), unset: products of at least 128 x 128 x 64.
+// every product (to test tile edges on small shapes), unset: products of at least 128 x 128 x 64. The large
+// 4-bit GEMMs follow the same switch (ops_train.cpp).
 bool big_gemm(const GemmShape& g, const EncodeContext& ctx) {
   static const int mode = [] {
     const char* e = std::getenv("EDGETRAIN_WG_GEMM_BIG");

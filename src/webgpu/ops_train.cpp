@@ -3,6 +3,7 @@
 #include "edgetrain/q4gsw.h"
 #include "fused_ce.wgsl.h"
 #include "fused_ce_reg.wgsl.h"
+#include "q4_dequant.wgsl.h"
 #include "q4_gemm.wgsl.h"
 #include "q4_gemv.wgsl.h"
 #include "q4_requant.wgsl.h"
@@ -22,6 +23,34 @@ void q4_common(Dispatch& d, const q4::Geometry& g, uint32_t M, bool bias) {
   d.arg(u32(g.N)).arg(u32(g.K)).arg(u32(g.group_size)).arg(u32(g.N8())).arg(u32(g.K4())).arg(bias ? 1u : 0u);
 }
 
+// Large 4-bit GEMMs: W dequantized into an fp32 [N, K] scratch (q4_dequant.wgsl), then the dense large-tile
+// GEMM with B(c, j) read from it through strides. False (nothing appended) when the shape does not qualify.
+bool q4_via_dense(const q4::Geometry& g, int64_t M, bool backward, bool bias, const EncodeContext& ctx,
+                  Encoded& out) {
+  if (M <= 1 || g.N * g.K >= (int64_t(1) << 32) || uint64_t(g.N * g.K) * 4 > ctx.max_binding_bytes) return false;
+  GemmShape gs{};
+  gs.M = u32(M);
+  gs.N = u32(backward ? g.K : g.N);
+  gs.K = u32(backward ? g.N : g.K);
+  gs.a_si = gs.K;  // A = x [M, K] or dy [M, N], contraction contiguous
+  gs.a_sc = 1;
+  // B(c, j) = Wd[n * K + k]: forward c = k, j = n; backward c = n, j = k.
+  gs.b_sc = backward ? u32(g.K) : 1;
+  gs.b_sj = backward ? 1 : u32(g.K);
+  gs.bias = bias;
+  if (!big_gemm(gs, ctx)) return false;
+  Dispatch dq(ET_WG_KERNEL(q4_dequant));
+  dq.in(1).in(2).scratch(0).uniform();
+  dq.arg(u32(g.N)).arg(u32(g.K)).arg(u32(g.group_size)).arg(u32(g.N8()));
+  grid_1d(ceil_div(static_cast<uint64_t>(g.N * g.K), 256), ctx, dq.groups);
+  out.dispatches.push_back(std::move(dq));
+  out.dispatches.push_back(gemm_dispatch(gs, {Src::input, 0, Access::read}, {Src::scratch, 0, Access::read},
+                                         bias ? Bind{Src::input, 3, Access::read} : Bind{Src::dummy, 0, Access::read},
+                                         {Src::output, 0, Access::read_write}, ctx));
+  out.scratch_bytes.push_back(static_cast<size_t>(g.N * g.K) * 4);
+  return true;
+}
+
 void enc_linear_q4gsw(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   const Shape& xs = c.in[0].shape();
   q4::Geometry g(c.in[2].shape()[1], xs.last(), c.ints[0]);
@@ -38,6 +67,7 @@ void enc_linear_q4gsw(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
     out.dispatches.push_back(std::move(d));
     return;
   }
+  if (q4_via_dense(g, M, false, bias, ctx, out)) return;
   Dispatch d(ET_WG_KERNEL(q4_gemm));
   d.constant("BACKWARD", 0);
   q4_common(d, g, u32(M), bias);
@@ -53,6 +83,7 @@ void enc_linear_q4gsw_backward(const OpCall& c, const EncodeContext& ctx, Encode
   q4::Geometry g(c.in[2].shape()[1], c.ints[1], c.ints[0]);
   const int64_t M = c.in[0].shape().rows();
   if (M == 0) return;
+  if (q4_via_dense(g, M, true, false, ctx, out)) return;
   Dispatch d(ET_WG_KERNEL(q4_gemm));
   d.constant("BACKWARD", 1);
   q4_common(d, g, u32(M), false);
