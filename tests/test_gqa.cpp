@@ -18,6 +18,7 @@
 #include "edgetrain/safetensors.h"
 #include "edgetrain/trainer.h"
 #include "harness/op_case.h"
+#include "harness/train_alike.h"
 
 namespace edgetrain::test {
 namespace {
@@ -255,28 +256,7 @@ TEST(ModelGqa, DeviceBackendsMatchCpu) {
       Model a(*cpu, c), d(dev, c);
       a.init(9);
       d.init(9);
-      OptimConfig opt;
-      opt.lr = 1e-2f;
-      opt.warmup_steps = 0;
-      opt.total_steps = 3;
-      for (int step = 1; step <= 3; ++step) {
-        Batch b = make_batch(100 + step);
-        if (step == 1) {
-          auto ga = a.gradients(b.tokens, b.labels, b.B, b.T), gd = d.gradients(b.tokens, b.labels, b.B, b.T);
-          for (auto& [pname, g] : ga) {
-            HostTensor x = HostTensor::from(Shape{static_cast<int64_t>(g.size())}, DType::f32, gd.at(pname));
-            HostTensor y = HostTensor::from(Shape{static_cast<int64_t>(g.size())}, DType::f32, g);
-            std::string diff = compare(x, y, Tolerance{1e-5, 1e-3});
-            EXPECT_TRUE(diff.empty()) << pname << ":\n" << diff;
-          }
-        }
-        int64_t valid = 0;
-        for (int32_t l : b.labels) valid += l >= 0;
-        float la = a.accumulate(b.tokens, b.labels, b.B, b.T, valid), ld = d.accumulate(b.tokens, b.labels, b.B, b.T, valid);
-        EXPECT_NEAR(ld, la, 1e-4 + 1e-4 * std::fabs(la)) << "step " << step;
-        a.update(opt, step);
-        d.update(opt, step);
-      }
+      expect_models_train_alike(a, d, 3, [&](int step) { return make_batch(100 + step); });
     }
   }
 }

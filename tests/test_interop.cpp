@@ -24,6 +24,7 @@
 #include "edgetrain/q4gsw.h"
 #include "edgetrain/safetensors.h"
 #include "io/gguf.h"
+#include "harness/gguf_vocab.h"
 
 namespace fs = std::filesystem;
 
@@ -690,8 +691,7 @@ const std::string kSpm = "\xE2\x96\x81";  // '▁'
 // A llama-style vocabulary for `text`: <unk>, <s>, </s>, the 256 byte tokens, every character of the text
 // and every prefix of every '▁'-word (longer prefixes score higher), one user-defined token.
 GgufVocab spm_vocab_for(const std::string& text) {
-  GgufVocab v;
-  v.model = "llama";
+  GgufVocab v = edgetrain::test::spm_vocab_head();
   auto add = [&](const std::string& t, float score, int32_t type) {
     for (const auto& have : v.tokens)
       if (have == t) return;
@@ -699,14 +699,6 @@ GgufVocab spm_vocab_for(const std::string& text) {
     v.scores.push_back(score);
     v.token_types.push_back(type);
   };
-  add("<unk>", 0, 2);
-  add("<s>", 0, 3);
-  add("</s>", 0, 3);
-  for (int b = 0; b < 256; ++b) {
-    char buf[8];
-    std::snprintf(buf, sizeof buf, "<0x%02X>", b);
-    add(buf, 0, 6);
-  }
   add(kSpm, -100, 1);
   std::string word;
   auto flush = [&] {

@@ -23,6 +23,7 @@
 
 #include "edgetrain/error.h"
 #include "edgetrain/tokenizer.h"
+#include "harness/gguf_vocab.h"
 
 namespace fs = std::filesystem;
 using edgetrain::Tokenizer;
@@ -306,21 +307,12 @@ const std::string kMark = "\xE2\x96\x81";  // U+2581, SentencePiece's space
 // given normal tokens with their scores, then the given tokens of other types.
 GgufVocab spm_vocab(const std::vector<std::pair<std::string, float>>& normal,
                     const std::vector<std::pair<std::string, int32_t>>& others = {}) {
-  GgufVocab v;
-  v.model = "llama";
+  GgufVocab v = edgetrain::test::spm_vocab_head();
   auto add = [&](const std::string& t, float score, int32_t type) {
     v.tokens.push_back(t);
     v.scores.push_back(score);
     v.token_types.push_back(type);
   };
-  add("<unk>", 0, 2);
-  add("<s>", 0, 3);
-  add("</s>", 0, 3);
-  for (int b = 0; b < 256; ++b) {
-    char buf[8];
-    std::snprintf(buf, sizeof buf, "<0x%02X>", b);
-    add(buf, 0, 6);
-  }
   for (const auto& [t, s] : normal) add(t, s, 1);
   for (const auto& [t, type] : others) add(t, 0, type);
   v.unk = 0, v.bos = 1, v.eos = 2;
