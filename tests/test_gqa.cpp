@@ -18,7 +18,7 @@
 #include "edgetrain/safetensors.h"
 #include "edgetrain/trainer.h"
 #include "harness/op_case.h"
-#include "harness/train_alike.h"
+#include "harness/model_helpers.h"
 
 namespace edgetrain::test {
 namespace {
@@ -297,19 +297,6 @@ TEST(ModelGqa, KvCacheMatchesFullForward) {
   }
 }
 
-std::string corpus() {
-  static std::string path = [] {
-    std::string p = (std::filesystem::temp_directory_path() / "edgetrain_gqa_corpus.txt").string();
-    std::ofstream f(p);
-    const char* lines[] = {"In the beginning God created the heaven and the earth.\n",
-                           "And the earth was without form, and void.\n",
-                           "And God said, Let there be light: and there was light.\n",
-                           "And God saw the light, that it was good.\n"};
-    for (int i = 0; i < 400; ++i) f << lines[i % 4];
-    return p;
-  }();
-  return path;
-}
 
 // The trainer trains a GQA model (n_kv_heads 1: multi-query attention), the loss falls, and the checkpoint
 // carries the K/V shapes and n_kv_heads, loads back and resumes.
@@ -317,7 +304,7 @@ TEST(ModelGqa, TrainerLossFallsAndCheckpointCarriesKvHeads) {
   auto out = std::filesystem::temp_directory_path() / "edgetrain_gqa_train";
   std::filesystem::remove_all(out);
   TrainOptions o;
-  o.corpus = corpus();
+  o.corpus = small_corpus();
   o.out_dir = out.string();
   o.backend = "cpu";
   o.model = ModelConfig::from_json(R"({"preset": "tiny", "n_heads": 4, "n_kv_heads": 1})");

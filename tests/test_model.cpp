@@ -14,7 +14,7 @@
 #include "edgetrain/q4gsw.h"
 #include "edgetrain/trainer.h"
 #include "harness/op_case.h"
-#include "harness/train_alike.h"
+#include "harness/model_helpers.h"
 
 namespace edgetrain::test {
 namespace {
@@ -153,19 +153,6 @@ TEST(Model, DeviceBackendsMatchCpu) {
   }
 }
 
-std::string small_corpus() {
-  static std::string path = [] {
-    std::string p = (std::filesystem::temp_directory_path() / "edgetrain_test_corpus.txt").string();
-    std::ofstream f(p);
-    const char* lines[] = {"In the beginning God created the heaven and the earth.\n",
-                           "And the earth was without form, and void.\n",
-                           "And God said, Let there be light: and there was light.\n",
-                           "And God saw the light, that it was good.\n"};
-    for (int i = 0; i < 400; ++i) f << lines[i % 4];
-    return p;
-  }();
-  return path;
-}
 
 TrainOptions quick_options(const std::string& out) {
   TrainOptions o;

@@ -1,11 +1,13 @@
-// Two models, one on the CPU backend and one on a device backend, trained side by side on the same batches:
-// the first step's gradients and every step's loss must agree. Shared by the model tests (test_model.cpp,
-// test_gqa.cpp).
+// Helpers shared by the model tests (test_model.cpp, test_gqa.cpp): side-by-side training of a CPU and a
+// device model, and a small text corpus on disk.
 #pragma once
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "edgetrain/model.h"
@@ -13,7 +15,8 @@
 
 namespace edgetrain::test {
 
-// make_batch(step) returns something with tokens, labels, B and T.
+// Two models, one on the CPU backend and one on a device backend, trained side by side on the same batches:
+// the first step's gradients and every step's loss must agree. make_batch(step) returns something with tokens, labels, B and T.
 template <class MakeBatch>
 void expect_models_train_alike(Model& cpu, Model& dev, int steps, MakeBatch make_batch) {
   OptimConfig opt;
@@ -39,6 +42,23 @@ void expect_models_train_alike(Model& cpu, Model& dev, int steps, MakeBatch make
     cpu.update(opt, step);
     dev.update(opt, step);
   }
+}
+
+// A 400-line text file in the temp folder (written once per process, named by the pid); its path.
+inline std::string small_corpus() {
+  static std::string path = [] {
+    // One file per process: CTest runs test processes in parallel.
+    std::string p = (std::filesystem::temp_directory_path() /
+                     ("edgetrain_test_corpus_" + std::to_string(::getpid()) + ".txt")).string();
+    std::ofstream f(p);
+    const char* lines[] = {"In the beginning God created the heaven and the earth.\n",
+                           "And the earth was without form, and void.\n",
+                           "And God said, Let there be light: and there was light.\n",
+                           "And God saw the light, that it was good.\n"};
+    for (int i = 0; i < 400; ++i) f << lines[i % 4];
+    return p;
+  }();
+  return path;
 }
 
 }  // namespace edgetrain::test
