@@ -4,9 +4,15 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <limits>
 #include <thread>
+
+#include <unistd.h>
 
 #include "cpu/cpu_backend.h"
 #include "cpu/threads.h"
@@ -310,6 +316,27 @@ TEST(CpuFast, PermuteBitIdentical) {
   check(make(Op::permute_copy, "i32_10", {xi}, {zeros(Shape{11, 9}, DType::i32)}, {-1, 0}, {}, tol::exact));
   HostTensor xb = random_bool(r, Shape{3, 4, 5});
   check(make(Op::permute_copy, "bool_201", {xb}, {zeros(Shape{5, 3, 4}, DType::boolean)}, {2, 0, 1}, {}, tol::exact));
+}
+
+// EDGETRAIN_CPU_PROFILE=FILE: the backend times every replayed call and writes a table by op and kernel.
+TEST(CpuFast, ProfileReportNamesEveryOp) {
+  const std::string path = ::testing::TempDir() + "edgetrain_cpu_profile_" + std::to_string(::getpid()) + ".txt";
+  ::setenv("EDGETRAIN_CPU_PROFILE", path.c_str(), 1);
+  {
+    cpu::CpuBackend b(BackendOptions{1, "", false, false});
+    ::unsetenv("EDGETRAIN_CPU_PROFILE");
+    ASSERT_NE(b.profiler(), nullptr);
+    Rng r(5);
+    OpCase c = make(Op::mm, "M8_N8_K8", {random_f32(r, Shape{8, 8}), random_f32(r, Shape{8, 8})}, {f32z(Shape{8, 8})},
+                    {0, 0}, {1.0f}, Tolerance{1e-6, 1e-5});
+    run_on(b, c);
+  }
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  EXPECT_NE(ss.str().find("edgetrain cpu profile"), std::string::npos) << ss.str();
+  EXPECT_NE(ss.str().find("mm (fast)"), std::string::npos) << ss.str();
+  std::remove(path.c_str());
 }
 
 }  // namespace

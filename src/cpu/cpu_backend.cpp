@@ -1,6 +1,7 @@
 // CPU backend: host allocations (64-byte aligned), programs that run fast kernels or the reference.
 #include "cpu/cpu_backend.h"
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -86,8 +87,13 @@ class CpuProgram : public Program {
       ref::Call& r = resolved_[i];
       for (size_t j = 0; j < cs[i].floats.size(); ++j) r.floats[j] = resolve(cs[i].floats[j]);
       Kernel k = cpu_.reference_only() ? nullptr : fast_kernel(r.op);
+      Profiler* prof = cpu_.profiler();
+      const auto t0 = prof ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
       if (k) k(r);
       else ref::run(r);
+      if (prof)
+        prof->add(std::string(op_name(r.op)) + (k ? " (fast)" : " (reference)"),
+                  std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count());
     }
   }
 

@@ -2,9 +2,11 @@
 // (threads + OpenBLAS) and the reference otherwise.
 #pragma once
 
+#include <memory>
 #include <mutex>
 #include <unordered_map>
 
+#include "cpu/profile.h"
 #include "cpu/threads.h"
 #include "edgetrain/backends.h"
 #include "ref/ref.h"
@@ -47,6 +49,12 @@ class CpuBackend : public Backend {
   std::unordered_map<uint64_t, Block> blocks_;
   uint64_t next_id_ = 1;
   bool reference_only_ = false;
+
+ public:
+  Profiler* profiler() const { return profiler_.get(); }
+
+ private:
+  std::unique_ptr<Profiler> profiler_ = Profiler::from_env();  // EDGETRAIN_CPU_PROFILE
 };
 
 }  // namespace edgetrain::cpu
