@@ -44,21 +44,27 @@ void expect_models_train_alike(Model& cpu, Model& dev, int steps, MakeBatch make
   }
 }
 
-// A 400-line text file in the temp folder (written once per process, named by the pid); its path.
+// A 400-line text file in the temp folder, written once per process (named by the pid: CTest runs test
+// processes in parallel) and removed when the process exits; its path.
 inline std::string small_corpus() {
-  static std::string path = [] {
-    // One file per process: CTest runs test processes in parallel.
-    std::string p = (std::filesystem::temp_directory_path() /
-                     ("edgetrain_test_corpus_" + std::to_string(::getpid()) + ".txt")).string();
-    std::ofstream f(p);
-    const char* lines[] = {"In the beginning God created the heaven and the earth.\n",
-                           "And the earth was without form, and void.\n",
-                           "And God said, Let there be light: and there was light.\n",
-                           "And God saw the light, that it was good.\n"};
-    for (int i = 0; i < 400; ++i) f << lines[i % 4];
-    return p;
-  }();
-  return path;
+  struct File {
+    std::string path;
+    File() : path((std::filesystem::temp_directory_path() /
+                   ("edgetrain_test_corpus_" + std::to_string(::getpid()) + ".txt")).string()) {
+      std::ofstream f(path);
+      const char* lines[] = {"In the beginning God created the heaven and the earth.\n",
+                             "And the earth was without form, and void.\n",
+                             "And God said, Let there be light: and there was light.\n",
+                             "And God saw the light, that it was good.\n"};
+      for (int i = 0; i < 400; ++i) f << lines[i % 4];
+    }
+    ~File() {
+      std::error_code ec;
+      std::filesystem::remove(path, ec);
+    }
+  };
+  static File file;
+  return file.path;
 }
 
 }  // namespace edgetrain::test
