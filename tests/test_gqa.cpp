@@ -303,21 +303,9 @@ TEST(ModelGqa, KvCacheMatchesFullForward) {
 TEST(ModelGqa, TrainerLossFallsAndCheckpointCarriesKvHeads) {
   auto out = std::filesystem::temp_directory_path() / "edgetrain_gqa_train";
   std::filesystem::remove_all(out);
-  TrainOptions o;
-  o.corpus = small_corpus();
-  o.out_dir = out.string();
-  o.backend = "cpu";
+  TrainOptions o = quick_options(out.string());
   o.model = ModelConfig::from_json(R"({"preset": "tiny", "n_heads": 4, "n_kv_heads": 1})");
-  o.batch = 4;
-  o.seq = 32;
-  o.optim.lr = 1e-2f;
-  o.optim.warmup_steps = 5;
-  o.optim.total_steps = 40;
-  o.eval_every = 20;
-  o.eval_batches = 2;
   o.checkpoint_every = 20;
-  o.sample_tokens = 20;
-  o.progress = false;
   TrainResult r = train(o);
   EXPECT_EQ(r.steps, 40);
   EXPECT_LT(r.last_val_loss, r.first_val_loss - 1.5) << "validation loss did not fall enough";

@@ -153,26 +153,6 @@ TEST(Model, DeviceBackendsMatchCpu) {
   }
 }
 
-
-TrainOptions quick_options(const std::string& out) {
-  TrainOptions o;
-  o.corpus = small_corpus();
-  o.out_dir = out;
-  o.backend = "cpu";
-  o.model = ModelConfig::preset("tiny");
-  o.batch = 4;
-  o.seq = 32;
-  o.optim.lr = 1e-2f;
-  o.optim.warmup_steps = 5;
-  o.optim.total_steps = 40;
-  o.eval_every = 20;
-  o.eval_batches = 2;
-  o.checkpoint_every = 10;
-  o.sample_tokens = 20;
-  o.progress = false;
-  return o;
-}
-
 TEST(Trainer, LossFalls) {
   auto out = std::filesystem::temp_directory_path() / "edgetrain_lossfalls";
   std::filesystem::remove_all(out);

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "edgetrain/model.h"
+#include "edgetrain/trainer.h"
 #include "harness/op_case.h"
 
 namespace edgetrain::test {
@@ -65,6 +66,27 @@ inline std::string small_corpus() {
   };
   static File file;
   return file.path;
+}
+
+// Trainer options for a quick CPU run of `tiny` on small_corpus(): 40 steps, evaluation every 20,
+// checkpoints every 10, no progress output.
+inline TrainOptions quick_options(const std::string& out) {
+  TrainOptions o;
+  o.corpus = small_corpus();
+  o.out_dir = out;
+  o.backend = "cpu";
+  o.model = ModelConfig::preset("tiny");
+  o.batch = 4;
+  o.seq = 32;
+  o.optim.lr = 1e-2f;
+  o.optim.warmup_steps = 5;
+  o.optim.total_steps = 40;
+  o.eval_every = 20;
+  o.eval_batches = 2;
+  o.checkpoint_every = 10;
+  o.sample_tokens = 20;
+  o.progress = false;
+  return o;
 }
 
 }  // namespace edgetrain::test
