@@ -13,7 +13,9 @@ std::vector<OpCase> write_rows_cases() {
                  S{4, 8, 33, 6, DType::f32, "past_end_dropped"}, S{2, 5, 7, -1, DType::f32, "negative_offset"},
                  S{5, 300, 129, 17.9f, DType::f32, "fractional_offset_truncates"},
                  S{3, 9, 5, 2, DType::i32, "i32"}, S{3, 9, 5, 4, DType::boolean, "bool_rows"}}) {
-    OpCase c{s.name, Op::write_rows};
+    OpCase c;
+    c.name = s.name;
+    c.op = Op::write_rows;
     if (s.t == DType::f32) c.in.push_back(random_f32(r, Shape{s.R, s.C}));
     else if (s.t == DType::i32) c.in.push_back(random_i32(r, Shape{s.R, s.C}, -100, 100));
     else c.in.push_back(random_bool(r, Shape{s.R, s.C}));

@@ -262,10 +262,7 @@ TEST(WebGpuRuntime, RopeIsAccurateAtLargePositions) {
       SCOPED_TRACE(std::string(op_name(op)) + " theta " + std::to_string(theta));
       const Shape s{1, 3, 2, 128};
       HostTensor xh = random_f32(r, s);
-      OpCase c{"large_pos", op};
-      c.in = {xh};
-      c.out = {zeros(s, DType::f32)};
-      c.floats = {theta, 99997.0f};
+      OpCase c = make_case("large_pos", op, {xh}, {zeros(s, DType::f32)}, {}, {theta, 99997.0f}, tight);
       EXPECT_EQ(compare(run_on(gpu, c)[0], run_reference(c)[0], tight), "") << "constant offset";
 
       Tensor x = gpu.from_host(s, DType::f32, xh.data(), xh.nbytes()), y = gpu.zeros(s, DType::f32);
@@ -284,10 +281,8 @@ TEST(WebGpuRuntime, RopeIsAccurateAtLargePositions) {
       }
     }
   const Shape wide{2, 2, 1280};
-  OpCase w{"wide_head", Op::rope};
-  w.in = {random_f32(r, wide)};
-  w.out = {zeros(wide, DType::f32)};
-  w.floats = {10000.0f, 70000.0f};
+  OpCase w = make_case("wide_head", Op::rope, {random_f32(r, wide)}, {zeros(wide, DType::f32)}, {}, {10000.0f, 70000.0f},
+                       tight);
   EXPECT_EQ(compare(run_on(gpu, w)[0], run_reference(w)[0], tight), "") << "D = 1280";
 }
 
@@ -309,10 +304,7 @@ TEST(WebGpuRuntime, RopeWithThetaSlot) {
     prog->replay();
     HostTensor got(s, DType::f32);
     gpu.download(y, got.data(), got.nbytes());
-    OpCase c{"theta_slot", Op::rope};
-    c.in = {xh};
-    c.out = {zeros(s, DType::f32)};
-    c.floats = {t, p};
+    OpCase c = make_case("theta_slot", Op::rope, {xh}, {zeros(s, DType::f32)}, {}, {t, p}, tol::transcendental);
     EXPECT_EQ(compare(got, run_reference(c)[0], tol::transcendental), "") << "theta " << t << " pos " << p;
   }
 }
