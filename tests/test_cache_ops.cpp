@@ -28,7 +28,9 @@ std::vector<OpCase> write_rows_cases() {
     cs.push_back(std::move(c));
   }
   // A KV-cache shaped write: [1, T, H, D] into [1, S, H, D].
-  OpCase kv{"kv_cache_4d", Op::write_rows};
+  OpCase kv;
+  kv.name = "kv_cache_4d";
+  kv.op = Op::write_rows;
   kv.in.push_back(random_f32(r, Shape{1, 2, 4, 16}));
   kv.out.push_back(random_f32(r, Shape{1, 10, 4, 16}));
   kv.floats = {0};
