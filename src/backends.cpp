@@ -121,25 +121,35 @@ bool is_backend_failure(const std::string& name, const std::string& message) {
   return name == "webgpu" && message.rfind("Dawn", 0) == 0;
 }
 
-std::unique_ptr<Backend> make_backend(const std::string& spec, const BackendOptions& opts) {
-  const std::vector<BackendCandidate> plan = backend_plan(spec, opts);
-  std::string fallbacks;
-  for (size_t i = 0; i < plan.size(); ++i) {
-    const BackendCandidate& c = plan[i];
+size_t first_that_starts(const std::vector<BackendCandidate>& plan,
+                         const std::function<void(const BackendCandidate&)>& attempt, const char* when,
+                         std::string* notes) {
+  for (size_t i = 0;; ++i) {
+    const BackendCandidate& c = plan.at(i);
     try {
-      auto b = make_one(c.backend, c.options);
-      set_reason(c.why.empty() ? (fallbacks.empty() ? c.backend : fallbacks + "; using " + c.backend)
-                               : (fallbacks.empty() ? c.why : fallbacks + "; " + c.why));
-      return b;
+      attempt(c);
+      return i;
     } catch (const Error& e) {
       if (i + 1 == plan.size() || !is_backend_failure(c.backend, e.what())) throw;
-      const std::string note = cat("backend ", c.backend, " failed (", e.what(), "); falling back to ",
+      const std::string note = cat("backend ", c.backend, " failed", when, " (", e.what(), "); falling back to ",
                                    plan[i + 1].backend);
       std::fprintf(stderr, "edgetrain: %s\n", note.c_str());
-      fallbacks += (fallbacks.empty() ? "" : "; ") + note;
+      std::fflush(stderr);
+      if (notes) *notes += (notes->empty() ? "" : "; ") + note;
     }
   }
-  fail("--backend '", spec, "': nothing to try");  // not reached: the plan is never empty
+}
+
+std::unique_ptr<Backend> make_backend(const std::string& spec, const BackendOptions& opts) {
+  const std::vector<BackendCandidate> plan = backend_plan(spec, opts);
+  std::unique_ptr<Backend> b;
+  std::string fallbacks;
+  const BackendCandidate& c =
+      plan[first_that_starts(plan, [&](const BackendCandidate& k) { b = make_one(k.backend, k.options); }, "",
+                             &fallbacks)];
+  set_reason(c.why.empty() ? (fallbacks.empty() ? c.backend : fallbacks + "; using " + c.backend)
+                           : (fallbacks.empty() ? c.why : fallbacks + "; " + c.why));
+  return b;
 }
 
 std::string auto_choice_reason() {

@@ -1,6 +1,7 @@
 // Creating backends: by name, or the best one present ("auto"), and listing what is present.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -50,6 +51,15 @@ std::vector<BackendCandidate> backend_plan(const std::string& spec, const Backen
 // device memory, a kernel the driver could not compile — rather than of the input (a bad file, a NaN loss):
 // only such failures move a list on to its next backend.
 bool is_backend_failure(const std::string& name, const std::string& message);
+
+// Calls attempt(candidate) for each candidate of the plan in turn until one returns; returns that one's
+// index. When attempt throws a failure of the backend itself (is_backend_failure) and a candidate is left,
+// a notice goes to stderr ("edgetrain: backend vulkan failed<when> (...); falling back to cpu"), the notice is
+// appended to *notes (if given), and the next candidate is tried; any other Error, or the last candidate's,
+// is rethrown. The one fallback loop behind make_backend and train()'s start-up.
+size_t first_that_starts(const std::vector<BackendCandidate>& plan,
+                         const std::function<void(const BackendCandidate&)>& attempt, const char* when = "",
+                         std::string* notes = nullptr);
 
 // Creates the first backend of the plan for `spec` that starts; each one that fails before it gets a
 // notice on stderr ("edgetrain: backend vulkan failed (...); falling back to cpu"). Throws the last

@@ -299,55 +299,47 @@ TrainResult train(const TrainOptions& opts_in) {
   auto seconds_since = [](auto t) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
   };
-  for (size_t i = 0; i < plan.size(); ++i) {
-    const BackendCandidate& c = plan[i];
-    try {
-      backend = make_backend(c.backend, c.options);
-      model_ptr = std::make_unique<Model>(*backend, o.model);
-      Model& m = *model_ptr;
-      m.init(o.seed);
-      if (o.resume) load_checkpoint(ckpt, m, nullptr);
-      else if (!o.init.empty()) init_weights_from(o.init, m);
-      start_step = m.steps_done;
-      std::printf("edgetrain train: %.2fM parameters, mode %s, group %ld, on %s (%s)\n",
-                  o.model.parameter_count() / 1e6, mode_name(o.model.mode), static_cast<long>(o.model.group_size),
-                  backend->name().c_str(), backend->device_name().c_str());
-      if (!c.why.empty()) std::printf("  %s\n", c.why.c_str());
-      std::printf("  corpus %s: %ld tokens (%s), %ld for validation; %ld tokens per step; steps %ld..%ld\n",
-                  o.corpus.c_str(), static_cast<long>(N), tok->name().c_str(), static_cast<long>(val_len),
-                  static_cast<long>(tokens_per_step), static_cast<long>(start_step + 1),
-                  static_cast<long>(o.optim.total_steps));
+  auto start = [&](const BackendCandidate& c) {
+    model_ptr.reset();  // what a failed candidate left (the model before its backend)
+    backend.reset();
+    have_eval0 = false;
+    first.reset();
+    backend = make_backend(c.backend, c.options);
+    model_ptr = std::make_unique<Model>(*backend, o.model);
+    Model& m = *model_ptr;
+    m.init(o.seed);
+    if (o.resume) load_checkpoint(ckpt, m, nullptr);
+    else if (!o.init.empty()) init_weights_from(o.init, m);
+    start_step = m.steps_done;
+    std::printf("edgetrain train: %.2fM parameters, mode %s, group %ld, on %s (%s)\n",
+                o.model.parameter_count() / 1e6, mode_name(o.model.mode), static_cast<long>(o.model.group_size),
+                backend->name().c_str(), backend->device_name().c_str());
+    if (!c.why.empty()) std::printf("  %s\n", c.why.c_str());
+    std::printf("  corpus %s: %ld tokens (%s), %ld for validation; %ld tokens per step; steps %ld..%ld\n",
+                o.corpus.c_str(), static_cast<long>(N), tok->name().c_str(), static_cast<long>(val_len),
+                static_cast<long>(tokens_per_step), static_cast<long>(start_step + 1),
+                static_cast<long>(o.optim.total_steps));
+    std::fflush(stdout);
+    t_start = std::chrono::steady_clock::now();
+    if (start_step == 0) {
+      eval0 = evaluate_split(m, *data, val_begin, N, o.batch, o.seq, o.eval_batches);
+      have_eval0 = true;
+      std::printf("  step 0: validation loss %.4f (perplexity %.2f)\n", eval0.loss, eval0.perplexity);
       std::fflush(stdout);
-      t_start = std::chrono::steady_clock::now();
-      if (start_step == 0) {
-        eval0 = evaluate_split(m, *data, val_begin, N, o.batch, o.seq, o.eval_batches);
-        have_eval0 = true;
-        std::printf("  step 0: validation loss %.4f (perplexity %.2f)\n", eval0.loss, eval0.perplexity);
-        std::fflush(stdout);
-      }
-      if (start_step < o.optim.total_steps) {
-        auto t0 = std::chrono::steady_clock::now();
-        first = train_step(m, start_step + 1);
-        first_dt = seconds_since(t0);
-      }
-      break;
-    } catch (const Error& e) {
-      model_ptr.reset();
-      backend.reset();
-      have_eval0 = false;
-      first.reset();
-      const bool device_fault = is_backend_failure(c.backend, e.what());
-      if (device_fault && i + 1 < plan.size()) {
-        std::fprintf(stderr, "edgetrain: backend %s failed at start-up (%s); falling back to %s\n",
-                     c.backend.c_str(), e.what(), plan[i + 1].backend.c_str());
-        std::fflush(stderr);
-        continue;
-      }
-      if (device_fault && plan.size() == 1 && c.backend != "cpu")
-        fail(e.what(), "; to fall back to another backend instead, list them in order: --backend ", c.backend,
-             ",cpu");
-      throw;
     }
+    if (start_step < o.optim.total_steps) {
+      auto t0 = std::chrono::steady_clock::now();
+      first = train_step(m, start_step + 1);
+      first_dt = seconds_since(t0);
+    }
+  };
+  try {
+    first_that_starts(plan, start, " at start-up");
+  } catch (const Error& e) {
+    if (plan.size() == 1 && plan[0].backend != "cpu" && is_backend_failure(plan[0].backend, e.what()))
+      fail(e.what(), "; to fall back to another backend instead, list them in order: --backend ", plan[0].backend,
+           ",cpu");
+    throw;
   }
   Model& model = *model_ptr;
 
