@@ -4,8 +4,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <vector>
+
+#include "core/report_file.h"
 
 namespace edgetrain::cpu {
 
@@ -51,14 +52,6 @@ std::string Profiler::report() const {
   return out;
 }
 
-void Profiler::write_report() {
-  std::string r = report();
-  if (path_ == "-") {
-    std::fputs(r.c_str(), stderr);
-    return;
-  }
-  std::ofstream f(path_, std::ios::trunc);
-  f << r;
-}
+void Profiler::write_report() { write_report_file(path_, report(), "edgetrain cpu"); }
 
 }  // namespace edgetrain::cpu

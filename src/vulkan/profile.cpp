@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <map>
 
+#include "core/report_file.h"
+
 namespace edgetrain::vk {
 
 std::unique_ptr<Profiler> Profiler::from_env(const Context& ctx) {
@@ -137,20 +139,6 @@ std::string Profiler::report() const {
   return out;
 }
 
-void Profiler::write_report() {
-  std::string r = report();
-  if (path_ == "-") {
-    std::fputs(r.c_str(), stderr);
-    return;
-  }
-  std::string tmp = path_ + ".tmp";
-  if (FILE* f = std::fopen(tmp.c_str(), "w")) {
-    std::fputs(r.c_str(), f);
-    std::fclose(f);
-    if (std::rename(tmp.c_str(), path_.c_str()) != 0) std::remove(tmp.c_str());
-  } else {
-    std::fprintf(stderr, "edgetrain vulkan: cannot write the profile to %s\n", path_.c_str());
-  }
-}
+void Profiler::write_report() { write_report_file(path_, report(), "edgetrain vulkan"); }
 
 }  // namespace edgetrain::vk
