@@ -17,6 +17,7 @@
 
 #include "edgetrain/backends.h"
 #include "edgetrain/checkpoint.h"
+#include "edgetrain/half.h"
 #include "edgetrain/safetensors.h"
 #include "io/atomic_file.h"
 
@@ -186,20 +187,20 @@ TEST(Safetensors, HandBuiltFileParses) {
 }
 
 TEST(Safetensors, HalfAndBfloatConversionIsExact) {
-  EXPECT_EQ(st::f16_to_f32(0x0001), std::ldexp(1.0f, -24));  // smallest subnormal
-  EXPECT_EQ(st::f16_to_f32(0x03FF), std::ldexp(1023.0f, -24));
-  EXPECT_EQ(st::f16_to_f32(0x0400), std::ldexp(1.0f, -14));   // smallest normal
-  EXPECT_EQ(st::f16_to_f32(0x7C00), INFINITY);
-  EXPECT_EQ(st::f16_to_f32(0xFC00), -INFINITY);
-  EXPECT_TRUE(std::isnan(st::f16_to_f32(0x7E00)));
-  EXPECT_TRUE(std::signbit(st::f16_to_f32(0x8000)));
-  EXPECT_EQ(st::bf16_to_f32(0xC049), -3.140625f);
+  EXPECT_EQ(f16_to_f32(0x0001), std::ldexp(1.0f, -24));  // smallest subnormal
+  EXPECT_EQ(f16_to_f32(0x03FF), std::ldexp(1023.0f, -24));
+  EXPECT_EQ(f16_to_f32(0x0400), std::ldexp(1.0f, -14));   // smallest normal
+  EXPECT_EQ(f16_to_f32(0x7C00), INFINITY);
+  EXPECT_EQ(f16_to_f32(0xFC00), -INFINITY);
+  EXPECT_TRUE(std::isnan(f16_to_f32(0x7E00)));
+  EXPECT_TRUE(std::signbit(f16_to_f32(0x8000)));
+  EXPECT_EQ(bf16_to_f32(0xC049), -3.140625f);
 #ifdef __FLT16_MAX__
   for (uint32_t h = 0; h < 65536; ++h) {  // every half against the compiler's conversion
     _Float16 x;
     uint16_t hb = static_cast<uint16_t>(h);
     std::memcpy(&x, &hb, 2);
-    float want = static_cast<float>(x), got = st::f16_to_f32(hb);
+    float want = static_cast<float>(x), got = f16_to_f32(hb);
     if (std::isnan(want)) ASSERT_TRUE(std::isnan(got)) << h;
     else ASSERT_EQ(std::memcmp(&want, &got, 4), 0) << "half 0x" << std::hex << h;
   }

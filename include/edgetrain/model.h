@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "edgetrain/backend.h"
+#include "edgetrain/q4gsw.h"
 
 namespace edgetrain {
 
@@ -115,6 +116,9 @@ class Model {
   // Whole-model gradient access for tests: runs accumulate() on a zeroed gradient set.
   std::map<std::string, std::vector<float>> gradients(const std::vector<int32_t>& tokens,
                                                       const std::vector<int32_t>& labels, int64_t batch, int64_t seq);
+
+  // 4-bit linears together: how many fp32 masters lie outside the range their codes follow (q4::in_range).
+  q4::RangeStats range_stats();
 
   // Host copies of every tensor worth saving (masters, codes, scales, moments), by checkpoint name.
   struct Named {

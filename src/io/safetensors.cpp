@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "edgetrain/error.h"
+#include "edgetrain/half.h"
 #include "io/atomic_file.h"
 
 namespace edgetrain::safetensors {
@@ -353,37 +354,6 @@ std::vector<float> Reader::to_f32(const std::string& name) const {
   std::vector<float> out(static_cast<size_t>(t.numel()));
   convert_to_f32(t.dtype, buffer_ + t.begin, out.size(), out.data());
   return out;
-}
-
-// ---- f16 / bf16 ----
-
-float f16_to_f32(uint16_t h) {
-  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  const uint32_t exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
-  uint32_t bits;
-  if (exp == 0) {
-    if (mant == 0) {
-      bits = sign;
-    } else {  // subnormal: mant * 2^-24, exact in f32
-      float f = std::ldexp(static_cast<float>(mant), -24);
-      std::memcpy(&bits, &f, 4);
-      bits |= sign;
-    }
-  } else if (exp == 31) {
-    bits = sign | 0x7f800000u | (mant << 13);  // infinity or NaN (payload kept)
-  } else {
-    bits = sign | ((exp + 112u) << 23) | (mant << 13);
-  }
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
-float bf16_to_f32(uint16_t b) {
-  uint32_t bits = static_cast<uint32_t>(b) << 16;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
 }
 
 void convert_to_f32(const std::string& dtype, const uint8_t* src, size_t n, float* dst) {

@@ -155,6 +155,18 @@ void Model::requantize() {
   }
 }
 
+q4::RangeStats Model::range_stats() {
+  q4::RangeStats all;
+  for (Param& p : params_) {
+    if (!p.quantized()) continue;
+    q4::Geometry g(p.value.shape()[0], p.value.shape()[1], cfg_.group_size);
+    const auto w = backend_.to_vector<float>(p.value), s = backend_.to_vector<float>(p.scales);
+    const q4::RangeStats r = q4::range_stats(g, w.data(), s.data());
+    all.outside += r.outside, all.total += r.total, all.max_ratio = std::max(all.max_ratio, r.max_ratio);
+  }
+  return all;
+}
+
 std::vector<Model::Named> Model::state_tensors() {
   std::vector<Named> out;
   for (Param& p : params_) {

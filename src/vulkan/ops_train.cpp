@@ -17,6 +17,7 @@
 #include "q4gsw_backward8.spv.h"
 #include "q4gsw_backward_big.spv.h"
 #include "q4gsw_requant.spv.h"
+#include "q4gsw_ste_grad.spv.h"
 #include "vulkan/kernel.h"
 #include "vulkan/ops_gemm.h"
 
@@ -163,6 +164,16 @@ void enc_q4gsw_requant(const OpCall& c, const EncodeContext& ctx, Encoded& out) 
   out.dispatches.push_back(std::move(d));
 }
 
+// The clipped straight-through gradient, in place, one thread per element.
+void enc_q4gsw_ste_grad(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
+  const Shape& s = c.in[1].shape();
+  const int64_t n = s[0] * s[1];
+  Dispatch d{ET_VK_KERNEL(q4gsw_ste_grad)};
+  d.arg(u32(s[0], "N")).arg(u32(s[1], "K")).arg(u32(c.ints[0], "group_size")).arg(u32(n, "numel"));
+  grid_1d((n + 255) / 256, ctx, d.groups);
+  out.dispatches.push_back(std::move(d));
+}
+
 // In-place AdamW, 4 elements per thread.
 void enc_adamw_step(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   int64_t n = c.in[0].numel();
@@ -183,6 +194,7 @@ Encoder train_encoder(Op op) {
     case Op::linear_dW: return enc_linear_dW;
     case Op::fused_ce: return enc_fused_ce;
     case Op::q4gsw_requant: return enc_q4gsw_requant;
+    case Op::q4gsw_ste_grad: return enc_q4gsw_ste_grad;
     case Op::adamw_step: return enc_adamw_step;
     default: return nullptr;
   }

@@ -7,6 +7,7 @@
 #include "q4_gemm.wgsl.h"
 #include "q4_gemv.wgsl.h"
 #include "q4_requant.wgsl.h"
+#include "q4gsw_ste_grad.wgsl.h"
 #include "sum_partials.wgsl.h"
 #include "webgpu/kernel.h"
 
@@ -143,6 +144,19 @@ void enc_q4gsw_requant(const OpCall& c, const EncodeContext& ctx, Encoded& out) 
   out.dispatches.push_back(std::move(d));
 }
 
+// The clipped straight-through gradient, in place, one thread per element.
+void enc_q4gsw_ste_grad(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
+  const Shape& s = c.in[1].shape();
+  const uint64_t n = static_cast<uint64_t>(s[0] * s[1]);
+  const uint32_t wg = ctx.wg_size(256);
+  Dispatch d(ET_WG_KERNEL(q4gsw_ste_grad));
+  d.constant("WG", wg);
+  d.out(0).in(1).in(2).uniform();
+  d.arg(u32(s[0])).arg(u32(s[1])).arg(u32(c.ints[0])).arg(u32(static_cast<int64_t>(n)));
+  grid_1d(ceil_div(n, wg), ctx, d.groups);
+  out.dispatches.push_back(std::move(d));
+}
+
 }  // namespace
 
 Encoder train_encoder(Op op) {
@@ -152,6 +166,7 @@ Encoder train_encoder(Op op) {
     case Op::linear_dW: return enc_linear_dW;
     case Op::fused_ce: return enc_fused_ce;
     case Op::q4gsw_requant: return enc_q4gsw_requant;
+    case Op::q4gsw_ste_grad: return enc_q4gsw_ste_grad;
     default: return nullptr;
   }
 }
