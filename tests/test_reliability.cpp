@@ -524,30 +524,6 @@ TEST_F(Reliability, BackendListFallsBackToTheNextBackendWithANotice) {
   EXPECT_EQ(r.output.find("falling back"), std::string::npos) << r.output;
 }
 
-TEST_F(Reliability, BackendSpecListsAreParsedAndOnlyBackendFailuresFallBack) {
-  EXPECT_EQ(parse_backend_spec("vulkan,webgpu,cpu"), (std::vector<std::string>{"vulkan", "webgpu", "cpu"}));
-  EXPECT_EQ(parse_backend_spec("auto"), (std::vector<std::string>{"auto"}));
-  for (const char* bad : {"", "gpu", "cpu,", ",cpu", "cpu,cpu", "auto,cpu", "vulkan;cpu"}) {
-    SCOPED_TRACE(bad);
-    try {
-      parse_backend_spec(bad);
-      ADD_FAILURE() << "accepted";
-    } catch (const Error& e) {
-      EXPECT_EQ(std::string(e.what()).rfind("--backend: ", 0), 0u) << e.what();
-    }
-  }
-  EXPECT_EQ(backend_plan("cpu").size(), 1u);
-  EXPECT_EQ(backend_plan("vulkan,cpu").size(), 2u);
-  EXPECT_EQ(backend_plan("auto").back().backend, "cpu");
-  EXPECT_TRUE(is_backend_failure("vulkan", "vulkan: out of device memory allocating 12 bytes"));
-  EXPECT_TRUE(is_backend_failure("vulkan", "vulkan gemm: sizes too large"));
-  EXPECT_TRUE(is_backend_failure("webgpu", "Dawn (libwebgpu_wrapper.so) not found"));
-  EXPECT_TRUE(is_backend_failure("webgpu", "backend 'webgpu' is not compiled into this build"));
-  EXPECT_FALSE(is_backend_failure("vulkan", "checkpoint 'x': tensor 'norm.weight' is missing"));
-  EXPECT_FALSE(is_backend_failure("vulkan", "webgpu: no adapter"));
-  EXPECT_FALSE(is_backend_failure("cpu", "train: step 3: loss is nan"));
-}
-
 // A checkpoint whose master weights or AdamW moments hold NaN/Inf is rejected on load, naming the file, the
 // tensor and what it is — before the model is touched — by the library and by the CLI (eval, --resume).
 TEST_F(Reliability, CheckpointWithNanOrInfIsRejectedNamingTheTensor) {

@@ -336,9 +336,9 @@ TrainResult train(const TrainOptions& opts_in) {
   try {
     first_that_starts(plan, start, " at start-up");
   } catch (const Error& e) {
-    if (plan.size() == 1 && plan[0].backend != "cpu" && is_backend_failure(plan[0].backend, e.what()))
-      fail(e.what(), "; to fall back to another backend instead, list them in order: --backend ", plan[0].backend,
-           ",cpu");
+    if (plan.size() == 1 && plan[0].backend != "cpu" && backend_list_falls_back(e))
+      fail_kind(e.kind(), e.what(), "; to fall back to another backend instead, list them in order: --backend ",
+                plan[0].backend, ",cpu");
     throw;
   }
   Model& model = *model_ptr;
