@@ -3,6 +3,7 @@
 // and train()'s start-up) moves on after device and unsupported errors only, whatever the message says:
 // input errors raised inside the Vulkan backend are the error, a pipeline the driver cannot create falls
 // back with a notice. The CLI's exit status per kind is checked in test_reliability.cpp.
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -156,6 +157,52 @@ TEST(ErrorKinds, ABadShapeIsMisuse) {
   EXPECT_EQ(e.kind(), ErrorKind::misuse) << e.what();
   EXPECT_NE(std::string(e.what()).find("mm"), std::string::npos) << e.what();
   EXPECT_EQ(error_of([&] { x.reshape(Shape{7}); }).kind(), ErrorKind::misuse);
+}
+
+class FileErrors : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = (fs::temp_directory_path() / "edgetrain_errors_XXXXXX").string();
+    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string dir_;
+};
+
+// Missing, unreadable and cut-short files are io; a file whose content is wrong is misuse.
+TEST_F(FileErrors, MissingAndTruncatedFilesAreIoAndBadContentIsMisuse) {
+  EXPECT_EQ(error_of([&] { safetensors::Reader::open(dir_ + "/missing.safetensors"); }).kind(), ErrorKind::io);
+  EXPECT_EQ(error_of([&] { safetensors::Reader::open(dir_); }).kind(), ErrorKind::misuse);  // a directory
+
+  const std::string path = dir_ + "/w.safetensors";
+  safetensors::Writer w;
+  const std::vector<float> v(64, 1.5f);
+  w.add("w", "F32", {8, 8}, v.data(), v.size() * sizeof(float));
+  w.save(path);
+  const auto full = fs::file_size(path);
+  ASSERT_NO_THROW(safetensors::Reader::open(path));
+  // Cut inside the data, inside the header, and inside the 8-byte header length.
+  for (const uintmax_t keep : {full - 4, uintmax_t{20}, uintmax_t{5}}) {
+    SCOPED_TRACE(keep);
+    fs::resize_file(path, keep);
+    const Error e = error_of([&] { safetensors::Reader::open(path); });
+    EXPECT_EQ(e.kind(), ErrorKind::io) << e.what();
+    EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+  }
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << std::string("\x10\0\0\0\0\0\0\0", 8) << "[not a header]  ";
+  const Error bad = error_of([&] { safetensors::Reader::open(path); });
+  EXPECT_EQ(bad.kind(), ErrorKind::misuse) << bad.what();
+}
+
+// A write that fails (here: into a folder that does not exist) is io, and the message says so.
+TEST_F(FileErrors, AFailedAtomicWriteIsIo) {
+  safetensors::Writer w;
+  const float one = 1.0f;
+  w.add("x", "F32", {1}, &one, sizeof one);
+  const Error e = error_of([&] { w.save(dir_ + "/no/such/folder/x.safetensors"); });
+  EXPECT_EQ(e.kind(), ErrorKind::io) << e.what();
+  EXPECT_NE(std::string(e.what()).find("atomic write"), std::string::npos) << e.what();
 }
 
 #ifdef EDGETRAIN_HAS_VULKAN
