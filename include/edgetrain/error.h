@@ -10,6 +10,8 @@
 
 namespace edgetrain {
 
+// unsupported is about backends: a file feature edgetrain cannot read (a GGUF tensor type, rope_scaling) is
+// misuse, because every backend would fail on it alike and a --backend list must not move on over it.
 enum class ErrorKind {
   misuse,       // bad input or API use: a shape, flag, config field or file content, a broken contract
   unsupported,  // this backend, build or device cannot do it: not compiled in, no kernel, a device limit
