@@ -321,7 +321,7 @@ Peer load_peer(const std::string& file) {
   Peer p;
   if (file.empty()) return p;
   std::ifstream in(file);
-  ET_CHECK(in.good(), "bench: cannot read --peer '", file, "'");
+  ET_CHECK_KIND(ErrorKind::io, in.good(), "bench: cannot read --peer '", file, "'");
   try {
     p.doc = json::parse(in);
   } catch (const std::exception& e) {
@@ -341,7 +341,7 @@ struct Report {
     std::ofstream out(file + ".tmp");
     out << doc.dump(2) << "\n";
     out.close();
-    ET_CHECK(out.good(), "bench: cannot write '", file, "'");
+    ET_CHECK_KIND(ErrorKind::io, out.good(), "bench: cannot write '", file, "'");
     std::rename((file + ".tmp").c_str(), file.c_str());
   }
 };

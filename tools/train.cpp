@@ -90,7 +90,7 @@ Runner add_train(CLI::App& app) {
     TrainOptions o = f->o;
     if (!f->config.empty()) {
       std::ifstream in(f->config);
-      ET_CHECK(in.good(), "train: cannot read --config '", f->config, "'");
+      ET_CHECK_KIND(ErrorKind::io, in.good(), "train: cannot read --config '", f->config, "'");
       std::stringstream ss;
       ss << in.rdbuf();
       o.model = ModelConfig::from_json(ss.str());

@@ -61,7 +61,7 @@ struct TrainResult {
 // Throws Error (one line naming the step, flag, file or backend) on every failure. Start-up — creating the
 // backend, the model and its weights, the step-0 evaluation and the first step, which compile every kernel
 // of the run — falls back to the next backend of opts.backend's list (or auto's) when the backend itself
-// fails (is_backend_failure), with a notice on stderr.
+// fails (backend_list_falls_back), with a notice on stderr.
 TrainResult train(const TrainOptions& opts);
 
 // Mean validation loss over `batches` fixed batches of the corpus's validation split.

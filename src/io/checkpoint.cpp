@@ -34,6 +34,12 @@ template <typename... Args>
   fail("checkpoint '", path, "': ", args...);
 }
 
+// NaN/Inf where a checkpoint must hold finite numbers.
+template <typename... Args>
+[[noreturn]] void non_finite(const std::string& path, const Args&... args) {
+  fail_kind(ErrorKind::numeric, "checkpoint '", path, "': ", args...);
+}
+
 const std::string& meta_field(const safetensors::Reader& r, const std::string& key) {
   auto it = r.metadata().find(key);
   if (it == r.metadata().end()) bad_ckpt(r.source(), "metadata field '", key, "' is missing");
@@ -103,8 +109,8 @@ void check_finite(const safetensors::Reader& r, const std::string& name) {
     std::memcpy(chunk, p + i * sizeof(float), m * sizeof(float));
     for (uint64_t j = 0; j < m; ++j)
       if (!std::isfinite(chunk[j]))
-        bad_ckpt(r.source(), "tensor '", name, "' (", role_of(name), ") holds ", chunk[j], " at index ", i + j,
-                 "; a checkpoint must not contain NaN/Inf (it is corrupt: use an earlier checkpoint)");
+        non_finite(r.source(), "tensor '", name, "' (", role_of(name), ") holds ", chunk[j], " at index ", i + j,
+                   "; a checkpoint must not contain NaN/Inf (it is corrupt: use an earlier checkpoint)");
   }
 }
 
@@ -116,9 +122,12 @@ void check_q4(const safetensors::Reader& r, const Param& p, int64_t group_size) 
   std::vector<float> w = f32_of(r, p.name), s = f32_of(r, scales_name);
   std::vector<uint32_t> words(static_cast<size_t>(g.words()));
   std::memcpy(words.data(), r.data(codes_name), words.size() * 4);
-  for (size_t i = 0; i < s.size(); ++i)
-    if (!std::isfinite(s[i]) || s[i] < 0.0f)
-      bad_ckpt(r.source(), "tensor '", scales_name, "' holds ", s[i], " at index ", i, "; scales must be finite and >= 0");
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (!std::isfinite(s[i]))
+      non_finite(r.source(), "tensor '", scales_name, "' holds ", s[i], " at index ", i, "; scales must be finite");
+    if (s[i] < 0.0f)
+      bad_ckpt(r.source(), "tensor '", scales_name, "' holds ", s[i], " at index ", i, "; scales must be >= 0");
+  }
   std::vector<uint8_t> codes = q4::unpack_w4x8(g, words.data());
   if (q4::pack_w4x8(g, codes.data()) != words)
     bad_ckpt(r.source(), "tensor '", codes_name, "' has padding nibbles other than 8 (corrupt W_4X8 words)");

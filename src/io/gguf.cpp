@@ -129,8 +129,8 @@ struct Cursor {
   const std::string& src;
   uint64_t left() const { return size - pos; }
   void need(uint64_t n, const char* what) {
-    ET_CHECK(n <= left(), "file ", src, ": truncated: ", what, " needs ", n, " bytes at offset ", pos, ", only ", left(),
-             " left");
+    ET_CHECK_KIND(ErrorKind::io, n <= left(), "file ", src, ": truncated: ", what, " needs ", n, " bytes at offset ",
+                  pos, ", only ", left(), " left");
   }
   template <typename T>
   T get(const char* what) {
@@ -203,12 +203,13 @@ Value read_value(Cursor& c, VType t, int depth) {
 
 File File::open(const std::string& path) {
   std::ifstream in(path, std::ios::binary | std::ios::ate);
-  ET_CHECK(in, "file ", path, ": cannot open");
+  ET_CHECK_KIND(ErrorKind::io, in, "file ", path, ": cannot open");
   std::streamoff n = in.tellg();
-  ET_CHECK(n >= 0, "file ", path, ": cannot read its size");
+  ET_CHECK_KIND(ErrorKind::io, n >= 0, "file ", path, ": cannot read its size");
   auto buf = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(n));
   in.seekg(0);
-  ET_CHECK(n == 0 || in.read(reinterpret_cast<char*>(buf->data()), n), "file ", path, ": read failed");
+  ET_CHECK_KIND(ErrorKind::io, n == 0 || in.read(reinterpret_cast<char*>(buf->data()), n), "file ", path,
+                ": read failed");
   File f;
   f.source_ = path;
   f.owned_ = buf;
@@ -276,12 +277,13 @@ void File::parse(const uint8_t* p, uint64_t size) {
     tensors_.push_back(std::move(t));
   }
   uint64_t start = (c.pos + alignment_ - 1) / alignment_ * alignment_;
-  ET_CHECK(tensors_.empty() || start <= size, "file ", source_, ": truncated before the data section");
+  ET_CHECK_KIND(ErrorKind::io, tensors_.empty() || start <= size, "file ", source_,
+                ": truncated before the data section");
   uint64_t avail = start <= size ? size - start : 0;
   for (const TensorInfo& t : tensors_)
-    ET_CHECK(t.offset <= avail && t.nbytes <= avail - t.offset, "file ", source_, ": tensor '", t.name, "' (",
-             t.nbytes, " bytes at data offset ", t.offset, ") runs past the end of the file (", avail,
-             " data bytes)");
+    ET_CHECK_KIND(ErrorKind::io, t.offset <= avail && t.nbytes <= avail - t.offset, "file ", source_, ": tensor '",
+                  t.name, "' (", t.nbytes, " bytes at data offset ", t.offset, ") runs past the end of the file (",
+                  avail, " data bytes)");
   data_ = p + (start <= size ? start : size);
 }
 
@@ -662,7 +664,7 @@ ModelConfig config_from(const gguf::File& f, TrainMode mode, int64_t group_size)
   try {
     c.validate();
   } catch (const Error& e) {
-    fail("file ", src, ": ", e.what());
+    fail_kind(e.kind(), "file ", src, ": ", e.what());
   }
   return c;
 }

@@ -94,7 +94,7 @@ std::string hf_name(const std::string& ours) {
 
 nlohmann::json read_json(const std::string& path) {
   std::ifstream in(path);
-  ET_CHECK(in, "file ", path, ": cannot open");
+  ET_CHECK_KIND(ErrorKind::io, in, "file ", path, ": cannot open");
   try {
     return nlohmann::json::parse(in);
   } catch (const std::exception& e) {
@@ -190,7 +190,7 @@ ModelConfig hf_config(const std::string& dir, const Shards* shards, TrainMode mo
   try {
     c.validate();
   } catch (const Error& e) {
-    fail("file ", path, ": ", e.what());
+    fail_kind(e.kind(), "file ", path, ": ", e.what());
   }
   return c;
 }

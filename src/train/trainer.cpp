@@ -124,8 +124,8 @@ void init_weights_from(const std::string& path, Model& model) {
     ET_CHECK(static_cast<int64_t>(v.size()) == p.value.numel(), "train: --init: tensor '", p.name, "' in '", path,
              "' has ", v.size(), " elements, the model needs ", p.value.numel());
     for (size_t i = 0; i < v.size(); ++i)
-      ET_CHECK(std::isfinite(v[i]), "train: --init: tensor '", p.name, "' in '", path, "' holds ", v[i], " at index ",
-               i, "; weights must not contain NaN/Inf");
+      ET_CHECK_KIND(ErrorKind::numeric, std::isfinite(v[i]), "train: --init: tensor '", p.name, "' in '", path,
+                    "' holds ", v[i], " at index ", i, "; weights must not contain NaN/Inf");
     model.backend().upload(p.value, v.data(), v.size() * sizeof(float));
     ++loaded;
   }
@@ -336,9 +336,9 @@ TrainResult train(const TrainOptions& opts_in) {
   try {
     first_that_starts(plan, start, " at start-up");
   } catch (const Error& e) {
-    if (plan.size() == 1 && plan[0].backend != "cpu" && is_backend_failure(plan[0].backend, e.what()))
-      fail(e.what(), "; to fall back to another backend instead, list them in order: --backend ", plan[0].backend,
-           ",cpu");
+    if (plan.size() == 1 && plan[0].backend != "cpu" && backend_list_falls_back(e))
+      fail_kind(e.kind(), e.what(), "; to fall back to another backend instead, list them in order: --backend ",
+                plan[0].backend, ",cpu");
     throw;
   }
   Model& model = *model_ptr;
@@ -374,10 +374,10 @@ TrainResult train(const TrainOptions& opts_in) {
       save_checkpoint(ckpt, model, {{"train_options", options_json(o).dump()}, {"tokenizer", o.tokenizer}});
     } catch (const Error& e) {
       if (tty) std::fprintf(stderr, "\n");
-      fail("train: step ", at_step, ": writing the checkpoint failed (", e.what(), "). ",
-           had ? "The previous checkpoint '" + ckpt + "' is intact (step " + meta_step(ckpt) + ")"
-               : std::string("No checkpoint had been written yet"),
-           "; free space, then continue with --resume");
+      fail_kind(e.kind(), "train: step ", at_step, ": writing the checkpoint failed (", e.what(), "). ",
+                had ? "The previous checkpoint '" + ckpt + "' is intact (step " + meta_step(ckpt) + ")"
+                    : std::string("No checkpoint had been written yet"),
+                "; free space, then continue with --resume");
     }
   };
   if (have_eval0) {
@@ -403,10 +403,11 @@ TrainResult train(const TrainOptions& opts_in) {
     bool bad = !std::isfinite(loss) || !std::isfinite(norm);
     if (bad && !o.skip_nan_steps) {
       if (tty) std::fprintf(stderr, "\n");
-      fail("train: step ", step, ": ", !std::isfinite(loss) ? "loss" : "gradient norm", " is ",
-           !std::isfinite(loss) ? loss : norm, "; stopped without updating the weights. The last good checkpoint is ",
-           fs::exists(ckpt) ? "'" + ckpt + "'" : std::string("(none written yet)"),
-           " (use --skip-nan-steps to skip such steps instead)");
+      fail_kind(ErrorKind::numeric, "train: step ", step, ": ", !std::isfinite(loss) ? "loss" : "gradient norm",
+                " is ", !std::isfinite(loss) ? loss : norm,
+                "; stopped without updating the weights. The last good checkpoint is ",
+                fs::exists(ckpt) ? "'" + ckpt + "'" : std::string("(none written yet)"),
+                " (use --skip-nan-steps to skip such steps instead)");
     }
     if (bad) {
       std::printf("  step %ld: non-finite %s, step skipped (weights unchanged)\n", static_cast<long>(step),
@@ -415,10 +416,11 @@ TrainResult train(const TrainOptions& opts_in) {
       if (++skipped_in_a_row >= o.max_skipped_steps) {
         if (unsaved) save(model.steps_done);  // keep the good steps before the streak (finite weights)
         if (tty) std::fprintf(stderr, "\n");
-        fail("train: step ", step, ": ", skipped_in_a_row, " steps in a row (", step - skipped_in_a_row + 1, "..", step,
-             ") had a non-finite loss or gradient norm and were skipped; stopped at --max-skipped-steps ",
-             o.max_skipped_steps, ". No NaN/Inf reached the weights; ", last_good(),
-             ". Lower --lr, set --grad-clip, or check the corpus");
+        fail_kind(ErrorKind::numeric, "train: step ", step, ": ", skipped_in_a_row, " steps in a row (",
+                  step - skipped_in_a_row + 1, "..", step,
+                  ") had a non-finite loss or gradient norm and were skipped; stopped at --max-skipped-steps ",
+                  o.max_skipped_steps, ". No NaN/Inf reached the weights; ", last_good(),
+                  ". Lower --lr, set --grad-clip, or check the corpus");
       }
       continue;
     }
@@ -484,9 +486,9 @@ TrainResult train(const TrainOptions& opts_in) {
   if (skipped_in_a_row > 0) {  // the run ended on skipped steps
     if (unsaved) save(model.steps_done);
     if (applied == 0)
-      fail("train: every step of this run (", start_step + 1, "..", step - 1,
-           ") had a non-finite loss or gradient norm and was skipped: nothing was trained; ", last_good(),
-           ". Lower --lr, set --grad-clip, or check the corpus");
+      fail_kind(ErrorKind::numeric, "train: every step of this run (", start_step + 1, "..", step - 1,
+                ") had a non-finite loss or gradient norm and was skipped: nothing was trained; ", last_good(),
+                ". Lower --lr, set --grad-clip, or check the corpus");
     std::printf("  warning: the last %ld steps were skipped (non-finite loss or gradient norm); the checkpoint holds "
                 "step %ld\n", static_cast<long>(skipped_in_a_row), static_cast<long>(model.steps_done));
   }

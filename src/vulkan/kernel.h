@@ -65,7 +65,11 @@ struct Encoded {
   size_t pooled_scratch_bytes = 0;
 };
 
-// Encoder of one op family member; registered in ops_registry.cpp. Throws Error for unsupported shapes.
+// Encoder of one op family member; registered in ops_registry.cpp. Throws Error for shapes it cannot take:
+// ErrorKind::unsupported past a limit this device reports (workgroup grid, buffer range) or for an element
+// size without a kernel, which another backend may handle; misuse for inconsistent arguments and for sizes
+// past the 32-bit indices the shaders use (a shape that large is taken for a broken input, not retried
+// elsewhere by a --backend list).
 using Encoder = void (*)(const OpCall& call, const EncodeContext& ctx, Encoded& out);
 Encoder encoder_for(Op op);  // nullptr when the op has no Vulkan kernel yet
 

@@ -92,8 +92,10 @@ void push_gemm(Dispatch& d, const GemmArgs& g) {
 }
 
 void check_groups(const Dispatch& d, const EncodeContext& ctx) {
-  ET_CHECK(d.groups[0] <= ctx.max_groups[0] && d.groups[1] <= ctx.max_groups[1] && d.groups[2] <= ctx.max_groups[2],
-           "vulkan gemm: grid ", d.groups[0], "x", d.groups[1], "x", d.groups[2], " exceeds the device limits");
+  const bool fits = d.groups[0] <= ctx.max_groups[0] && d.groups[1] <= ctx.max_groups[1] &&
+                    d.groups[2] <= ctx.max_groups[2];
+  ET_CHECK_KIND(ErrorKind::unsupported, fits, "vulkan gemm: grid ", d.groups[0], "x", d.groups[1], "x", d.groups[2],
+                " exceeds the device limits");
 }
 
 void encode_big(const GemmArgs& g, const EncodeContext& ctx, Encoded& out) {
@@ -195,8 +197,8 @@ void enc_bmm(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   g.a_batch = static_cast<uint32_t>(ar * ac);
   g.b_batch = static_cast<uint32_t>(br * bc);
   g.c_batch = static_cast<uint32_t>(g.M * g.N);
-  ET_CHECK(batch <= ctx.max_groups[2], "vulkan bmm: ", batch, " batches exceed the device's z grid limit ",
-           ctx.max_groups[2]);
+  ET_CHECK_KIND(ErrorKind::unsupported, batch <= ctx.max_groups[2], "vulkan bmm: ", batch,
+                " batches exceed the device's z grid limit ", ctx.max_groups[2]);
   g.batch = static_cast<uint32_t>(batch);
   g.alpha_idx = ctx.float_index.at(0);
   encode_gemm(g, ctx, out);

@@ -131,8 +131,10 @@ bool encode_coop(const CoopOperand& a, const CoopOperand& b, const CoopEpilogue&
   d.groups[0] = u32(Np / 128);
   d.groups[1] = u32(Mp / 128);
   d.groups[2] = static_cast<uint32_t>(batch);
-  ET_CHECK(d.groups[0] <= ctx.max_groups[0] && d.groups[1] <= ctx.max_groups[1] && d.groups[2] <= ctx.max_groups[2],
-           "vulkan coop gemm: grid ", d.groups[0], "x", d.groups[1], "x", d.groups[2], " exceeds the device limits");
+  const bool fits = d.groups[0] <= ctx.max_groups[0] && d.groups[1] <= ctx.max_groups[1] &&
+                    d.groups[2] <= ctx.max_groups[2];
+  ET_CHECK_KIND(ErrorKind::unsupported, fits, "vulkan coop gemm: grid ", d.groups[0], "x", d.groups[1], "x",
+                d.groups[2], " exceeds the device limits");
   out.dispatches.push_back(std::move(d));
   out.pooled_scratch_bytes = static_cast<size_t>(total);
   return true;

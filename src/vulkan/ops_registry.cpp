@@ -24,7 +24,8 @@ Encoder encoder_for(Op op) {
 void grid_1d(uint64_t workgroups, const EncodeContext& ctx, uint32_t groups[3]) {
   uint64_t x = std::max<uint64_t>(1, std::min<uint64_t>(workgroups, ctx.max_groups[0]));
   uint64_t y = (workgroups + x - 1) / x;
-  ET_CHECK(y <= ctx.max_groups[1], "vulkan: ", workgroups, " workgroups exceed the device grid limits");
+  ET_CHECK_KIND(ErrorKind::unsupported, y <= ctx.max_groups[1], "vulkan: ", workgroups,
+                " workgroups exceed the device grid limits");
   groups[0] = static_cast<uint32_t>(x);
   groups[1] = static_cast<uint32_t>(std::max<uint64_t>(1, y));
   groups[2] = 1;

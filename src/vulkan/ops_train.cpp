@@ -37,8 +37,9 @@ uint32_t tiles(int64_t n, uint32_t t) { return static_cast<uint32_t>((n + 16 * t
 
 void check_grid(const Dispatch& d, const EncodeContext& ctx, const OpCall& c) {
   for (int i = 0; i < 3; ++i)
-    ET_CHECK(d.groups[i] <= ctx.max_groups[i], "vulkan: ", d.kernel.name, " needs ", d.groups[i],
-             " workgroups on axis ", i, ", more than the device allows (", ctx.max_groups[i], ") for ", c.str());
+    ET_CHECK_KIND(ErrorKind::unsupported, d.groups[i] <= ctx.max_groups[i], "vulkan: ", d.kernel.name, " needs ",
+                  d.groups[i], " workgroups on axis ", i, ", more than the device allows (", ctx.max_groups[i],
+                  ") for ", c.str());
 }
 
 // Largest power of two <= min(want, device max invocations).

@@ -89,7 +89,9 @@ struct Encoded {
   std::vector<size_t> scratch_bytes;  // per-call scratch buffers, zero-filled once at finalize
 };
 
-// Encoder of one op; registered by family in ops_registry.cpp. Throws Error for unsupported shapes.
+// Encoder of one op; registered by family in ops_registry.cpp. Throws Error for shapes it cannot take,
+// with the kinds of the Vulkan encoders (vulkan/kernel.h): unsupported past a limit the device reports or
+// for a dtype without a kernel; misuse for sizes past the kernels' 32-bit parameters.
 using Encoder = void (*)(const OpCall& call, const EncodeContext& ctx, Encoded& out);
 Encoder encoder_for(Op op);  // nullptr when the op has no WebGPU kernel
 

@@ -35,8 +35,9 @@ Dispatch gemm_dispatch(const GemmShape& g, Bind a, Bind b, Bind bias, Bind c, co
   d.groups[1] = static_cast<uint32_t>(ceil_div(g.M, tile));
   d.groups[2] = g.batch;
   for (int i = 0; i < 3; ++i)
-    ET_CHECK(d.groups[i] <= ctx.max_groups, "webgpu gemm: grid ", d.groups[0], "x", d.groups[1], "x", d.groups[2],
-             " exceeds the device limit ", ctx.max_groups, " (M=", g.M, " N=", g.N, " batch=", g.batch, ")");
+    ET_CHECK_KIND(ErrorKind::unsupported, d.groups[i] <= ctx.max_groups, "webgpu gemm: grid ", d.groups[0], "x",
+                  d.groups[1], "x", d.groups[2], " exceeds the device limit ", ctx.max_groups, " (M=", g.M, " N=", g.N,
+                  " batch=", g.batch, ")");
   return d;
 }
 

@@ -29,7 +29,8 @@ uint32_t EncodeContext::wg_size(uint32_t want) const {
 void grid_1d(uint64_t workgroups, const EncodeContext& ctx, uint32_t groups[3]) {
   uint64_t x = std::max<uint64_t>(1, std::min<uint64_t>(workgroups, ctx.max_groups));
   uint64_t y = std::max<uint64_t>(1, ceil_div(workgroups, x));
-  ET_CHECK(y <= ctx.max_groups, "webgpu: ", workgroups, " workgroups exceed the device grid limits");
+  ET_CHECK_KIND(ErrorKind::unsupported, y <= ctx.max_groups, "webgpu: ", workgroups,
+                " workgroups exceed the device grid limits");
   groups[0] = static_cast<uint32_t>(x);
   groups[1] = static_cast<uint32_t>(y);
   groups[2] = 1;

@@ -75,8 +75,8 @@ void enc_linear_q4gsw(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   d.arg(0u);
   d.groups[0] = static_cast<uint32_t>(ceil_div(g.N, 32));
   d.groups[1] = static_cast<uint32_t>(ceil_div(M, 32));
-  ET_CHECK(d.groups[0] <= ctx.max_groups && d.groups[1] <= ctx.max_groups, "webgpu linear_q4gsw: M=", M,
-           " N=", g.N, " exceed the device grid");
+  ET_CHECK_KIND(ErrorKind::unsupported, d.groups[0] <= ctx.max_groups && d.groups[1] <= ctx.max_groups,
+                "webgpu linear_q4gsw: M=", M, " N=", g.N, " exceed the device grid");
   out.dispatches.push_back(std::move(d));
 }
 
@@ -91,8 +91,8 @@ void enc_linear_q4gsw_backward(const OpCall& c, const EncodeContext& ctx, Encode
   d.arg(0u);
   d.groups[0] = static_cast<uint32_t>(ceil_div(g.K, 32));
   d.groups[1] = static_cast<uint32_t>(ceil_div(M, 32));
-  ET_CHECK(d.groups[0] <= ctx.max_groups && d.groups[1] <= ctx.max_groups, "webgpu linear_q4gsw_backward: M=",
-           M, " K=", g.K, " exceed the device grid");
+  ET_CHECK_KIND(ErrorKind::unsupported, d.groups[0] <= ctx.max_groups && d.groups[1] <= ctx.max_groups,
+                "webgpu linear_q4gsw_backward: M=", M, " K=", g.K, " exceed the device grid");
   out.dispatches.push_back(std::move(d));
 }
 
