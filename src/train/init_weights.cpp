@@ -36,6 +36,7 @@ void init_weights_from(const std::string& path, Model& model) {
   }
   model.quantize_from_masters();
   model.steps_done = 0;
+  model.adam_steps = 0;
   std::printf("  initialised %d tensors from %s\n", loaded, path.c_str());
 }
 

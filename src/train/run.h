@@ -60,7 +60,7 @@ struct Cadence {
 // ---- start from another model's weights (init_weights.cpp) ----
 
 // --init: the weights of an edgetrain checkpoint, GGUF file or Hugging Face folder, by name (their optimizer
-// state and LoRA adapters are not used); leaves steps_done at 0.
+// state and LoRA adapters are not used); leaves steps_done and adam_steps at 0.
 void init_weights_from(const std::string& path, Model& model);
 
 }  // namespace edgetrain::training

@@ -4,14 +4,17 @@
 // device live in run_options.cpp, run_data.cpp and init_weights.cpp (declared in run.h).
 #include <unistd.h>
 
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 
 #include "edgetrain/backends.h"
 #include "edgetrain/checkpoint.h"
@@ -58,9 +61,31 @@ struct StepOutcome {
   bool finite() const { return std::isfinite(loss) && std::isfinite(norm); }
 };
 
+// TEST-ONLY fault injection: EDGETRAIN_TRAIN_FAULT=nan_loss@3,4 makes the loss of steps 3 and 4 NaN once
+// their gradients are computed, as an overflowing forward pass would, so tests reach the skipped-step
+// paths at chosen steps while the other steps train normally.
+std::set<int64_t> injected_nan_steps() {
+  const char* v = std::getenv("EDGETRAIN_TRAIN_FAULT");
+  std::set<int64_t> steps;
+  if (v == nullptr || *v == '\0') return steps;
+  const std::string s = v, prefix = "nan_loss@";
+  ET_CHECK(s.rfind(prefix, 0) == 0, "EDGETRAIN_TRAIN_FAULT='", s, "': expected nan_loss@STEP[,STEP...]");
+  for (size_t at = prefix.size(); at <= s.size();) {
+    const size_t comma = std::min(s.find(',', at), s.size());
+    int64_t step = 0;
+    const auto r = std::from_chars(s.data() + at, s.data() + comma, step);
+    ET_CHECK(r.ec == std::errc() && r.ptr == s.data() + comma && step >= 1, "EDGETRAIN_TRAIN_FAULT='", s,
+             "': expected nan_loss@STEP[,STEP...] with steps >= 1");
+    steps.insert(step);
+    at = comma + 1;
+  }
+  return steps;
+}
+
 class TrainRun {
  public:
-  explicit TrainRun(const TrainOptions& given) : o_(resolve_options(given)), cadence_(o_) {}
+  explicit TrainRun(const TrainOptions& given)
+      : o_(resolve_options(given)), cadence_(o_), nan_steps_(injected_nan_steps()) {}
 
   TrainResult run() {  // the options were resolved by the constructor
     data_ = open_data(o_);
@@ -79,6 +104,7 @@ class TrainRun {
   void skip(int64_t step, const StepOutcome& s);
   bool record(int64_t step, const StepOutcome& s);
   void save(int64_t at_step);
+  void save_if_behind();
   std::string last_good() const;
   void end_progress_line() const {
     if (tty_) std::fprintf(stderr, "\n");
@@ -87,6 +113,7 @@ class TrainRun {
 
   TrainOptions o_;  // resolved
   const Cadence cadence_;
+  const std::set<int64_t> nan_steps_;  // EDGETRAIN_TRAIN_FAULT
   std::string ckpt_, metrics_path_;
   RunData data_;
   int64_t tokens_per_step_ = 0;
@@ -106,11 +133,11 @@ class TrainRun {
   bool tty_ = false;
   TrainResult res_;
   double window_tokens_ = 0, window_time_ = 0, tok_s_ = 0;
-  int64_t last_step_ = 0;  // the last step taken
+  int64_t last_step_ = 0;   // the last step taken
+  int64_t saved_step_ = -1;  // the step the run's checkpoint holds; -1: this run has written none
   // With --skip-nan-steps: the current run of consecutive skipped steps, and how many steps of this
-  // invocation were applied; `unsaved_`: steps applied since the last checkpoint.
+  // invocation were applied.
   int64_t skipped_in_a_row_ = 0, applied_ = 0;
-  bool unsaved_ = false;
 };
 
 // The micro-batches' gradients, then the update (which writes nothing when the gradient norm is NaN/Inf).
@@ -121,6 +148,7 @@ StepOutcome TrainRun::train_step(int64_t step) {
     training_batch(data_, o_, step, a, tokens_, labels_);
     s.loss += model_->accumulate(tokens_, labels_, o_.batch, o_.seq, tokens_per_step_);
   }
+  if (nan_steps_.count(step)) s.loss = std::nan("");
   // A NaN/Inf loss never reaches the weights, even when the gradient norm happens to be finite.
   s.norm = model_->update(o_.optim, step, std::isfinite(s.loss));
   s.seconds = seconds_since(t0);
@@ -161,6 +189,7 @@ void TrainRun::start_on(const BackendCandidate& c) {
   if (o_.resume) load_checkpoint(ckpt_, m, nullptr);
   else if (!o_.init.empty()) init_weights_from(o_.init, m);
   start_step_ = m.steps_done;
+  saved_step_ = o_.resume ? start_step_ : -1;
   std::printf("edgetrain train: %.2fM parameters, mode %s, group %ld, on %s (%s)\n", o_.model.parameter_count() / 1e6,
               mode_name(o_.model.mode), static_cast<long>(o_.model.group_size), backend_->name().c_str(),
               backend_->device_name().c_str());
@@ -218,12 +247,8 @@ void TrainRun::loop() {
     }
     skipped_in_a_row_ = 0;
     ++applied_;
-    unsaved_ = true;
     const bool out_of_time = record(step, s);
-    if (cadence_.checkpoints(step) || out_of_time) {
-      save(step);
-      unsaved_ = false;
-    }
+    if (cadence_.checkpoints(step) || out_of_time) save(step);
     if (out_of_time) {
       std::printf("  time limit of %.0f s reached at step %ld: checkpoint written; continue with --resume\n",
                   o_.time_limit_s, static_cast<long>(step));
@@ -234,7 +259,9 @@ void TrainRun::loop() {
 }
 
 // A step with a NaN/Inf loss or gradient norm: an error, or with --skip-nan-steps a notice — until too many
-// come in a row.
+// come in a row. A skipped step is a step taken (Model::update: steps_done advances, adam_steps does not):
+// it consumed its batch, so a checkpoint written after it holds its number and --resume continues after
+// it, with the weights and moments as they were before it.
 void TrainRun::skip(int64_t step, const StepOutcome& s) {
   const bool loss_bad = !std::isfinite(s.loss);
   if (!o_.skip_nan_steps) {
@@ -248,7 +275,7 @@ void TrainRun::skip(int64_t step, const StepOutcome& s) {
               loss_bad ? "loss" : "gradient norm");
   std::fflush(stdout);
   if (++skipped_in_a_row_ < o_.max_skipped_steps) return;
-  if (unsaved_) save(model_->steps_done);  // keep the good steps before the streak (finite weights)
+  save_if_behind();  // skipped steps wrote no weight: what is saved is finite
   end_progress_line();
   fail("train: step ", step, ": ", skipped_in_a_row_, " steps in a row (", step - skipped_in_a_row_ + 1, "..", step,
        ") had a non-finite loss or gradient norm and were skipped; stopped at --max-skipped-steps ",
@@ -314,6 +341,7 @@ void TrainRun::save(int64_t at_step) {
   const bool had = fs::exists(ckpt_);
   try {
     save_checkpoint(ckpt_, *model_, {{"train_options", options_record(o_)}, {"tokenizer", o_.tokenizer}});
+    saved_step_ = model_->steps_done;
   } catch (const Error& e) {
     end_progress_line();
     fail("train: step ", at_step, ": writing the checkpoint failed (", e.what(), "). ",
@@ -323,6 +351,12 @@ void TrainRun::save(int64_t at_step) {
   }
 }
 
+// After skipped steps: a checkpoint holding the last step taken, when there is something to keep — trained
+// weights, or a checkpoint that would otherwise make --resume repeat the skipped steps.
+void TrainRun::save_if_behind() {
+  if (model_->steps_done > saved_step_ && (applied_ > 0 || saved_step_ >= 0)) save(model_->steps_done);
+}
+
 std::string TrainRun::last_good() const {
   return fs::exists(ckpt_) ? "the last good checkpoint is '" + ckpt_ + "' (step " + meta_step(ckpt_) + ")"
                            : std::string("no checkpoint has been written");
@@ -330,13 +364,14 @@ std::string TrainRun::last_good() const {
 
 TrainResult TrainRun::finish() {
   if (skipped_in_a_row_ > 0) {  // the run ended on skipped steps
-    if (unsaved_) save(model_->steps_done);
+    save_if_behind();
     if (applied_ == 0)
       fail("train: every step of this run (", start_step_ + 1, "..", last_step_,
            ") had a non-finite loss or gradient norm and was skipped: nothing was trained; ", last_good(),
            ". Lower --lr, set --grad-clip, or check the corpus");
     std::printf("  warning: the last %ld steps were skipped (non-finite loss or gradient norm); the checkpoint holds "
-                "step %ld\n", static_cast<long>(skipped_in_a_row_), static_cast<long>(model_->steps_done));
+                "step %ld (skipped steps change no weight; --resume continues after them)\n",
+                static_cast<long>(skipped_in_a_row_), static_cast<long>(model_->steps_done));
   }
   res_.steps = last_step_;
   res_.seconds = seconds_since(t_start_);
