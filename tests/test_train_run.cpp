@@ -9,6 +9,7 @@
 #include <fstream>
 #include <set>
 
+#include "edgetrain/backends.h"
 #include "edgetrain/checkpoint.h"
 #include "harness/model_helpers.h"
 #include "train/run.h"
@@ -208,6 +209,24 @@ TEST(TrainRun, TrainingBatchesAreKeyedByStepAndStayInTheTrainingSplit) {
   training_batch(d, o, 17, 1, t2, l2);
   EXPECT_EQ(t1, t2);
   EXPECT_EQ(l1, l2);
+}
+
+// TrainOptions::stop (the CLI's SIGINT/SIGTERM flag), set before the run: the first step completes, the
+// checkpoint holds it, and the result says what stopped the run.
+TEST(TrainRun, StopFlagEndsTheRunAfterTheStepUnderWay) {
+  TempDir dir("stop");
+  TrainOptions o = quick_options(dir.str());
+  o.checkpoint_every = 1000;
+  std::atomic<int> stop{15};
+  o.stop = &stop;
+  const TrainResult r = train(o);
+  EXPECT_EQ(r.stopped_by, 15);
+  EXPECT_EQ(r.steps, 1);
+  EXPECT_TRUE(r.sample.empty()) << "a stopped run writes no sample";
+  auto backend = make_cpu_backend();
+  Model m(*backend, read_checkpoint_config(r.checkpoint));
+  load_checkpoint(r.checkpoint, m);
+  EXPECT_EQ(m.steps_done, 1);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <charconv>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -102,6 +103,7 @@ class TrainRun {
   void open_metrics();
   void loop();
   void skip(int64_t step, const StepOutcome& s);
+  int stop_signal() const { return o_.stop != nullptr ? o_.stop->load() : 0; }
   bool record(int64_t step, const StepOutcome& s);
   void save(int64_t at_step);
   void save_if_behind();
@@ -110,6 +112,7 @@ class TrainRun {
     if (tty_) std::fprintf(stderr, "\n");
   }
   TrainResult finish();
+  TrainResult finish_stopped(int signal);
 
   TrainOptions o_;  // resolved
   const Cadence cadence_;
@@ -236,9 +239,12 @@ void TrainRun::open_metrics() {
   }
 }
 
+// Steps until the budget, the time limit or a stop request (TrainOptions::stop, checked between steps: the
+// step under way always finishes, so what is saved is a whole step).
 void TrainRun::loop() {
   last_step_ = start_step_;
   for (int64_t step = start_step_ + 1; step <= o_.optim.total_steps; ++step) {
+    if (step > start_step_ + 1 && stop_signal()) break;  // the first step ran at start-up: record it first
     const StepOutcome s = step == start_step_ + 1 && first_ ? *first_ : train_step(step);
     last_step_ = step;
     if (!s.finite()) {
@@ -363,6 +369,7 @@ std::string TrainRun::last_good() const {
 }
 
 TrainResult TrainRun::finish() {
+  if (const int sig = stop_signal()) return finish_stopped(sig);
   if (skipped_in_a_row_ > 0) {  // the run ended on skipped steps
     save_if_behind();
     if (applied_ == 0)
@@ -397,6 +404,39 @@ TrainResult TrainRun::finish() {
   std::printf("  checkpoint %s\n  metrics    %s\n  curve      %s\n", ckpt_.c_str(), metrics_path_.c_str(),
               res_.curve.c_str());
   if (!res_.sample.empty()) std::printf("  sample     %s\n", res_.sample.c_str());
+  return res_;
+}
+
+// Stopped by a signal between steps: the checkpoint holds the last step taken (written atomically: a second
+// signal during the save, which ends the process, leaves the previous file whole), the curve is written, the
+// sample is not; the message says how to continue.
+TrainResult TrainRun::finish_stopped(int signal) {
+  save_if_behind();
+  res_.stopped_by = signal;
+  res_.steps = last_step_;
+  res_.seconds = seconds_since(t_start_);
+  res_.tokens_per_s = tok_s_;
+  res_.checkpoint = ckpt_;
+  res_.metrics = metrics_path_;
+  res_.curve = o_.out_dir + "/loss.svg";
+  write_loss_svg(res_.curve, train_curve_, val_curve_,
+                 "edgetrain " + std::string(mode_name(o_.model.mode)) + ": loss on " +
+                     fs::path(o_.corpus).filename().string());
+  const char* name = signal == SIGINT ? "SIGINT" : signal == SIGTERM ? "SIGTERM" : "a stop request";
+  if (saved_step_ < 0) {
+    std::printf("stopped by %s after step %ld: nothing trained to save (no checkpoint written)\n", name,
+                static_cast<long>(last_step_));
+  } else {
+    // --steps too: without it the CLI's default budget would apply when larger than the run's.
+    std::string resume = "edgetrain train --resume --out " + o_.out_dir + " --steps " +
+                         std::to_string(o_.optim.total_steps);
+    if (o_.backend != "auto") resume += " --backend " + o_.backend;
+    if (!o_.device.empty()) resume += " --device " + o_.device;
+    std::printf("stopped by %s after step %ld of %ld: checkpoint %s holds step %ld. Continue with:\n  %s\n", name,
+                static_cast<long>(last_step_), static_cast<long>(o_.optim.total_steps), ckpt_.c_str(),
+                static_cast<long>(saved_step_), resume.c_str());
+  }
+  std::fflush(stdout);
   return res_;
 }
 
