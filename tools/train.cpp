@@ -122,7 +122,11 @@ Runner add_train(CLI::App& app) {
   sub->add_option("--time-limit", o.time_limit_s, "Stop (with a checkpoint) after this many seconds; 0 = none");
   sub->add_flag("--resume", o.resume, "Continue OUT/checkpoint.safetensors exactly (same batches and schedule)");
   sub->add_option("--init", o.init,
-                  "Start from the weights of this checkpoint, GGUF file or Hugging Face folder with a fresh optimizer");
+                  "Start from the weights of this checkpoint, GGUF file or Hugging Face folder with a fresh optimizer;\n"
+                  "a qat/qlora checkpoint's 4-bit codes and scales are kept as saved (the same model)");
+  sub->add_flag("--requantize", o.requantize,
+                "With --init: derive new 4-bit scales and codes from the file's fp32 masters instead (prints how\n"
+                "far the 4-bit weights moved); files without codes, or with another group size, always are");
   sub->add_flag("--skip-nan-steps", o.skip_nan_steps, "Skip steps with a NaN/Inf loss or gradient instead of stopping");
   sub->add_option("--max-skipped-steps", o.max_skipped_steps,
                   "With --skip-nan-steps: stop with an error after this many skipped steps in a row")

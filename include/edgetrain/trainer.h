@@ -36,6 +36,7 @@ struct TrainOptions {
   std::string backend = "auto";   // a --backend value: one name, an ordered list to fall back through, or auto
   std::string device;             // backend device selector
   std::string init;               // start from this checkpoint's weights (new optimizer state)
+  bool requantize = false;        // with init: new 4-bit scales/codes from its masters instead of its own
   bool resume = false;            // continue out_dir/checkpoint.safetensors exactly
   ModelConfig model = ModelConfig::preset("mini");
   OptimConfig optim;

@@ -60,7 +60,16 @@ struct Cadence {
 // ---- start from another model's weights (init_weights.cpp) ----
 
 // --init: the weights of an edgetrain checkpoint, GGUF file or Hugging Face folder, by name (their optimizer
-// state and LoRA adapters are not used); leaves steps_done and adam_steps at 0.
-void init_weights_from(const std::string& path, Model& model);
+// state and LoRA adapters are not used); leaves steps_done and adam_steps at 0. The model's 4-bit linears
+// keep the file's codes and scales as saved when it has them (an edgetrain checkpoint of qat or qlora at the
+// same group size), unless `requantize`: then, as for files without them, scales and codes come from the
+// masters. Prints one line saying which; a --requantize line gives the change of the 4-bit weights.
+struct InitReport {
+  int64_t linears = 0;    // 4-bit linears of the model
+  bool kept = false;      // their codes and scales are the file's
+  double rms_change = 0;  // --requantize: RMS of W_new - W_file over the 4-bit linears / RMS of W_file
+  double max_change = 0;  //   and max |W_new - W_file| / RMS of W_file (W: dequantized weights)
+};
+InitReport init_weights_from(const std::string& path, Model& model, bool requantize = false);
 
 }  // namespace edgetrain::training

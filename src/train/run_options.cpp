@@ -34,6 +34,9 @@ void validate_options(const TrainOptions& o) {
   ET_CHECK(o.val_fraction > 0 && o.val_fraction < 0.5, "train: --val-fraction must be in (0, 0.5), got ", o.val_fraction);
   ET_CHECK(!(o.resume && !o.init.empty()), "train: --resume and --init cannot be combined");
   ET_CHECK(o.max_skipped_steps >= 1, "train: --max-skipped-steps must be >= 1, got ", o.max_skipped_steps);
+  ET_CHECK(!o.requantize || !o.init.empty(), "train: --requantize applies to the 4-bit weights of --init's file, "
+           "and there is no --init");
+  ET_CHECK(!o.requantize || o.model.mode != TrainMode::fp32, "train: --requantize: mode fp32 has no 4-bit weights");
   parse_backend_spec(o.backend);  // names the bad entry before any file or device is touched
 }
 
