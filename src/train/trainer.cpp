@@ -111,6 +111,7 @@ class TrainRun {
   void end_progress_line() const {
     if (tty_) std::fprintf(stderr, "\n");
   }
+  void close_result();
   TrainResult finish();
   TrainResult finish_stopped(int signal);
 
@@ -137,7 +138,7 @@ class TrainRun {
   TrainResult res_;
   double window_tokens_ = 0, window_time_ = 0, tok_s_ = 0;
   int64_t last_step_ = 0;   // the last step taken
-  int64_t saved_step_ = -1;  // the step the run's checkpoint holds; -1: this run has written none
+  int64_t saved_step_ = -1;  // the step the run's checkpoint holds (-1: none; on --resume, the one it started at)
   // With --skip-nan-steps: the current run of consecutive skipped steps, and how many steps of this
   // invocation were applied.
   int64_t skipped_in_a_row_ = 0, applied_ = 0;
@@ -368,6 +369,19 @@ std::string TrainRun::last_good() const {
                            : std::string("no checkpoint has been written");
 }
 
+// The result's figures and files, and the loss curve: whichever way the run ends.
+void TrainRun::close_result() {
+  res_.steps = last_step_;
+  res_.seconds = seconds_since(t_start_);
+  res_.tokens_per_s = tok_s_;
+  res_.checkpoint = ckpt_;
+  res_.metrics = metrics_path_;
+  res_.curve = o_.out_dir + "/loss.svg";
+  write_loss_svg(res_.curve, train_curve_, val_curve_,
+                 "edgetrain " + std::string(mode_name(o_.model.mode)) + ": loss on " +
+                     fs::path(o_.corpus).filename().string());
+}
+
 TrainResult TrainRun::finish() {
   if (const int sig = stop_signal()) return finish_stopped(sig);
   if (skipped_in_a_row_ > 0) {  // the run ended on skipped steps
@@ -380,15 +394,7 @@ TrainResult TrainRun::finish() {
                 "step %ld (skipped steps change no weight; --resume continues after them)\n",
                 static_cast<long>(skipped_in_a_row_), static_cast<long>(model_->steps_done));
   }
-  res_.steps = last_step_;
-  res_.seconds = seconds_since(t_start_);
-  res_.tokens_per_s = tok_s_;
-  res_.checkpoint = ckpt_;
-  res_.metrics = metrics_path_;
-  res_.curve = o_.out_dir + "/loss.svg";
-  write_loss_svg(res_.curve, train_curve_, val_curve_,
-                 "edgetrain " + std::string(mode_name(o_.model.mode)) + ": loss on " +
-                     fs::path(o_.corpus).filename().string());
+  close_result();
   if (o_.sample_tokens > 0) {
     SampleOptions so;
     so.max_tokens = o_.sample_tokens;
@@ -413,19 +419,14 @@ TrainResult TrainRun::finish() {
 TrainResult TrainRun::finish_stopped(int signal) {
   save_if_behind();
   res_.stopped_by = signal;
-  res_.steps = last_step_;
-  res_.seconds = seconds_since(t_start_);
-  res_.tokens_per_s = tok_s_;
-  res_.checkpoint = ckpt_;
-  res_.metrics = metrics_path_;
-  res_.curve = o_.out_dir + "/loss.svg";
-  write_loss_svg(res_.curve, train_curve_, val_curve_,
-                 "edgetrain " + std::string(mode_name(o_.model.mode)) + ": loss on " +
-                     fs::path(o_.corpus).filename().string());
+  close_result();
   const char* name = signal == SIGINT ? "SIGINT" : signal == SIGTERM ? "SIGTERM" : "a stop request";
   if (saved_step_ < 0) {
     std::printf("stopped by %s after step %ld: nothing trained to save (no checkpoint written)\n", name,
                 static_cast<long>(last_step_));
+  } else if (last_step_ >= o_.optim.total_steps) {  // during the last evaluation or the sample
+    std::printf("stopped by %s after the last step (%ld): checkpoint %s holds it; no sample written\n", name,
+                static_cast<long>(last_step_), ckpt_.c_str());
   } else {
     // --steps too: without it the CLI's default budget would apply when larger than the run's.
     std::string resume = "edgetrain train --resume --out " + o_.out_dir + " --steps " +
