@@ -26,6 +26,7 @@
 #include "edgetrain/backends.h"
 #include "edgetrain/checkpoint.h"
 #include "edgetrain/safetensors.h"
+#include "harness/cli_child.h"
 #include "io/atomic_file.h"
 
 namespace edgetrain::test {
@@ -34,125 +35,7 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-struct ChildOptions {
-  std::vector<std::pair<std::string, std::string>> env;  // set in the child (empty value: unset)
-  rlim_t fsize_limit = RLIM_INFINITY;                       // RLIMIT_FSIZE in bytes
-  rlim_t as_limit = RLIM_INFINITY;                          // RLIMIT_AS in bytes (caps lavapipe's "VRAM")
-  std::string log;                                          // stdout+stderr go here
-};
-
-// Starts the CLI with `args`; returns its pid. Everything is prepared before fork(): the child of a
-// multi-threaded test process only calls async-signal-safe functions (open, dup2, setrlimit, execve).
-pid_t spawn_cli(const std::vector<std::string>& args, const ChildOptions& o) {
-  std::vector<std::string> strings = {EDGETRAIN_CLI};
-  strings.insert(strings.end(), args.begin(), args.end());
-  const size_t argc = strings.size();
-  for (char** e = environ; *e != nullptr; ++e) {
-    std::string kv = *e;
-    bool replaced = false;
-    for (const auto& [k, v] : o.env) replaced |= kv.rfind(k + "=", 0) == 0;
-    if (!replaced) strings.push_back(kv);
-  }
-  for (const auto& [k, v] : o.env)
-    if (!v.empty()) strings.push_back(k + "=" + v);  // an empty value: unset
-  std::vector<char*> argv, envp;
-  for (size_t i = 0; i < strings.size(); ++i) (i < argc ? argv : envp).push_back(strings[i].data());
-  argv.push_back(nullptr);
-  envp.push_back(nullptr);
-  pid_t pid = ::fork();
-  if (pid != 0) return pid;
-  int fd = ::open(o.log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd >= 0) ::dup2(fd, 1), ::dup2(fd, 2), ::close(fd);
-  if (o.fsize_limit != RLIM_INFINITY) {
-    rlimit rl{o.fsize_limit, o.fsize_limit};
-    ::setrlimit(RLIMIT_FSIZE, &rl);
-  }
-  if (o.as_limit != RLIM_INFINITY) {
-    rlimit rl{o.as_limit, o.as_limit};
-    ::setrlimit(RLIMIT_AS, &rl);
-  }
-  ::execve(argv[0], argv.data(), envp.data());
-  ::_exit(127);
-}
-
-struct Outcome {
-  int status = 0;       // raw waitpid status
-  bool timed_out = false;
-  std::string output;   // stdout + stderr
-  bool exited() const { return WIFEXITED(status); }
-  int code() const { return WIFEXITED(status) ? WEXITSTATUS(status) : -1; }
-  std::string describe() const {
-    std::string s = timed_out ? "timed out" : WIFSIGNALED(status) ? "killed by signal " + std::to_string(WTERMSIG(status))
-                                                                 : "exit " + std::to_string(code());
-    return s + "; output:\n" + output;
-  }
-};
-
-// The CLI's exit status per error kind (tools/main.cpp, README).
-constexpr int kExitMisuse = 1, kExitUnsupported = 2, kExitDevice = 3, kExitIo = 4, kExitNumeric = 5;
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-// Waits for `pid` at most `limit_s` seconds (then SIGKILLs it: a hang is a failure).
-Outcome wait_child(pid_t pid, const std::string& log, double limit_s) {
-  Outcome r;
-  auto deadline = Clock::now() + std::chrono::duration<double>(limit_s);
-  while (true) {
-    pid_t w = ::waitpid(pid, &r.status, WNOHANG);
-    if (w == pid) break;
-    if (Clock::now() > deadline) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, &r.status, 0);
-      r.timed_out = true;
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  r.output = slurp(log);
-  return r;
-}
-
-class Reliability : public ::testing::Test {
- protected:
-  void SetUp() override {
-    std::string tmpl = (fs::temp_directory_path() / "edgetrain_rel_XXXXXX").string();
-    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
-    dir_ = tmpl;
-    corpus_ = dir_ + "/corpus.txt";
-    std::ofstream out(corpus_);
-    for (int i = 0; i < 60; ++i) out << "In the beginning God created the heaven and the earth. Let there be light.\n";
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  Outcome run(const std::vector<std::string>& args, double limit_s = 60, ChildOptions o = {}) {
-    o.log = dir_ + "/log" + std::to_string(++runs_) + ".txt";
-    return wait_child(spawn_cli(args, o), o.log, limit_s);
-  }
-  // `train` on the tiny preset with small batches; `extra` adds flags not listed here (none may repeat).
-  std::vector<std::string> tiny_train(const std::string& out, std::vector<std::string> extra = {}) {
-    std::vector<std::string> a = {"train", "--preset", "tiny", "--backend", "cpu", "--threads", "1", "--corpus",
-                                  corpus_, "--batch", "2", "--seq", "16", "--eval-batches", "1", "--out", out,
-                                  "--no-progress", "--sample-tokens", "0"};
-    a.insert(a.end(), extra.begin(), extra.end());
-    return a;
-  }
-
-  std::string dir_, corpus_;
-  int runs_ = 0;
-};
-
-// Loads a checkpoint into a fresh CPU model (throws on any problem); returns its step.
-int64_t load_ok(const std::string& path) {
-  auto backend = make_cpu_backend();
-  Model m(*backend, read_checkpoint_config(path));
-  load_checkpoint(path, m);
-  return m.steps_done;
-}
+using Reliability = CliTest;
 
 // Every F32 tensor of the file is finite (masters, scales, AdamW moments).
 void expect_all_finite(const std::string& path) {
@@ -166,13 +49,6 @@ void expect_all_finite(const std::string& path) {
     ++checked;
   }
   EXPECT_GT(checked, 5);
-}
-
-bool has_temp_file(const std::string& dir) {
-  std::error_code ec;
-  for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec))
-    if (it->path().filename().string().rfind("checkpoint.safetensors.tmp.", 0) == 0) return true;
-  return false;
 }
 
 // SIGKILL at random moments, half of them the instant a checkpoint temp file appears (mid write, before
@@ -456,12 +332,6 @@ bool have_usable_vulkan() {
   for (const DeviceInfo& d : list_devices())
     if (d.backend == "vulkan" && d.usable) return true;
   return false;
-}
-
-size_t count_of(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
 }
 
 // Rewrites the safetensors file at `path` with `value` poked into tensor `name` at index 1.

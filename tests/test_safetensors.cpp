@@ -448,6 +448,7 @@ class CheckpointIO : public StTempDir {
           be->upload(*t, v.data(), v.size() * 4);
         }
     m->steps_done = 17;
+    m->adam_steps = 15;  // two steps skipped
     return m;
   }
 
@@ -498,12 +499,14 @@ TEST_F(CheckpointIO, SaveLoadRoundTripIsBitExact) {
   EXPECT_EQ(meta.at("format"), kCheckpointFormat);
   EXPECT_EQ(meta.at("q4_layout"), "W_4X8");
   EXPECT_EQ(meta.at("step"), "17");
+  EXPECT_EQ(meta.at("adam_steps"), "15");
 
   Model fresh(*be, cfg);
   fresh.init(2);  // different weights, overwritten by the load
   std::map<std::string, std::string> got;
   load_checkpoint(path("c.safetensors"), fresh, &got);
   EXPECT_EQ(fresh.steps_done, 17);
+  EXPECT_EQ(fresh.adam_steps, 15);
   EXPECT_EQ(got.at("trainer"), "{\"pos\": 123}");
   EXPECT_EQ(got.at("tokenizer"), "bytes");
   auto a = state_bytes(*m), b = state_bytes(fresh);
@@ -556,6 +559,8 @@ TEST_F(CheckpointIO, BrokenCheckpointsAreRejectedNamingTheProblem) {
 
   rewrite(good, bad, "", [](st::Writer& w, const st::Reader&) { w.set_metadata("step", "-4"); });
   expect_load_error(bad, {"'step'"});
+  rewrite(good, bad, "", [](st::Writer& w, const st::Reader&) { w.set_metadata("adam_steps", "18"); });
+  expect_load_error(bad, {"adam_steps = 18 exceeds step = 17"});
 
   // Flip one stored code by 4 steps: the codes no longer follow from the masters and scales.
   const std::string codes = "layers.0.feed_forward.w2.weight.q4_codes";
@@ -573,6 +578,15 @@ TEST_F(CheckpointIO, BrokenCheckpointsAreRejectedNamingTheProblem) {
   Model fresh(*be, cfg);
   load_checkpoint(good, fresh);
   EXPECT_EQ(fresh.steps_done, 17);
+  // A file from before "adam_steps" existed: every step it took was an update.
+  st::Reader r = st::Reader::open(good);
+  st::Writer old;
+  for (const st::TensorInfo& t : r.tensors()) old.add(t.name, t.dtype, t.shape, r.data(t.name), t.nbytes());
+  for (const auto& [k, v] : r.metadata())
+    if (k != "adam_steps") old.set_metadata(k, v);
+  old.save(bad);
+  load_checkpoint(bad, fresh);
+  EXPECT_EQ(fresh.adam_steps, 17);
 }
 
 }  // namespace

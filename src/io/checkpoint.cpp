@@ -19,7 +19,7 @@ namespace edgetrain {
 
 namespace {
 
-constexpr const char* kReservedKeys[] = {"format", "config", "step", "q4_layout", "group_size"};
+constexpr const char* kReservedKeys[] = {"format", "config", "step", "adam_steps", "q4_layout", "group_size"};
 
 std::vector<int64_t> dims_of(const Shape& s) { return std::vector<int64_t>(s.data(), s.data() + s.rank()); }
 
@@ -159,6 +159,7 @@ void save_checkpoint(const std::string& path, Model& model, const std::map<std::
   w.set_metadata("format", kCheckpointFormat);
   w.set_metadata("config", model.config().to_json());
   w.set_metadata("step", std::to_string(model.steps_done));
+  w.set_metadata("adam_steps", std::to_string(model.adam_steps));
   w.set_metadata("q4_layout", "W_4X8");
   w.set_metadata("group_size", std::to_string(model.config().group_size));
   w.save(path);
@@ -174,6 +175,10 @@ void load_checkpoint(const std::string& path, Model& model, std::map<std::string
   if (parse_int(r, "group_size") != cfg.group_size)
     bad_ckpt(path, "group_size metadata ", meta_field(r, "group_size"), " differs from the config's ", cfg.group_size);
   const int64_t step = parse_int(r, "step");
+  // Files written before skipped steps were counted apart have no "adam_steps": every step was an update.
+  const int64_t adam_steps = r.metadata().count("adam_steps") ? parse_int(r, "adam_steps") : step;
+  if (adam_steps > step)
+    bad_ckpt(path, "metadata adam_steps = ", adam_steps, " exceeds step = ", step, " (an update is a step taken)");
 
   // Every expected tensor, exactly; nothing else.
   std::vector<Model::Named> state = model.state_tensors();
@@ -206,6 +211,7 @@ void load_checkpoint(const std::string& path, Model& model, std::map<std::string
       be.upload(p.grad, zero.data(), zero.size());
     }
   model.steps_done = step;
+  model.adam_steps = adam_steps;
   model.reset_cache();
   if (metadata_out != nullptr) *metadata_out = r.metadata();
 }

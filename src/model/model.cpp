@@ -126,6 +126,7 @@ void Model::init(uint64_t seed) {
       }
     }
   steps_done = 0;
+  adam_steps = 0;
 }
 
 void Model::quantize_from_masters() {

@@ -271,21 +271,23 @@ float Model::update(const OptimConfig& opt, int64_t step, bool apply) {
   m.norm_prog->replay();
   float norm = 0;
   backend_.download(m.grad_norm, &norm, sizeof(float));
+  steps_done = step;  // taken, even when skipped: the step consumed its batch
   if (!std::isfinite(norm) || !apply) {
-    m.zero_prog->replay();  // nothing is written to the weights
+    m.zero_prog->replay();  // nothing is written to the weights or the moments
     return norm;
   }
+  ++adam_steps;
+  const double t = static_cast<double>(adam_steps);
   Program& p = *m.apply_prog;
   p.set(m.lr, opt.lr_at(step));
   p.set(m.beta1, opt.beta1);
   p.set(m.beta2, opt.beta2);
   p.set(m.eps, opt.eps);
   p.set(m.weight_decay, opt.weight_decay);
-  p.set(m.bc1, static_cast<float>(1.0 - std::pow(static_cast<double>(opt.beta1), static_cast<double>(step))));
-  p.set(m.bc2, static_cast<float>(1.0 - std::pow(static_cast<double>(opt.beta2), static_cast<double>(step))));
+  p.set(m.bc1, static_cast<float>(1.0 - std::pow(static_cast<double>(opt.beta1), t)));
+  p.set(m.bc2, static_cast<float>(1.0 - std::pow(static_cast<double>(opt.beta2), t)));
   p.set(m.max_norm, opt.grad_clip > 0 ? opt.grad_clip : INFINITY);
   p.replay();
-  steps_done = step;
   // MEASUREMENT ONLY: project masters into the range after every update.
   if (std::getenv("EDGETRAIN_QAT_PROJECT") && cfg_.mode == TrainMode::qat)
     for (Param& q : params_) {
