@@ -275,10 +275,8 @@ TEST(LlamaCpp, Fp32TinyExportsMatch) {
 
 // A qat model whose masters drifted far outside what their frozen scales can represent (as training
 // leaves them): its GGUF files must carry the weights the 4-bit forward computes with, not the masters.
-// DISABLED until the qat export fix is on main: today save_gguf writes the drifted masters to F32, and
-// re-quantizes them to Q4_0 when the scales are not exact in fp16 (max |diff| ~21 in log-probability on
-// both, the whole logit range).
-TEST(LlamaCpp, DISABLED_QatTinyExportsMatch) {
+// (An export of the masters differs by ~21 in log-probability, the whole logit range.)
+TEST(LlamaCpp, QatTinyExportsMatch) {
   SKIP_WITHOUT_LLAMACPP();
   auto be = make_cpu_backend();
   auto m = trained_tiny(*be, TrainMode::qat, 400, 1e-2f);
