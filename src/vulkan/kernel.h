@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "core/gpu_encode.h"
 #include "edgetrain/backend.h"
 
 namespace edgetrain::vk {
@@ -45,6 +46,15 @@ struct Dispatch {
   }
 };
 
+// The kernel-path switches, read from the environment once when the backend starts (Context). They force
+// a path to measure it or to test its edges on small shapes; docs/PERFORMANCE.md has the measurements.
+struct Tuning {
+  gpu::Force gemm_big = gpu::Force::automatic;  // EDGETRAIN_VK_GEMM_BIG: the 128x128-tile fp32 and 4-bit GEMMs
+  gpu::Force split_k = gpu::Force::automatic;   // EDGETRAIN_VK_GEMM_SPLITK: split-K of gemm_big (linear_dW)
+  gpu::Force coopmat = gpu::Force::automatic;   // EDGETRAIN_VK_COOPMAT: the tensor-core GEMMs ("0": device features off)
+  static Tuning from_env();
+};
+
 // What an encoder sees besides the call.
 struct EncodeContext {
   std::vector<uint32_t> float_index;    // scalar-block index of each float argument of the call
@@ -54,6 +64,7 @@ struct EncodeContext {
   uint32_t max_invocations;             // maxComputeWorkGroupInvocations
   bool coopmat = false;                 // fp16 cooperative matrices usable (Limits::coopmat)
   uint64_t max_storage_range = 1u << 27;  // maxStorageBufferRange: the largest buffer a binding may cover
+  Tuning tuning;
 };
 
 struct Encoded {

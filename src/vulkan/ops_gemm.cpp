@@ -1,11 +1,8 @@
 // Encoders of the matrix products (mm, bmm, linear): all run gemm.comp (gemm_big.comp for large ones); strides in push constants express
 // the transposes, spec constants choose coalesced shared-memory load maps and the binding layout.
 #include <algorithm>
-#include <cstdlib>
-#include <string>
 
 #include "gemm.spv.h"
-#include "gemm8.spv.h"
 #include "gemm_big.spv.h"
 #include "gemm_splitk_reduce.spv.h"
 #include "vulkan/kernel.h"
@@ -13,46 +10,25 @@
 
 namespace edgetrain::vk {
 
-// 128x128 tiles (8x8 per thread) only when EDGETRAIN_VK_BIG_TILES=1, both output dims fill them and shared
-// memory holds two 16x129 slices. Measured on an H200 (driver 580): the 8x8 kernels ran ~10x slower than
-// the 64x64 (4x4) ones (bmm 512x512x64 x192: 3.0 ms vs 0.3 ms for the same work), so 4x4 is the default.
-bool big_tiles(uint64_t rows, uint64_t cols, const EncodeContext& ctx) {
-  static const bool on = [] {
-    const char* e = std::getenv("EDGETRAIN_VK_BIG_TILES");
-    return e && std::string(e) == "1";
-  }();
-  return on && rows >= 128 && cols >= 128 && ctx.max_shared_bytes >= 2 * 16 * 129 * sizeof(float);
-}
-
 namespace {
 
-// EDGETRAIN_VK_GEMM_BIG picks when gemm_big.comp (128x128 tiles, 8x8 vec4 register tile) runs:
-// "0" never, "1" for large products on any device, "all" for every product (to test edges on small
-// shapes); unset: large products on GPU-like devices (subgroup 32, >= 48 KiB shared memory), so never on
-// lavapipe. Covers the 4-bit *_big kernels too (q4_big_tiles).
-enum class BigMode { off, large, all, dflt };
-BigMode big_mode() {
-  static const BigMode m = [] {
-    const char* e = std::getenv("EDGETRAIN_VK_GEMM_BIG");
-    if (!e) return BigMode::dflt;
-    std::string v(e);
-    return v == "0" ? BigMode::off : v == "all" ? BigMode::all : BigMode::large;
-  }();
-  return m;
-}
 // Defaults, measured on an H200 (driver 580): fp32 mm 4096^3 5.62 -> 4.04 ms, linear_dW 4096^3 5.42 ->
 // 3.98 ms, base step 249 -> 225 ms (with split-K; 275 ms without it); q4 forward 4096^3 gs64 5.67 ->
 // 3.92 ms, q4 backward 5.97 -> 3.73 ms, base step 225 -> 203 ms.
 constexpr bool kBigByDefault = true, kQ4BigByDefault = true;
 
+// When gemm_big.comp (128x128 tiles, 8x8 vec4 register tile) runs, Tuning::gemm_big: "0" never, "1" for
+// large products on any device, "all" for every product; unset: large products on GPU-like devices
+// (subgroup 32, >= 48 KiB shared memory), so never on lavapipe. Covers the 4-bit *_big kernels too.
 bool big_for(uint64_t M, uint64_t N, uint64_t K, bool by_default, const EncodeContext& ctx) {
   if (ctx.max_invocations < 256 || ctx.max_shared_bytes < 2 * 16 * 33 * 16) return false;
   bool large = M >= 128 && N >= 128 && K >= 64;
-  switch (big_mode()) {
-    case BigMode::off: return false;
-    case BigMode::all: return true;
-    case BigMode::large: return large;
-    case BigMode::dflt: return by_default && large && ctx.subgroup_size == 32 && ctx.max_shared_bytes >= 48 * 1024;
+  switch (ctx.tuning.gemm_big) {
+    case gpu::Force::never: return false;
+    case gpu::Force::all: return true;
+    case gpu::Force::large: return large;
+    case gpu::Force::automatic:
+      return by_default && large && ctx.subgroup_size == 32 && ctx.max_shared_bytes >= 48 * 1024;
   }
   return false;
 }
@@ -60,16 +36,13 @@ bool use_big(const GemmArgs& g, const EncodeContext& ctx) { return big_for(g.M, 
 
 // Contraction slices for split-K: enough workgroups to fill a large GPU (~2 per SM on 132 SMs) when the
 // output alone gives too few, each slice >= 256 deep (a multiple of 16); 1 = no split.
-// EDGETRAIN_VK_GEMM_SPLITK=0 turns it off; =all splits every allowed product (up to 4 slices, to test edges).
-uint32_t split_slices(const GemmArgs& g, uint64_t tiles, uint32_t& chunk) {
-  static const int env = [] {  // -1 off, 1 forced, 0 automatic
-    const char* e = std::getenv("EDGETRAIN_VK_GEMM_SPLITK");
-    return !e ? 0 : std::string(e) == "0" ? -1 : std::string(e) == "all" ? 1 : 0;
-  }();
+// Tuning::split_k "0" turns it off; "all" splits every allowed product (up to 4 slices, to test edges).
+uint32_t split_slices(const GemmArgs& g, uint64_t tiles, const EncodeContext& ctx, uint32_t& chunk) {
+  const gpu::Force force = ctx.tuning.split_k;
   chunk = static_cast<uint32_t>(g.K);
-  if (env < 0 || !g.split_k || g.layout != 0 || g.batch != 1 || g.K < 32) return 1;
+  if (force == gpu::Force::never || !g.split_k || g.layout != 0 || g.batch != 1 || g.K < 32) return 1;
   uint64_t want;
-  if (env > 0) {
+  if (force == gpu::Force::all) {
     want = std::min<uint64_t>(4, g.K / 16);
   } else {
     const uint64_t target = 264;
@@ -105,7 +78,7 @@ void encode_big(const GemmArgs& g, const EncodeContext& ctx, Encoded& out) {
   bool vec_b = b_n ? (g.N % 4 == 0 && g.sb_red % 4 == 0 && g.b_batch % 4 == 0)
                    : (g.sb_red == 1 && g.K % 4 == 0 && g.sb_col % 4 == 0 && g.b_batch % 4 == 0);
   uint64_t gx = (g.N + 127) / 128, gy = (g.M + 127) / 128;
-  uint32_t chunk = 0, splits = split_slices(g, gx * gy, chunk);
+  uint32_t chunk = 0, splits = split_slices(g, gx * gy, ctx, chunk);
   Dispatch d{ET_VK_KERNEL(gemm_big)};
   d.spec = {a_k ? 1u : 0u, b_n ? 1u : 0u, g.layout, vec_a ? 1u : 0u, vec_b ? 1u : 0u, splits > 1 ? 1u : 0u};
   push_gemm(d, g);
@@ -145,9 +118,8 @@ void encode_gemm(const GemmArgs& g, const EncodeContext& ctx, Encoded& out) {
     if (encode_coop(a, b, ep, ctx, out)) return;
   }
   if (use_big(g, ctx)) return encode_big(g, ctx, out);
-  const uint32_t t = big_tiles(g.M, g.N, ctx) ? 8 : 4;
-  const uint64_t tile = 16 * t;
-  Dispatch d{t == 8 ? ET_VK_KERNEL(gemm8) : ET_VK_KERNEL(gemm)};
+  const uint64_t tile = 64;
+  Dispatch d{ET_VK_KERNEL(gemm)};
   d.spec = {g.sa_red == 1 ? 1u : 0u, g.sb_col == 1 ? 1u : 0u, g.layout};
   push_gemm(d, g);
   d.groups[0] = static_cast<uint32_t>((g.N + tile - 1) / tile);

@@ -1,5 +1,5 @@
-// Encoders of the six training ops: linear_q4gsw (tiled GEMM, 128x128 *_big kernels on GPUs when enabled,
-// or the GEMV kernel for one row),
+// Encoders of the six training ops: linear_q4gsw (tiled GEMM, 128x128 *_big kernels for large products on
+// GPUs, or the GEMV kernel for one row),
 // linear_q4gsw_backward, linear_dW (the shared tiled GEMM contracting over M), fused_ce (+ row-loss sum),
 // q4gsw_requant and adamw_step. Shapes were validated by check_call; these only size grids and constants.
 #include <algorithm>
@@ -10,11 +10,9 @@
 #include "fused_ce_reg.spv.h"
 #include "fused_ce_sum.spv.h"
 #include "linear_q4gsw.spv.h"
-#include "linear_q4gsw8.spv.h"
 #include "linear_q4gsw_big.spv.h"
 #include "linear_q4gsw_gemv.spv.h"
 #include "q4gsw_backward.spv.h"
-#include "q4gsw_backward8.spv.h"
 #include "q4gsw_backward_big.spv.h"
 #include "q4gsw_requant.spv.h"
 #include "vulkan/kernel.h"
@@ -28,11 +26,11 @@ uint32_t u32(int64_t v, const char* what) {
   return static_cast<uint32_t>(v);
 }
 
-// Per-thread register tile of the q4 GEMMs: 4x4 (64x64 workgroup tiles) unless big_tiles() picks 8x8.
-uint32_t reg_tile(int64_t rows, int64_t cols, const EncodeContext& ctx) {
-  return big_tiles(static_cast<uint64_t>(rows), static_cast<uint64_t>(cols), ctx) ? 8 : 4;
+// Workgroup tiles along n outputs: 64 wide, 128 for the *_big kernels.
+uint32_t tiles(int64_t n, bool big) {
+  const int64_t t = big ? 128 : 64;
+  return static_cast<uint32_t>((n + t - 1) / t);
 }
-uint32_t tiles(int64_t n, uint32_t t) { return static_cast<uint32_t>((n + 16 * t - 1) / (16 * t)); }
 
 void check_grid(const Dispatch& d, const EncodeContext& ctx, const OpCall& c) {
   for (int i = 0; i < 3; ++i)
@@ -82,12 +80,11 @@ void enc_linear_q4gsw(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
     if (encode_coop(a, b, ep, ctx, out)) return;
   }
   bool big = q4_big_tiles(static_cast<uint64_t>(M), static_cast<uint64_t>(g.N), static_cast<uint64_t>(g.K), ctx);
-  uint32_t t = big ? 8 : reg_tile(M, g.N, ctx);
-  Dispatch d{big ? ET_VK_KERNEL(linear_q4gsw_big) : t == 8 ? ET_VK_KERNEL(linear_q4gsw8) : ET_VK_KERNEL(linear_q4gsw)};
+  Dispatch d{big ? ET_VK_KERNEL(linear_q4gsw_big) : ET_VK_KERNEL(linear_q4gsw)};
   q4_push(d, M, g);
   d.arg(has_bias);
-  d.groups[0] = tiles(g.N, t);
-  d.groups[1] = tiles(M, t);
+  d.groups[0] = tiles(g.N, big);
+  d.groups[1] = tiles(M, big);
   check_grid(d, ctx, c);
   out.dispatches.push_back(std::move(d));
 }
@@ -108,11 +105,10 @@ void enc_linear_q4gsw_backward(const OpCall& c, const EncodeContext& ctx, Encode
     if (encode_coop(a, b, ep, ctx, out)) return;
   }
   bool big = q4_big_tiles(static_cast<uint64_t>(M), static_cast<uint64_t>(g.K), static_cast<uint64_t>(g.N), ctx);
-  uint32_t t = big ? 8 : reg_tile(M, g.K, ctx);
-  Dispatch d{big ? ET_VK_KERNEL(q4gsw_backward_big) : t == 8 ? ET_VK_KERNEL(q4gsw_backward8) : ET_VK_KERNEL(q4gsw_backward)};
+  Dispatch d{big ? ET_VK_KERNEL(q4gsw_backward_big) : ET_VK_KERNEL(q4gsw_backward)};
   q4_push(d, M, g);
-  d.groups[0] = tiles(g.K, t);
-  d.groups[1] = tiles(M, t);
+  d.groups[0] = tiles(g.K, big);
+  d.groups[1] = tiles(M, big);
   check_grid(d, ctx, c);
   out.dispatches.push_back(std::move(d));
 }

@@ -51,6 +51,7 @@ EncodeContext VulkanBackend::encode_context() const {
   e.max_invocations = l.max_invocations;
   e.coopmat = l.coopmat;
   e.max_storage_range = l.max_storage_range;
+  e.tuning = ctx_->tuning();
   return e;
 }
 
