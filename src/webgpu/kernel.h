@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/gpu_encode.h"
 #include "edgetrain/backend.h"
 
 namespace edgetrain::wg {
@@ -72,6 +73,14 @@ struct Dispatch {
   }
 };
 
+// The kernel-path switches, read from the environment once when the backend starts.
+struct Tuning {
+  // EDGETRAIN_WG_GEMM_BIG: gemm_big.wgsl (128x128 tiles) "0" never, "all" for every product (to test tile
+  // edges on small shapes); otherwise for products of at least 128 x 128 x 64. The large 4-bit GEMMs follow.
+  gpu::Force gemm_big = gpu::Force::automatic;
+  static Tuning from_env();
+};
+
 // What an encoder sees besides the call.
 struct EncodeContext {
   std::vector<uint32_t> float_index;  // scalar-block index of each float argument of the call
@@ -80,6 +89,7 @@ struct EncodeContext {
   uint32_t max_size_x;                // maxComputeWorkgroupSizeX
   uint32_t max_shared_bytes;          // maxComputeWorkgroupStorageSize
   uint64_t max_binding_bytes;         // maxStorageBufferBindingSize
+  Tuning tuning;
   // Largest power of two <= want that the device allows as a 1-D workgroup size.
   uint32_t wg_size(uint32_t want) const;
 };
@@ -117,7 +127,7 @@ struct GemmShape {
   int alpha_index = -1;  // scalar-block index of alpha; -1 means alpha = 1
 };
 Dispatch gemm_dispatch(const GemmShape& g, Bind a, Bind b, Bind bias, Bind c, const EncodeContext& ctx);
-// Whether gemm_dispatch runs the large-tile kernel (gemm_big.wgsl) for g; env EDGETRAIN_WG_GEMM_BIG.
+// Whether gemm_dispatch runs the large-tile kernel (gemm_big.wgsl) for g (Tuning::gemm_big).
 bool big_gemm(const GemmShape& g, const EncodeContext& ctx);
 
 }  // namespace edgetrain::wg

@@ -1,24 +1,23 @@
 // WebGPU encoders of the dense matrix products (mm, bmm, linear), all on the strided tiled GEMMs (gemm.wgsl,
 // gemm_big.wgsl for large products).
-#include <cstdlib>
-#include <string>
-
 #include "gemm.wgsl.h"
 #include "gemm_big.wgsl.h"
 #include "webgpu/kernel.h"
 
 namespace edgetrain::wg {
 
-// EDGETRAIN_WG_GEMM_BIG picks when gemm_big.wgsl (128x128 tiles, 8x8 per thread) runs: "0" never, "all"
-// every product (to test tile edges on small shapes), unset: products of at least 128 x 128 x 64. The large
-// 4-bit GEMMs follow the same switch (ops_train.cpp).
+Tuning Tuning::from_env() {
+  Tuning t;
+  t.gemm_big = gpu::force_from_env("EDGETRAIN_WG_GEMM_BIG", false);
+  return t;
+}
+
 bool big_gemm(const GemmShape& g, const EncodeContext& ctx) {
-  static const int mode = [] {
-    const char* e = std::getenv("EDGETRAIN_WG_GEMM_BIG");
-    return !e ? 1 : std::string(e) == "0" ? 0 : std::string(e) == "all" ? 2 : 1;
-  }();
-  if (mode == 0 || ctx.max_invocations < 256 || ctx.max_size_x < 256 || ctx.max_shared_bytes < 2 * 528 * 16) return false;
-  return mode == 2 || (g.M >= 128 && g.N >= 128 && g.K >= 64);
+  const gpu::Force force = ctx.tuning.gemm_big;
+  if (force == gpu::Force::never || ctx.max_invocations < 256 || ctx.max_size_x < 256 ||
+      ctx.max_shared_bytes < 2 * 528 * 16)
+    return false;
+  return force == gpu::Force::all || (g.M >= 128 && g.N >= 128 && g.K >= 64);
 }
 
 Dispatch gemm_dispatch(const GemmShape& g, Bind a, Bind b, Bind bias, Bind c, const EncodeContext& ctx) {

@@ -386,6 +386,7 @@ EncodeContext WebGpuBackend::encode_context() const {
   e.max_size_x = l.maxComputeWorkgroupSizeX;
   e.max_shared_bytes = l.maxComputeWorkgroupStorageSize;
   e.max_binding_bytes = l.maxStorageBufferBindingSize;
+  e.tuning = tuning_;
   return e;
 }
 
