@@ -1,5 +1,7 @@
-// Encoders of the matrix products (mm, bmm, linear): all run gemm.comp (gemm_big.comp for large ones); strides in push constants express
-// the transposes, spec constants choose coalesced shared-memory load maps and the binding layout.
+// Encoders of the matrix products (mm, bmm, linear): the tensor-core path for large products on GPUs that
+// have it (ops_gemm_coop.cpp), else gemm.comp (64x64 tiles) or gemm_big.comp (128x128, large products on
+// GPUs); strides in push constants express the transposes, spec constants choose coalesced load maps,
+// vec4 loads and the binding layout.
 #include <algorithm>
 
 #include "gemm.spv.h"
@@ -12,27 +14,23 @@ namespace edgetrain::vk {
 
 namespace {
 
-// Defaults, measured on an H200 (driver 580): fp32 mm 4096^3 5.62 -> 4.04 ms, linear_dW 4096^3 5.42 ->
-// 3.98 ms, base step 249 -> 225 ms (with split-K; 275 ms without it); q4 forward 4096^3 gs64 5.67 ->
-// 3.92 ms, q4 backward 5.97 -> 3.73 ms, base step 225 -> 203 ms.
-constexpr bool kBigByDefault = true, kQ4BigByDefault = true;
-
-// When gemm_big.comp (128x128 tiles, 8x8 vec4 register tile) runs, Tuning::gemm_big: "0" never, "1" for
-// large products on any device, "all" for every product; unset: large products on GPU-like devices
-// (subgroup 32, >= 48 KiB shared memory), so never on lavapipe. Covers the 4-bit *_big kernels too.
-bool big_for(uint64_t M, uint64_t N, uint64_t K, bool by_default, const EncodeContext& ctx) {
+// When the 128x128-tile kernels (gemm_big.comp and the 4-bit *_big.comp) run instead of the 64x64 ones,
+// Tuning::gemm_big: "0" never, "1" for large products on any device, "all" for every product; unset: large
+// products on GPU-like devices (subgroup 32, >= 48 KiB shared memory), so never on lavapipe. Measured on an
+// H200 (driver 580): fp32 mm 4096^3 5.62 -> 4.04 ms, linear_dW 4096^3 5.42 -> 3.98 ms, base step 249 ->
+// 225 ms (with split-K; 275 ms without it); q4 forward 4096^3 gs64 5.67 -> 3.92 ms, q4 backward 5.97 ->
+// 3.73 ms, base step 225 -> 203 ms.
+bool big_for(uint64_t M, uint64_t N, uint64_t K, const EncodeContext& ctx) {
   if (ctx.max_invocations < 256 || ctx.max_shared_bytes < 2 * 16 * 33 * 16) return false;
   bool large = M >= 128 && N >= 128 && K >= 64;
   switch (ctx.tuning.gemm_big) {
     case gpu::Force::never: return false;
     case gpu::Force::all: return true;
     case gpu::Force::large: return large;
-    case gpu::Force::automatic:
-      return by_default && large && ctx.subgroup_size == 32 && ctx.max_shared_bytes >= 48 * 1024;
+    case gpu::Force::automatic: return large && ctx.subgroup_size == 32 && ctx.max_shared_bytes >= 48 * 1024;
   }
   return false;
 }
-bool use_big(const GemmArgs& g, const EncodeContext& ctx) { return big_for(g.M, g.N, g.K, kBigByDefault, ctx); }
 
 // Contraction slices for split-K: enough workgroups to fill a large GPU (~2 per SM on 132 SMs) when the
 // output alone gives too few, each slice >= 256 deep (a multiple of 16); 1 = no split.
@@ -69,7 +67,26 @@ void check_groups(const Dispatch& d, const EncodeContext& ctx) {
            "vulkan gemm: grid ", d.groups[0], "x", d.groups[1], "x", d.groups[2], " exceeds the device limits");
 }
 
-void encode_big(const GemmArgs& g, const EncodeContext& ctx, Encoded& out) {
+}  // namespace
+
+bool q4_big_tiles(uint64_t rows, uint64_t cols, uint64_t red, const EncodeContext& ctx) {
+  return big_for(rows, cols, red, ctx);
+}
+
+void encode_gemm(const GemmArgs& g, const EncodeContext& ctx, Encoded& out) {
+  ET_CHECK(g.M < (1ull << 32) && g.N < (1ull << 32) && g.K < (1ull << 32), "vulkan gemm: sizes too large");
+  if (coop_for(g.M, g.N, g.K, ctx)) {
+    CoopOperand a = coop_fp32(0, g.M, g.K, g.sa_row, g.sa_red, g.a_batch);
+    CoopOperand b = coop_fp32(1, g.N, g.K, g.sb_col, g.sb_red, g.b_batch);
+    CoopEpilogue ep;
+    if (g.layout == 1) ep.bias_bind = 2, ep.out_bind = 3, ep.scalar_bind = 4, ep.scratch_bind = 5;
+    ep.c_batch = g.c_batch;
+    ep.batch = g.batch;
+    ep.alpha_idx = g.alpha_idx;
+    ep.flags = g.flags;
+    if (encode_coop(a, b, ep, ctx, out)) return;
+  }
+  const bool big = big_for(g.M, g.N, g.K, ctx);
   // vec4 loads need each contiguous run to start 16-byte aligned (buffers are bound at offset 0) and to
   // hold whole vec4s: the run's extent, the other stride and the batch stride all multiples of 4.
   bool a_k = g.sa_red == 1, b_n = g.sb_col == 1;
@@ -77,9 +94,9 @@ void encode_big(const GemmArgs& g, const EncodeContext& ctx, Encoded& out) {
                    : (g.sa_row == 1 && g.M % 4 == 0 && g.sa_red % 4 == 0 && g.a_batch % 4 == 0);
   bool vec_b = b_n ? (g.N % 4 == 0 && g.sb_red % 4 == 0 && g.b_batch % 4 == 0)
                    : (g.sb_red == 1 && g.K % 4 == 0 && g.sb_col % 4 == 0 && g.b_batch % 4 == 0);
-  uint64_t gx = (g.N + 127) / 128, gy = (g.M + 127) / 128;
-  uint32_t chunk = 0, splits = split_slices(g, gx * gy, ctx, chunk);
-  Dispatch d{ET_VK_KERNEL(gemm_big)};
+  const uint64_t tile = big ? 128 : 64, gx = (g.N + tile - 1) / tile, gy = (g.M + tile - 1) / tile;
+  uint32_t chunk = static_cast<uint32_t>(g.K), splits = big ? split_slices(g, gx * gy, ctx, chunk) : 1;
+  Dispatch d{big ? ET_VK_KERNEL(gemm_big) : ET_VK_KERNEL(gemm)};
   d.spec = {a_k ? 1u : 0u, b_n ? 1u : 0u, g.layout, vec_a ? 1u : 0u, vec_b ? 1u : 0u, splits > 1 ? 1u : 0u};
   push_gemm(d, g);
   d.arg(chunk);
@@ -96,38 +113,6 @@ void encode_big(const GemmArgs& g, const EncodeContext& ctx, Encoded& out) {
   grid_1d((count + 255) / 256, ctx, r.groups);
   out.dispatches.push_back(std::move(r));
   out.scratch_bytes.push_back(static_cast<size_t>(splits) * count * sizeof(float));
-}
-
-}  // namespace
-
-bool q4_big_tiles(uint64_t rows, uint64_t cols, uint64_t red, const EncodeContext& ctx) {
-  return big_for(rows, cols, red, kQ4BigByDefault, ctx);
-}
-
-void encode_gemm(const GemmArgs& g, const EncodeContext& ctx, Encoded& out) {
-  ET_CHECK(g.M < (1ull << 32) && g.N < (1ull << 32) && g.K < (1ull << 32), "vulkan gemm: sizes too large");
-  if (coop_for(g.M, g.N, g.K, ctx)) {
-    CoopOperand a = coop_fp32(0, g.M, g.K, g.sa_row, g.sa_red, g.a_batch);
-    CoopOperand b = coop_fp32(1, g.N, g.K, g.sb_col, g.sb_red, g.b_batch);
-    CoopEpilogue ep;
-    if (g.layout == 1) ep.bias_bind = 2, ep.out_bind = 3, ep.scalar_bind = 4, ep.scratch_bind = 5;
-    ep.c_batch = g.c_batch;
-    ep.batch = g.batch;
-    ep.alpha_idx = g.alpha_idx;
-    ep.flags = g.flags;
-    if (encode_coop(a, b, ep, ctx, out)) return;
-  }
-  if (use_big(g, ctx)) return encode_big(g, ctx, out);
-  const uint64_t tile = 64;
-  Dispatch d{ET_VK_KERNEL(gemm)};
-  d.spec = {g.sa_red == 1 ? 1u : 0u, g.sb_col == 1 ? 1u : 0u, g.layout};
-  push_gemm(d, g);
-  d.groups[0] = static_cast<uint32_t>((g.N + tile - 1) / tile);
-  d.groups[1] = static_cast<uint32_t>((g.M + tile - 1) / tile);
-  d.groups[2] = g.batch;
-  check_groups(d, ctx);
-  if (g.M == 0 || g.N == 0 || g.batch == 0) return;
-  out.dispatches.push_back(std::move(d));
 }
 
 namespace {
