@@ -11,7 +11,6 @@
 #include "vulkan/ops_gemm.h"
 
 namespace edgetrain::vk {
-
 namespace {
 
 // When the 128x128-tile kernels (gemm_big.comp and the 4-bit *_big.comp) run instead of the 64x64 ones,
@@ -62,18 +61,13 @@ void push_gemm(Dispatch& d, const GemmArgs& g) {
   d.arg(g.alpha_idx).arg(g.flags);
 }
 
-void check_groups(const Dispatch& d, const EncodeContext& ctx) {
-  ET_CHECK(d.groups[0] <= ctx.max_groups[0] && d.groups[1] <= ctx.max_groups[1] && d.groups[2] <= ctx.max_groups[2],
-           "vulkan gemm: grid ", d.groups[0], "x", d.groups[1], "x", d.groups[2], " exceeds the device limits");
-}
-
 }  // namespace
 
 bool q4_big_tiles(uint64_t rows, uint64_t cols, uint64_t red, const EncodeContext& ctx) {
   return big_for(rows, cols, red, ctx);
 }
 
-void encode_gemm(const GemmArgs& g, const EncodeContext& ctx, Encoded& out) {
+void append_gemm(const GemmArgs& g, const EncodeContext& ctx, Encoded& out) {
   ET_CHECK(g.M < (1ull << 32) && g.N < (1ull << 32) && g.K < (1ull << 32), "vulkan gemm: sizes too large");
   if (coop_for(g.M, g.N, g.K, ctx)) {
     CoopOperand a = coop_fp32(0, g.M, g.K, g.sa_row, g.sa_red, g.a_batch);
@@ -84,7 +78,7 @@ void encode_gemm(const GemmArgs& g, const EncodeContext& ctx, Encoded& out) {
     ep.batch = g.batch;
     ep.alpha_idx = g.alpha_idx;
     ep.flags = g.flags;
-    if (encode_coop(a, b, ep, ctx, out)) return;
+    if (append_coop(a, b, ep, ctx, out)) return;
   }
   const bool big = big_for(g.M, g.N, g.K, ctx);
   // vec4 loads need each contiguous run to start 16-byte aligned (buffers are bound at offset 0) and to
@@ -103,7 +97,6 @@ void encode_gemm(const GemmArgs& g, const EncodeContext& ctx, Encoded& out) {
   d.groups[0] = static_cast<uint32_t>(gx);
   d.groups[1] = static_cast<uint32_t>(gy);
   d.groups[2] = splits > 1 ? splits : g.batch;
-  check_groups(d, ctx);
   if (g.M == 0 || g.N == 0 || g.batch == 0) return;
   out.dispatches.push_back(std::move(d));
   if (splits == 1) return;
@@ -115,10 +108,8 @@ void encode_gemm(const GemmArgs& g, const EncodeContext& ctx, Encoded& out) {
   out.scratch_bytes.push_back(static_cast<size_t>(splits) * count * sizeof(float));
 }
 
-namespace {
-
 // out[M,N] = alpha * op(a) @ op(b)
-void enc_mm(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
+void encode_mm(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   const Shape &sa = c.in[0].shape(), &sb = c.in[1].shape();
   bool ta = c.ints[0] != 0, tb = c.ints[1] != 0;
   GemmArgs g;
@@ -130,11 +121,11 @@ void enc_mm(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   g.sb_red = tb ? 1 : static_cast<uint32_t>(sb[1]);
   g.sb_col = tb ? static_cast<uint32_t>(sb[1]) : 1;
   g.alpha_idx = ctx.float_index.at(0);
-  encode_gemm(g, ctx, out);
+  append_gemm(g, ctx, out);
 }
 
 // out[B,M,N] = alpha * op(a[B]) @ op(b[B]); rank 4 flattens the two batch dims.
-void enc_bmm(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
+void encode_bmm(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   const Shape &sa = c.in[0].shape(), &sb = c.in[1].shape();
   int r = sa.rank();
   bool ta = c.ints[0] != 0, tb = c.ints[1] != 0;
@@ -149,18 +140,18 @@ void enc_bmm(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   g.sa_red = ta ? static_cast<uint32_t>(ac) : 1;
   g.sb_red = tb ? 1 : static_cast<uint32_t>(bc);
   g.sb_col = tb ? static_cast<uint32_t>(bc) : 1;
-  g.a_batch = static_cast<uint32_t>(ar * ac);
-  g.b_batch = static_cast<uint32_t>(br * bc);
-  g.c_batch = static_cast<uint32_t>(g.M * g.N);
+  g.a_batch = u32(ar * ac, c);
+  g.b_batch = u32(br * bc, c);
+  g.c_batch = u32(static_cast<int64_t>(g.M * g.N), c);
   ET_CHECK(batch <= ctx.max_groups[2], "vulkan bmm: ", batch, " batches exceed the device's z grid limit ",
            ctx.max_groups[2]);
   g.batch = static_cast<uint32_t>(batch);
   g.alpha_idx = ctx.float_index.at(0);
-  encode_gemm(g, ctx, out);
+  append_gemm(g, ctx, out);
 }
 
 // y[..., N] = x[..., K] @ w[N, K]^T + bias
-void enc_linear(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
+void encode_linear(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   GemmArgs g;
   g.K = c.in[0].shape().last();
   g.M = c.in[0].shape().rows();
@@ -171,18 +162,7 @@ void enc_linear(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   g.sb_col = static_cast<uint32_t>(g.K);
   g.layout = 1;
   g.flags = c.in.size() > 2 && c.in[2].defined() ? 1u : 0u;
-  encode_gemm(g, ctx, out);
-}
-
-}  // namespace
-
-Encoder gemm_encoder(Op op) {
-  switch (op) {
-    case Op::mm: return enc_mm;
-    case Op::bmm: return enc_bmm;
-    case Op::linear: return enc_linear;
-    default: return nullptr;
-  }
+  append_gemm(g, ctx, out);
 }
 
 }  // namespace edgetrain::vk

@@ -1,4 +1,5 @@
-// The shared tiled GEMM (gemm.comp) as an encoder helper, used by the gemm family and by linear_dW.
+// The GEMMs as encoder helpers (ops_gemm.cpp, ops_gemm_coop.cpp), used by the gemm family, linear_dW and the
+// 4-bit GEMMs of the train family.
 #pragma once
 
 #include <cstdint>
@@ -22,7 +23,8 @@ struct GemmArgs {
 // contracting over red; same switch (Tuning::gemm_big) and device test as the fp32 GEMM's.
 bool q4_big_tiles(uint64_t rows, uint64_t cols, uint64_t red, const EncodeContext& ctx);
 
-void encode_gemm(const GemmArgs& g, const EncodeContext& ctx, Encoded& out);
+// Appends the dispatches of one GEMM (tensor-core path, 128x128 or 64x64 tiles).
+void append_gemm(const GemmArgs& g, const EncodeContext& ctx, Encoded& out);
 
 // ---- the tensor-core path (ops_gemm_coop.cpp; gemm_split.comp + gemm_coop.comp) ----
 
@@ -50,7 +52,7 @@ struct CoopEpilogue {
 bool coop_for(uint64_t M, uint64_t N, uint64_t K, const EncodeContext& ctx);
 // Appends the split and GEMM dispatches; false (nothing appended) when the scratch would exceed the
 // device's binding range, so the caller uses the fp32 kernels.
-bool encode_coop(const CoopOperand& a, const CoopOperand& b, const CoopEpilogue& ep, const EncodeContext& ctx,
+bool append_coop(const CoopOperand& a, const CoopOperand& b, const CoopEpilogue& ep, const EncodeContext& ctx,
                  Encoded& out);
 
 }  // namespace edgetrain::vk

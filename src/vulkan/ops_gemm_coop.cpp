@@ -15,7 +15,8 @@ namespace {
 
 uint64_t round_up(uint64_t v, uint64_t m) { return (v + m - 1) / m * m; }
 
-uint32_t u32(uint64_t v) {
+// Sizes and offsets into the scratch, checked to fit the kernels' 32-bit indices.
+uint32_t index32(uint64_t v) {
   ET_CHECK(v < (1ull << 32), "vulkan coop gemm: index ", v, " does not fit 32 bits");
   return static_cast<uint32_t>(v);
 }
@@ -33,10 +34,10 @@ void split(const CoopOperand& o, uint64_t Rp, uint64_t Kp, uint32_t batch, uint3
   for (uint32_t mode : modes) {
     Dispatch d{ET_VK_KERNEL(gemm_split)};
     d.spec = {o.src_bind, o.scale_bind, scr_bind, o.kind, mode};
-    d.arg(u32(o.R)).arg(u32(o.K)).arg(u32(Rp)).arg(u32(Kp));
+    d.arg(index32(o.R)).arg(index32(o.K)).arg(index32(Rp)).arg(index32(Kp));
     d.arg(o.sr).arg(o.sk).arg(o.sbatch);
-    d.arg(u32(hi)).arg(u32(lo)).arg(u32(ex));
-    d.arg(o.q4_N).arg(u32((o.q4_N + 7) / 8)).arg(o.q4_gs).arg(u32(px));
+    d.arg(index32(hi)).arg(index32(lo)).arg(index32(ex));
+    d.arg(o.q4_N).arg(index32((o.q4_N + 7) / 8)).arg(o.q4_gs).arg(index32(px));
     uint64_t groups;
     if (mode == 0) groups = o.kind == 1 ? (Rp / 32) * chunks : o.kind == 2 ? Rp / 32 : Rp;
     else if (mode == 2) groups = (Rp + 255) / 256;
@@ -74,7 +75,7 @@ CoopOperand coop_fp32(uint32_t bind, uint64_t rows, uint64_t red, uint32_t s_row
   return o;
 }
 
-bool encode_coop(const CoopOperand& a, const CoopOperand& b, const CoopEpilogue& ep, const EncodeContext& ctx,
+bool append_coop(const CoopOperand& a, const CoopOperand& b, const CoopEpilogue& ep, const EncodeContext& ctx,
                  Encoded& out) {
   ET_CHECK(a.K == b.K, "vulkan coop gemm: contraction lengths differ (", a.K, " vs ", b.K, ")");
   const uint64_t M = a.R, N = b.R, Mp = round_up(M, 128), Np = round_up(N, 128), Kp = round_up(a.K, 32);
@@ -91,14 +92,12 @@ bool encode_coop(const CoopOperand& a, const CoopOperand& b, const CoopEpilogue&
 
   Dispatch d{ET_VK_KERNEL(gemm_coop)};
   d.spec = {ep.out_bind, ep.bias_bind, ep.scalar_bind, ep.scratch_bind};
-  d.arg(u32(M)).arg(u32(N)).arg(u32(Kp)).arg(u32(Mp)).arg(u32(Np)).arg(ep.c_batch).arg(ep.alpha_idx).arg(ep.flags);
-  d.arg(u32(a_hi / 16)).arg(u32(a_lo / 16)).arg(u32(b_hi / 16)).arg(u32(b_lo / 16));
-  d.arg(u32(ex_a / 4)).arg(u32(ex_b / 4));
-  d.groups[0] = u32(Np / 128);
-  d.groups[1] = u32(Mp / 128);
+  d.arg(index32(M)).arg(index32(N)).arg(index32(Kp)).arg(index32(Mp)).arg(index32(Np)).arg(ep.c_batch).arg(ep.alpha_idx).arg(ep.flags);
+  d.arg(index32(a_hi / 16)).arg(index32(a_lo / 16)).arg(index32(b_hi / 16)).arg(index32(b_lo / 16));
+  d.arg(index32(ex_a / 4)).arg(index32(ex_b / 4));
+  d.groups[0] = index32(Np / 128);
+  d.groups[1] = index32(Mp / 128);
   d.groups[2] = static_cast<uint32_t>(batch);
-  ET_CHECK(d.groups[0] <= ctx.max_groups[0] && d.groups[1] <= ctx.max_groups[1] && d.groups[2] <= ctx.max_groups[2],
-           "vulkan coop gemm: grid ", d.groups[0], "x", d.groups[1], "x", d.groups[2], " exceeds the device limits");
   out.dispatches.push_back(std::move(d));
   out.pooled_scratch_bytes = static_cast<size_t>(total);
   return true;
