@@ -1,14 +1,14 @@
 // Vulkan encoders of the copy family: dim_order_copy (dtype conversion or plain copy), expand_copy /
 // permute_copy (one strided-gather kernel: out index -> source offset through per-dim strides), and
 // write_rows (row copy at a per-replay offset). Kernels: shaders/copy_convert.comp, copy_strided.comp,
-// copy_rows.comp.
+// write_rows.comp.
 #include <algorithm>
 
 #include "copy_convert.spv.h"
-#include "copy_rows.spv.h"
-#include "copy_words.spv.h"
 #include "copy_strided.spv.h"
+#include "copy_words.spv.h"
 #include "vulkan/kernel.h"
+#include "write_rows.spv.h"
 
 namespace edgetrain::vk {
 namespace {
@@ -74,7 +74,7 @@ void encode_write_rows(const OpCall& c, const EncodeContext& ctx, Encoded& out) 
   ET_CHECK(R < (1u << 31) && S < (1u << 31), "vulkan: write_rows: too many rows (call: ", c.str(), ")");
   size_t es = dtype_size(x.dtype());
   ET_CHECK(es == 1 || es == 4, "vulkan: write_rows: unsupported element size ", es);
-  Dispatch d(ET_VK_KERNEL(copy_rows), {static_cast<uint32_t>(es)});
+  Dispatch d(ET_VK_KERNEL(write_rows), {static_cast<uint32_t>(es)});
   d.arg(u32(C, c)).arg(R).arg(S).arg(ctx.float_index[0]);
   threads_grid(d, es == 1 ? uint64_t(x.numel()) / 4 + 2 : uint64_t(x.numel()), kWG, ctx);
   out.dispatches.push_back(d);

@@ -3,10 +3,10 @@
 // Kernels: shaders/reduce_sum.comp, shaders/softmax.comp, shaders/softmax_backward.comp.
 #include <algorithm>
 
+#include "core/reduce_geometry.h"
 #include "reduce_sum.spv.h"
 #include "softmax.spv.h"
 #include "softmax_backward.spv.h"
-#include "core/reduce_geometry.h"
 #include "vulkan/kernel.h"
 
 namespace edgetrain::vk {

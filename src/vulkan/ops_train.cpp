@@ -10,10 +10,10 @@
 #include "fused_ce_reg.spv.h"
 #include "fused_ce_sum.spv.h"
 #include "linear_q4gsw.spv.h"
+#include "linear_q4gsw_backward.spv.h"
+#include "linear_q4gsw_backward_big.spv.h"
 #include "linear_q4gsw_big.spv.h"
 #include "linear_q4gsw_gemv.spv.h"
-#include "q4gsw_backward.spv.h"
-#include "q4gsw_backward_big.spv.h"
 #include "q4gsw_requant.spv.h"
 #include "vulkan/kernel.h"
 #include "vulkan/ops_gemm.h"
@@ -91,7 +91,7 @@ void encode_linear_q4gsw_backward(const OpCall& c, const EncodeContext& ctx, Enc
     if (append_coop(a, b, ep, ctx, out)) return;
   }
   bool big = q4_big_tiles(static_cast<uint64_t>(M), static_cast<uint64_t>(g.K), static_cast<uint64_t>(g.N), ctx);
-  Dispatch d{big ? ET_VK_KERNEL(q4gsw_backward_big) : ET_VK_KERNEL(q4gsw_backward)};
+  Dispatch d{big ? ET_VK_KERNEL(linear_q4gsw_backward_big) : ET_VK_KERNEL(linear_q4gsw_backward)};
   q4_push(d, M, g, c);
   d.groups[0] = tiles(g.K, big);
   d.groups[1] = tiles(M, big);

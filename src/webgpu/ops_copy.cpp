@@ -2,9 +2,9 @@
 // permutation (permute_copy), all on copy.wgsl's index map, and the in-place row copy write_rows
 // (write_rows.wgsl).
 #include "copy.wgsl.h"
-#include "copy_vec4.wgsl.h"
-#include "write_rows.wgsl.h"
+#include "copy_words.wgsl.h"
 #include "webgpu/kernel.h"
+#include "write_rows.wgsl.h"
 
 namespace edgetrain::wg {
 namespace {
@@ -43,7 +43,7 @@ void encode_dim_order_copy(const OpCall& c, const EncodeContext& ctx, Encoded& o
   const Tensor &x = c.in[0], &o = c.out[0];
   const uint64_t bytes = static_cast<uint64_t>(o.numel()) * dtype_size(o.dtype());
   if (x.dtype() == o.dtype() && bytes > 0 && bytes % 16 == 0) {  // same bytes: the vector copy
-    Dispatch d(ET_WG_KERNEL(copy_vec4));
+    Dispatch d(ET_WG_KERNEL(copy_words));
     d.in(0).out(0).uniform();
     d.arg(u32(static_cast<int64_t>(bytes / 16), c)).arg(0u).arg(0u).arg(0u);
     grid_1d(ceil_div(bytes / 16, 1024), ctx, d.groups);

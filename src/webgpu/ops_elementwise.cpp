@@ -1,8 +1,8 @@
 // WebGPU encoders of the elementwise ops: broadcasting arithmetic, scale, where, comparisons with a scalar,
 // logical_not and fill. elementwise_map also serves silu_mul and its backward (ops_llama.cpp).
-#include "compare.wgsl.h"
 #include "elementwise.wgsl.h"
-#include "fill.wgsl.h"
+#include "ew_compare.wgsl.h"
+#include "ew_fill.wgsl.h"
 #include "webgpu/kernel.h"
 
 namespace edgetrain::wg {
@@ -53,12 +53,12 @@ void encode_scale(const OpCall& c, const EncodeContext& x, Encoded& o) { element
 
 namespace {
 
-// kind: compare.wgsl's OP code (eq, ne, lt, le, gt, ge, logical_not).
+// kind: ew_compare.wgsl's OP code (eq, ne, lt, le, gt, ge, logical_not).
 void compare(const OpCall& c, const EncodeContext& ctx, Encoded& out, uint32_t kind) {
   const int64_t n = c.in[0].numel();
   if (n == 0) return;
   const uint64_t words = ceil_div(static_cast<uint64_t>(n), 4);
-  Dispatch d(ET_WG_KERNEL(compare));
+  Dispatch d(ET_WG_KERNEL(ew_compare));
   d.constant("OP", kind).constant("X_INT", c.in[0].dtype() == DType::i32 ? 1 : 0);
   d.in(0).out(0).scalars().uniform();
   d.arg(u32(n, c)).arg(ctx.float_index.empty() ? 0u : ctx.float_index[0]).arg(u32(static_cast<int64_t>(words), c)).arg(0u);
@@ -81,7 +81,7 @@ void encode_fill(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   if (t.numel() == 0) return;
   const uint32_t dt = gpu::dtype_code(t.dtype());
   const uint64_t words = ceil_div(t.nbytes(), 4);
-  Dispatch d(ET_WG_KERNEL(fill));
+  Dispatch d(ET_WG_KERNEL(ew_fill));
   d.constant("DT", dt);
   d.out(0).scalars().uniform();
   d.arg(u32(static_cast<int64_t>(words), c)).arg(ctx.float_index[0]).arg(0u).arg(0u);

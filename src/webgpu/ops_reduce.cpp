@@ -1,9 +1,9 @@
 // WebGPU encoders of the reductions: sum and mean over adjacent dims, and the softmax family.
 #include <algorithm>
 
-#include "reduce.wgsl.h"
-#include "softmax.wgsl.h"
 #include "core/reduce_geometry.h"
+#include "reduce_sum.wgsl.h"
+#include "softmax.wgsl.h"
 #include "webgpu/kernel.h"
 
 namespace edgetrain::wg {
@@ -15,7 +15,7 @@ void sum_mean(const OpCall& c, const EncodeContext& ctx, Encoded& out, bool mean
   const int64_t outer = geo.outer, reduced = geo.reduced, inner = geo.inner;
   const int64_t outs = outer * inner;
   if (outs == 0) return;
-  Dispatch d(ET_WG_KERNEL(reduce));
+  Dispatch d(ET_WG_KERNEL(reduce_sum));
   d.constant("MEAN", mean ? 1 : 0).constant("WG", ctx.wg_size(64));
   d.in(0).out(0).uniform();
   d.arg(u32(outs, c)).arg(u32(reduced, c)).arg(u32(inner, c)).arg(0u);

@@ -1,21 +1,21 @@
 // WebGPU encoders of the training ops: q4gsw forward (tiled GEMM, or GEMV at M = 1), q4gsw input
 // gradient, dense weight gradient, fused cross-entropy (+ the loss sum), requantization into W_4X8 and
 // in-place AdamW.
-#include "adamw.wgsl.h"
+#include "adamw_step.wgsl.h"
 #include "edgetrain/q4gsw.h"
 #include "fused_ce.wgsl.h"
 #include "fused_ce_reg.wgsl.h"
+#include "grad_norm.wgsl.h"
+#include "linear_q4gsw.wgsl.h"
+#include "linear_q4gsw_gemv.wgsl.h"
 #include "q4_dequant.wgsl.h"
-#include "q4_gemm.wgsl.h"
-#include "q4_gemv.wgsl.h"
-#include "q4_requant.wgsl.h"
-#include "sum_partials.wgsl.h"
+#include "q4gsw_requant.wgsl.h"
 #include "webgpu/kernel.h"
 
 namespace edgetrain::wg {
 namespace {
 
-// Bindings 0..5 of q4_gemm / q4_gemv: A, W, scales, bias (or dummy), Y, params.
+// Bindings 0..5 of linear_q4gsw.wgsl / linear_q4gsw_gemv.wgsl: A, W, scales, bias (or dummy), Y, params.
 void q4_common(Dispatch& d, const q4::Geometry& g, uint32_t M, bool bias, const OpCall& c) {
   d.in(0).in(1).in(2);
   if (bias) d.in(3);
@@ -54,11 +54,11 @@ bool q4_via_dense(const q4::Geometry& g, int64_t M, bool backward, bool bias, co
 }
 
 // The 4-bit GEMM (M > 1) forward or backward: through a dequantized W and the large-tile GEMM when the
-// shape qualifies, else q4_gemm.wgsl (32x32 output tiles over [M, N] forward, [M, K] backward).
+// shape qualifies, else linear_q4gsw.wgsl (32x32 output tiles over [M, N] forward, [M, K] backward).
 void q4_gemm(const q4::Geometry& g, int64_t M, bool backward, bool bias, const OpCall& c, const EncodeContext& ctx,
              Encoded& out) {
   if (q4_via_dense(g, M, backward, bias, c, ctx, out)) return;
-  Dispatch d(ET_WG_KERNEL(q4_gemm));
+  Dispatch d(ET_WG_KERNEL(linear_q4gsw));
   d.constant("BACKWARD", backward ? 1 : 0);
   q4_common(d, g, u32(M, c), bias, c);
   d.arg(0u);
@@ -76,7 +76,7 @@ void encode_linear_q4gsw(const OpCall& c, const EncodeContext& ctx, Encoded& out
   bool bias = c.in.size() > 3 && c.in[3].defined();
   if (M == 0) return;
   if (M == 1) {
-    Dispatch d(ET_WG_KERNEL(q4_gemv));
+    Dispatch d(ET_WG_KERNEL(linear_q4gsw_gemv));
     uint32_t wg = ctx.wg_size(64);
     d.constant("WG", wg);
     q4_common(d, g, UINT32_MAX, bias, c);
@@ -126,7 +126,7 @@ void encode_fused_ce(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   rows.arg(u32(R, c)).arg(u32(V, c)).arg(ctx.float_index[0]).arg(kNanBits);
   grid_1d(static_cast<uint64_t>(R), ctx, rows.groups);
   if (R > 0) out.dispatches.push_back(std::move(rows));
-  Dispatch sum(ET_WG_KERNEL(sum_partials));
+  Dispatch sum(ET_WG_KERNEL(grad_norm));
   sum.constant("WG", ctx.wg_size(256));
   sum.scratch(0, Access::read).out(0).uniform();
   sum.arg(u32(R, c)).arg(kNanBits).arg(0u).arg(0u);
@@ -136,7 +136,7 @@ void encode_fused_ce(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
 void encode_q4gsw_requant(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   const Shape& ls = c.in[0].shape();
   q4::Geometry g(ls[0], ls[1], c.ints[0]);
-  Dispatch d(ET_WG_KERNEL(q4_requant));
+  Dispatch d(ET_WG_KERNEL(q4gsw_requant));
   d.in(0).in(1).out(0).uniform();
   d.arg(u32(g.N, c)).arg(u32(g.K, c)).arg(u32(g.group_size, c)).arg(u32(g.N8(), c)).arg(u32(g.words(), c));
   grid_1d(ceil_div(static_cast<uint64_t>(g.words()), 64), ctx, d.groups);
@@ -147,7 +147,7 @@ void encode_q4gsw_requant(const OpCall& c, const EncodeContext& ctx, Encoded& ou
 void encode_adamw_step(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   const int64_t n = c.in[0].numel();
   if (n == 0) return;
-  Dispatch d(ET_WG_KERNEL(adamw));
+  Dispatch d(ET_WG_KERNEL(adamw_step));
   uint32_t wg = ctx.wg_size(256);
   d.constant("WG", wg);
   d.out(0).out(1).out(2).in(3).scalars().uniform();

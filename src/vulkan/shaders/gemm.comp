@@ -1,4 +1,5 @@
-// The fp32 GEMM with 64x64 workgroup tiles, 4x4 outputs per thread. The kernel is gemm_body.glsl.
+// gemm with 64x64 workgroup tiles, 4x4 outputs per thread.
+// The kernel is gemm_body.glsl on the main loop of gemm_core.glsl.
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require

@@ -1,5 +1,5 @@
-// The fp32 GEMM with 128x128 workgroup tiles, 8x8 outputs per thread (large products on GPUs). The kernel
-// is gemm_body.glsl.
+// gemm with 128x128 workgroup tiles, 8x8 outputs per thread (large products on GPUs).
+// The kernel is gemm_body.glsl on the main loop of gemm_core.glsl.
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require

@@ -1,4 +1,4 @@
-// What the two 4-bit GEMMs share (linear_q4gsw_body.glsl, q4gsw_backward_body.glsl): stage A, their fp32
+// What the two 4-bit GEMMs share (linear_q4gsw_body.glsl, linear_q4gsw_backward_body.glsl): stage A, their fp32
 // activations [M, ET_Q4_RED] read row by row (x, or dy contracting over n), the rest of the setup of
 // gemm_core.glsl, and the dequantization of one W_4X8 word for stage B, exactly as the reference computes
 // W[n, k] = (code - 8) * scales[k / gs, n]. Included after the kernel's A/A4, W (words), S (scales [G, N])

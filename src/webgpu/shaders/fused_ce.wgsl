@@ -1,8 +1,8 @@
 // Fused cross-entropy, one workgroup per row (rows folded over a 2-D grid): each lane streams a strided
 // slice of the row once with an online softmax (running max m and sum l of exp(x - m)), the lanes merge
 // (m, l) pairs in a tree, then a second pass writes dlogits = (softmax - onehot) / n_valid. Lane 0 writes
-// the row's loss term to `partial`; sum_partials.wgsl adds them. Labels < 0 ignore the row (zeros),
-// labels >= V give a NaN row and loss. Parameters, bindings and IN_PLACE: fused_ce_io.wgsl.
+// the row's loss term to `partial`; grad_norm.wgsl (a plain sum) adds them. Labels < 0 ignore the row
+// (zeros), labels >= V give a NaN row and loss. Parameters, bindings and IN_PLACE: fused_ce_io.wgsl.
 #include "fused_ce_io.wgsl"
 override WG: u32 = 256u;
 var<workgroup> wm: array<f32, WG>;

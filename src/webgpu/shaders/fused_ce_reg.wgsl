@@ -4,7 +4,7 @@
 // then the sum of exp(x - max), both merged in a fixed tree (deterministic). Labels < 0 ignore the row,
 // labels >= V give a NaN row and loss; IN_PLACE binds the logits once read_write (as fused_ce.wgsl).
 #include "fused_ce_io.wgsl"
-#include "reduce.wgsl"
+#include "workgroup_reduce.wgsl"
 override WG: u32 = 1024u;
 var<workgroup> xy: f32;
 

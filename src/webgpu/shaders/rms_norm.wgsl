@@ -2,7 +2,7 @@
 // grid). BACKWARD = false: rstd = 1/sqrt(mean(x^2) + eps), y = x * rstd * w. BACKWARD = true (inputs dy,
 // x, w, rstd): dx = r * (g - xh * mean(g * xh)) with g = dy * w, xh = x * r. The weight gradient is
 // rms_norm_dw.wgsl.
-#include "reduce.wgsl"
+#include "workgroup_reduce.wgsl"
 override BACKWARD: bool = false;
 override WG: u32 = 256u;
 struct Params { rows: u32, D: u32, eps_idx: u32, pad: u32 }

@@ -1,6 +1,6 @@
 // RMSNorm weight gradient: dw[k] (+)= sum_m dy[m,k] * x[m,k] * rstd[m]. One workgroup per column k
 // (folded grid); its lanes stride over the rows and reduce in a tree.
-#include "reduce.wgsl"
+#include "workgroup_reduce.wgsl"
 override WG: u32 = 64u;
 struct Params { rows: u32, D: u32, accumulate: u32, pad: u32 }
 @group(0) @binding(0) var<storage, read> DY: array<f32>;

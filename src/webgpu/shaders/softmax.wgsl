@@ -2,7 +2,7 @@
 // (max, sum, write) with tree reductions in workgroup memory. MODE: 0 softmax, 1 log_softmax,
 // 2 softmax_backward (dx = y * (dy - sum(y*dy))), 3 causal_softmax (row t of each [T, S] matrix sees
 // columns j <= t + S - T, scaled by the scalar; masked entries are 0).
-#include "reduce.wgsl"
+#include "workgroup_reduce.wgsl"
 override MODE: u32 = 0u;
 override WG: u32 = 256u;
 struct Params { rows: u32, n: u32, T: u32, scale_idx: u32, neg_inf: u32, pad0: u32, pad1: u32, pad2: u32 }

@@ -1,4 +1,4 @@
-// The main loop of the 32x32-tile WGSL GEMMs (gemm.wgsl, q4_gemm.wgsl; appended by
+// The main loop of the 32x32-tile WGSL GEMMs (gemm.wgsl, linear_q4gsw.wgsl; appended by
 // cmake/embed_text.cmake): a workgroup of 8x8 threads computes a 32x32 output tile, each thread 4x4
 // outputs at rows i0 + lid.y + 8u and columns j0 + lid.x + 8v, summing over the contraction in
 // increasing order with fma. The kernel declares `const TC: u32` (the depth of a contraction slice) and

@@ -1,8 +1,8 @@
-// Sums n floats into out[out_idx] with one workgroup (a fixed-order tree, so results are deterministic).
-// SQUARE = true sums squares; ROOT = true writes the square root (grad_norm: squares per input, then the
-// root of the sum of those partials).
+// grad_norm in one-workgroup passes: sums n floats into out[out_idx] (a fixed-order tree, so results are
+// deterministic). SQUARE = true sums squares; ROOT = true writes the square root (grad_norm: squares per
+// input, then the root of the sum of those partials). fused_ce's loss is the plain sum of its row terms.
 // A NaN anywhere gives NaN, tested on the bits so no fast-math assumption can drop it.
-#include "reduce.wgsl"
+#include "workgroup_reduce.wgsl"
 override WG: u32 = 256u;
 override SQUARE: bool = false;
 override ROOT: bool = false;

@@ -1,7 +1,7 @@
 // sum / mean over adjacent dims: x viewed as [outer, reduced, inner], out [outer, inner]. One workgroup
 // per output (folded grid) whose lanes stride over the reduced axis and reduce in a tree. MEAN divides by
 // the reduced count (0/0 = NaN for an empty reduction, as the reference).
-#include "reduce.wgsl"
+#include "workgroup_reduce.wgsl"
 override MEAN: bool = false;
 override WG: u32 = 64u;
 struct Params { outs: u32, reduced: u32, inner: u32, pad: u32 }

@@ -1,7 +1,7 @@
 // linear_q4gsw_backward: dx[m,k] = sum_n dy[m,n] * W[n,k] with W in W_4X8, a GEMM contracting over n,
-// included by q4gsw_backward.comp (64x64 tiles) and q4gsw_backward_big.comp (128x128) on the main loop of
-// gemm_core.glsl. Stage B dequantizes the 16 n x BN k weight slice straight into shared memory, one W_4X8
-// word (4 k x 2 n) per thread.
+// included by linear_q4gsw_backward.comp (64x64 tiles) and linear_q4gsw_backward_big.comp (128x128) on
+// the main loop of gemm_core.glsl. Stage B dequantizes the 16 n x BN k weight slice straight into shared
+// memory, one W_4X8 word (4 k x 2 n) per thread.
 #include "common.glsl"
 
 layout(local_size_x = 256) in;

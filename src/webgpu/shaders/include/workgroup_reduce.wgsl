@@ -1,4 +1,4 @@
-// Workgroup tree reductions, shared by the WGSL kernels that start with `#include "reduce.wgsl"`
+// Workgroup tree reductions, shared by the WGSL kernels that start with `#include "workgroup_reduce.wgsl"`
 // (cmake/embed_text.cmake appends this file to them at embed time: WGSL has no includes). The kernel
 // declares `override WG: u32`, its 1-D workgroup size, a power of two. Pairs are added in a fixed order,
 // so results are deterministic run to run.

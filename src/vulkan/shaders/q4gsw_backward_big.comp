@@ -1,7 +1,0 @@
-// q4gsw_backward with 128x128 workgroup tiles, 8x8 outputs per thread (large
-// products on GPUs). The kernel is q4gsw_backward_body.glsl.
-#version 450
-#extension GL_GOOGLE_include_directive : require
-#extension GL_EXT_control_flow_attributes : require
-#define ET_TILE 8
-#include "q4gsw_backward_body.glsl"
