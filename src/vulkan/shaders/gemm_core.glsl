@@ -42,9 +42,10 @@ vec4 et_at4(uint o, uint i) { return A4[i]; }
 #endif
 
 // Load slot e (0 .. 4*BM-1) of the slice at k0 of operand o (0: A, 1: B) seen as lines along the
-// contraction (rows of A, columns of B): 4 consecutive k of line e/4 when the contraction is contiguous
-// (red), else 4 consecutive lines at k e/QL, so global reads stay coalesced either way. Element (l, k) is
-// at off + l * s_line + k * s_red; values outside the operand or past kend are 0.
+// contraction (rows of A, columns of B): with `red`, 4 consecutive k of line e/4 (A whose contraction is
+// contiguous, B whose columns are not), else 4 consecutive lines at k e/QL, so neighbouring threads read
+// neighbouring addresses. Element (l, k) is at off + l * s_line + k * s_red; values outside the operand or
+// past kend are 0.
 vec4 load_slot(uint o, uint e, uint k0, bool red, bool vec, uint line0, uint lines, uint off, uint s_line,
                uint s_red) {
   vec4 v = vec4(0.0);
