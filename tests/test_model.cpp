@@ -130,10 +130,50 @@ TEST(Model, UpdateWithoutApplyWritesNothing) {
   float norm = m.update(opt, 1, /*apply=*/false);
   EXPECT_TRUE(std::isfinite(norm) && norm > 0);
   EXPECT_TRUE(snapshot() == before) << "update(apply=false) changed the model state";
-  EXPECT_EQ(m.steps_done, 0);
+  EXPECT_EQ(m.steps_done, 1) << "a skipped step is still a step taken";
+  EXPECT_EQ(m.adam_steps, 0) << "a skipped step is no AdamW update";
   m.accumulate(b.tokens, b.labels, b.B, b.T, static_cast<int64_t>(b.tokens.size()));
-  m.update(opt, 1);
+  m.update(opt, 2);
   EXPECT_FALSE(snapshot() == before) << "update(apply=true) left the model unchanged";
+  EXPECT_EQ(m.steps_done, 2);
+  EXPECT_EQ(m.adam_steps, 1);
+}
+
+// Bias correction counts the updates the moments received, not the steps taken: after a skipped step 1,
+// step 2 is AdamW's first update, so each weight moves by lr * g / (|g| + eps) ~ lr * sign(g) (fp32, no
+// decay, no clipping). Counting the skipped step would scale that by sqrt(1 + beta2) / (1 + beta1) ~ 0.73.
+TEST(Model, SkippedStepDoesNotCountForBiasCorrection) {
+  auto backend = make_cpu_backend();
+  Model m(*backend, tiny(TrainMode::fp32));
+  m.init(5);
+  OptimConfig opt;
+  opt.lr = 1e-2f;
+  opt.warmup_steps = 0;
+  opt.total_steps = 1000000;  // lr_at(2) ~ lr
+  opt.weight_decay = 0;
+  opt.grad_clip = 0;
+  Batch b = make_batch(31, 64);
+  int64_t valid = 0;
+  for (int32_t l : b.labels) valid += l >= 0;
+  std::map<std::string, std::vector<float>> before, grads = m.gradients(b.tokens, b.labels, b.B, b.T);
+  for (Param& p : m.params()) before[p.name] = backend->to_vector<float>(p.value);
+  m.accumulate(b.tokens, b.labels, b.B, b.T, valid);
+  m.update(opt, 1, /*apply=*/false);
+  m.accumulate(b.tokens, b.labels, b.B, b.T, valid);
+  m.update(opt, 2);
+  const double lr = opt.lr_at(2);
+  int64_t checked = 0;
+  for (Param& p : m.params()) {
+    const std::vector<float> after = backend->to_vector<float>(p.value);
+    const std::vector<float>& g = grads.at(p.name);
+    for (size_t i = 0; i < after.size(); ++i) {
+      if (std::fabs(g[i]) < 1e-5f) continue;  // eps would matter
+      const double moved = static_cast<double>(after[i]) - before[p.name][i];
+      ASSERT_NEAR(moved, g[i] > 0 ? -lr : lr, 1e-3 * lr) << p.name << "[" << i << "], gradient " << g[i];
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 1000);
 }
 
 // Each device backend trains tiny for a few steps: losses and gradients must follow the CPU backend.

@@ -7,6 +7,7 @@
 #include <random>
 
 #include "edgetrain/error.h"
+#include "edgetrain/half.h"
 #include "edgetrain/q4gsw.h"
 
 namespace edgetrain::test {
@@ -140,30 +141,31 @@ TEST(Q4Format, QuantizeHandMadeGroup) {
   q4::Geometry g(2, 6, 4);
   std::vector<float> w = {
       7.0f, -2.5f, 1.5f, 0.5f,   // amax 7 -> s 1: q 7, -2 (tie), 2 (tie), 0 (tie)
-      3.5f, -1.75f,              // amax 3.5 -> s 0.5: q 7, -3.5 -> -4 (tie)
+      3.5f, -1.25f,              // amax 3.5 -> s 0.5: q 7, -2.5 -> -2 (tie)
       0.7f, -0.35f, 0.1f, 0.0f,  // amax 0.7 -> s 0.1: q 7, about -3.5, 1, 0
       0.0f, 0.0f,                // all zero -> s 0, codes 8
   };
   auto q = q4::quantize(g, w.data());
   ASSERT_EQ(q.scales.size(), 4u);  // [G = 2, N = 2]
   EXPECT_EQ(q.scales[0], 1.0f);
-  EXPECT_FLOAT_EQ(q.scales[1], 0.7f / 7.0f);
+  EXPECT_EQ(q.scales[1], round_to_f16(0.7f / 7.0f));  // every scale is an fp16 value
   EXPECT_EQ(q.scales[2], 0.5f);
   EXPECT_EQ(q.scales[3], 0.0f);
-  std::vector<int> row0 = {7, -2, 2, 0, 7, -4};
+  std::vector<int> row0 = {7, -2, 2, 0, 7, -2};
   for (int k = 0; k < 6; ++k) EXPECT_EQ(q.codes[k], row0[k] + 8) << "row 0, k " << k;
   EXPECT_EQ(q.codes[6 + 0], 7 + 8);
-  // -0.35 / 0.1 in fp32 lands within an ulp of the tie -3.5: either neighbour is right.
+  // -0.35 / fp16(0.1) lands near the tie -3.5: either neighbour is right.
   EXPECT_TRUE(q.codes[6 + 1] == 8 - 3 || q.codes[6 + 1] == 8 - 4) << int(q.codes[7]);
   EXPECT_EQ(q.codes[6 + 2], 1 + 8);
   EXPECT_EQ(q.codes[6 + 3], 8);
   EXPECT_EQ(q.codes[6 + 4], 8);
   EXPECT_EQ(q.codes[6 + 5], 8);
-  // Dequantizing maps the largest weight of each group back to itself.
+  // Dequantizing maps the largest weight of each group back to itself, up to the fp16 rounding of its
+  // scale (relative 2^-11).
   auto d = q4::dequantize(g, q.codes.data(), q.scales.data());
   EXPECT_EQ(d[0], 7.0f);
   EXPECT_EQ(d[4], 3.5f);
-  EXPECT_FLOAT_EQ(d[6], 0.7f);
+  EXPECT_NEAR(d[6], 0.7f, 0.7f * 0x1p-11f);
   EXPECT_EQ(d[10], 0.0f);
 }
 

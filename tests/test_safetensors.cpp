@@ -17,6 +17,7 @@
 
 #include "edgetrain/backends.h"
 #include "edgetrain/checkpoint.h"
+#include "edgetrain/half.h"
 #include "edgetrain/safetensors.h"
 #include "io/atomic_file.h"
 
@@ -186,20 +187,20 @@ TEST(Safetensors, HandBuiltFileParses) {
 }
 
 TEST(Safetensors, HalfAndBfloatConversionIsExact) {
-  EXPECT_EQ(st::f16_to_f32(0x0001), std::ldexp(1.0f, -24));  // smallest subnormal
-  EXPECT_EQ(st::f16_to_f32(0x03FF), std::ldexp(1023.0f, -24));
-  EXPECT_EQ(st::f16_to_f32(0x0400), std::ldexp(1.0f, -14));   // smallest normal
-  EXPECT_EQ(st::f16_to_f32(0x7C00), INFINITY);
-  EXPECT_EQ(st::f16_to_f32(0xFC00), -INFINITY);
-  EXPECT_TRUE(std::isnan(st::f16_to_f32(0x7E00)));
-  EXPECT_TRUE(std::signbit(st::f16_to_f32(0x8000)));
-  EXPECT_EQ(st::bf16_to_f32(0xC049), -3.140625f);
+  EXPECT_EQ(f16_to_f32(0x0001), std::ldexp(1.0f, -24));  // smallest subnormal
+  EXPECT_EQ(f16_to_f32(0x03FF), std::ldexp(1023.0f, -24));
+  EXPECT_EQ(f16_to_f32(0x0400), std::ldexp(1.0f, -14));   // smallest normal
+  EXPECT_EQ(f16_to_f32(0x7C00), INFINITY);
+  EXPECT_EQ(f16_to_f32(0xFC00), -INFINITY);
+  EXPECT_TRUE(std::isnan(f16_to_f32(0x7E00)));
+  EXPECT_TRUE(std::signbit(f16_to_f32(0x8000)));
+  EXPECT_EQ(bf16_to_f32(0xC049), -3.140625f);
 #ifdef __FLT16_MAX__
   for (uint32_t h = 0; h < 65536; ++h) {  // every half against the compiler's conversion
     _Float16 x;
     uint16_t hb = static_cast<uint16_t>(h);
     std::memcpy(&x, &hb, 2);
-    float want = static_cast<float>(x), got = st::f16_to_f32(hb);
+    float want = static_cast<float>(x), got = f16_to_f32(hb);
     if (std::isnan(want)) ASSERT_TRUE(std::isnan(got)) << h;
     else ASSERT_EQ(std::memcmp(&want, &got, 4), 0) << "half 0x" << std::hex << h;
   }
@@ -447,6 +448,7 @@ class CheckpointIO : public StTempDir {
           be->upload(*t, v.data(), v.size() * 4);
         }
     m->steps_done = 17;
+    m->adam_steps = 15;  // two steps skipped
     return m;
   }
 
@@ -497,12 +499,14 @@ TEST_F(CheckpointIO, SaveLoadRoundTripIsBitExact) {
   EXPECT_EQ(meta.at("format"), kCheckpointFormat);
   EXPECT_EQ(meta.at("q4_layout"), "W_4X8");
   EXPECT_EQ(meta.at("step"), "17");
+  EXPECT_EQ(meta.at("adam_steps"), "15");
 
   Model fresh(*be, cfg);
   fresh.init(2);  // different weights, overwritten by the load
   std::map<std::string, std::string> got;
   load_checkpoint(path("c.safetensors"), fresh, &got);
   EXPECT_EQ(fresh.steps_done, 17);
+  EXPECT_EQ(fresh.adam_steps, 15);
   EXPECT_EQ(got.at("trainer"), "{\"pos\": 123}");
   EXPECT_EQ(got.at("tokenizer"), "bytes");
   auto a = state_bytes(*m), b = state_bytes(fresh);
@@ -555,6 +559,8 @@ TEST_F(CheckpointIO, BrokenCheckpointsAreRejectedNamingTheProblem) {
 
   rewrite(good, bad, "", [](st::Writer& w, const st::Reader&) { w.set_metadata("step", "-4"); });
   expect_load_error(bad, {"'step'"});
+  rewrite(good, bad, "", [](st::Writer& w, const st::Reader&) { w.set_metadata("adam_steps", "18"); });
+  expect_load_error(bad, {"adam_steps = 18 exceeds step = 17"});
 
   // Flip one stored code by 4 steps: the codes no longer follow from the masters and scales.
   const std::string codes = "layers.0.feed_forward.w2.weight.q4_codes";
@@ -572,6 +578,15 @@ TEST_F(CheckpointIO, BrokenCheckpointsAreRejectedNamingTheProblem) {
   Model fresh(*be, cfg);
   load_checkpoint(good, fresh);
   EXPECT_EQ(fresh.steps_done, 17);
+  // A file from before "adam_steps" existed: every step it took was an update.
+  st::Reader r = st::Reader::open(good);
+  st::Writer old;
+  for (const st::TensorInfo& t : r.tensors()) old.add(t.name, t.dtype, t.shape, r.data(t.name), t.nbytes());
+  for (const auto& [k, v] : r.metadata())
+    if (k != "adam_steps") old.set_metadata(k, v);
+  old.save(bad);
+  load_checkpoint(bad, fresh);
+  EXPECT_EQ(fresh.adam_steps, 17);
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
-// `edgetrain bench`: times single ops (recorded once into a program, replayed) and whole training steps
-// on a backend, prints a table with GFLOP/s or GB/s, optionally next to a PyTorch peer's figures
+// `edgetrain bench`: times single ops (the cases of bench_cases.cpp, each recorded once into a program and
+// replayed) and whole training steps on a backend, prints a table with GFLOP/s or GB/s, optionally next to a PyTorch peer's figures
 // (bench/peer_torch.py writes them under the same case ids), and writes every number to JSON.
 #include <algorithm>
 #include <chrono>
@@ -18,7 +18,7 @@
 #include "edgetrain/backends.h"
 #include "edgetrain/graph.h"
 #include "edgetrain/model.h"
-#include "edgetrain/q4gsw.h"
+#include "tools/bench_cases.h"
 #include "tools/commands.h"
 
 namespace edgetrain::cli {
@@ -28,194 +28,6 @@ using json = nlohmann::ordered_json;
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-// ---- random data (a fast generator: the large cases fill GiBs) ----
-
-struct Rng {
-  uint64_t s;
-  explicit Rng(uint64_t seed) : s(seed * 0x9E3779B97F4A7C15ull + 1) {}
-  uint64_t next() {  // xorshift64*
-    s ^= s >> 12, s ^= s << 25, s ^= s >> 27;
-    return s * 0x2545F4914F6CDD1Dull;
-  }
-  float uniform(float lo, float hi) { return lo + (hi - lo) * static_cast<float>(next() >> 40) * (1.0f / 16777216.0f); }
-};
-
-Tensor random_f32(Backend& b, Shape s, Rng& r, float lo = -1.0f, float hi = 1.0f) {
-  std::vector<float> v(static_cast<size_t>(s.numel()));
-  for (float& x : v) x = r.uniform(lo, hi);
-  return b.from_vector(s, DType::f32, v);
-}
-
-Tensor random_labels(Backend& b, int64_t n, int64_t vocab, Rng& r) {
-  std::vector<int32_t> v(static_cast<size_t>(n));
-  for (auto& x : v) x = static_cast<int32_t>(r.next() % static_cast<uint64_t>(vocab));
-  return b.from_vector(Shape{n}, DType::i32, v);
-}
-
-struct Q4 {
-  Tensor w, scales;
-};
-Q4 random_q4(Backend& b, int64_t N, int64_t K, int64_t gs, Rng& r) {
-  q4::Geometry g(N, K, gs);
-  std::vector<uint8_t> codes(static_cast<size_t>(N * K));
-  for (auto& c : codes) c = static_cast<uint8_t>(r.next() & 15);
-  auto words = q4::pack_w4x8(g, codes.data());
-  return {b.from_vector(Shape{g.words()}, DType::u32, words), random_f32(b, Shape{g.groups(), N}, r, 0.01f, 0.1f)};
-}
-
-// One call whose outputs are allocated from the catalogue's shape rules unless given.
-OpCall make_call(Backend& b, Op op, std::vector<Tensor> in, std::vector<int64_t> ints = {},
-                 std::vector<Scalar> floats = {}, std::vector<Tensor> out = {}) {
-  if (out.empty())
-    for (const OutSpec& s : infer_outputs(op, in, ints)) out.push_back(b.zeros(s.shape, s.dtype));
-  return OpCall{op, std::move(in), std::move(out), std::move(ints), std::move(floats)};
-}
-
-// ---- the benchmark cases ----
-
-struct Case {
-  std::string op;     // catalogue name (what --ops matches)
-  std::string shape;  // "M4096_N2048_K2048": with op, the id shared with bench/peer_torch.py
-  std::string unit;   // "GFLOP/s" or "GB/s"
-  double work = 0;    // flops or bytes of one invocation
-  std::string model;  // how `work` is counted
-  std::function<OpCall(Backend&, Rng&)> make;
-  std::string id() const { return op + ":" + shape; }
-};
-
-std::string dims(std::initializer_list<std::pair<const char*, int64_t>> d) {
-  std::string s;
-  for (auto& [k, v] : d) s += (s.empty() ? "" : "_") + std::string(k) + std::to_string(v);
-  return s;
-}
-
-Case mm_case(int64_t M, int64_t N, int64_t K) {
-  return {"mm", dims({{"M", M}, {"N", N}, {"K", K}}), "GFLOP/s", 2.0 * M * N * K, "2*M*N*K flop; out[M,N] = a[M,K] @ b[K,N]",
-          [=](Backend& b, Rng& r) {
-            return make_call(b, Op::mm, {random_f32(b, Shape{M, K}, r), random_f32(b, Shape{K, N}, r)}, {0, 0}, {1.0f});
-          }};
-}
-
-Case dw_case(int64_t M, int64_t N, int64_t K) {
-  return {"linear_dW", dims({{"M", M}, {"N", N}, {"K", K}}), "GFLOP/s", 2.0 * M * N * K,
-          "2*M*N*K flop; dw[N,K] = dy[M,N]^T @ x[M,K], accumulate=0", [=](Backend& b, Rng& r) {
-            return make_call(b, Op::linear_dW, {random_f32(b, Shape{M, N}, r), random_f32(b, Shape{M, K}, r)}, {0});
-          }};
-}
-
-Case q4_case(int64_t M, int64_t N, int64_t K, int64_t gs) {
-  q4::Geometry g(N, K, gs);
-  Case c{"linear_q4gsw", dims({{"M", M}, {"N", N}, {"K", K}, {"gs", gs}}), "GFLOP/s", 2.0 * M * N * K,
-         "2*M*N*K flop; y[M,N] = x[M,K] @ W^T, W 4-bit", [=](Backend& b, Rng& r) {
-           Q4 q = random_q4(b, N, K, gs, r);
-           return make_call(b, Op::linear_q4gsw, {random_f32(b, Shape{M, K}, r), q.w, q.scales}, {gs});
-         }};
-  if (M == 1) {  // GEMV: memory-bound, count bytes
-    c.unit = "GB/s";
-    c.work = 0.5 * N * K + 4.0 * g.groups() * N + 4.0 * K + 4.0 * N;
-    c.model = "bytes = N*K/2 (codes) + 4*G*N (scales) + 4*K (x) + 4*N (y)";
-  }
-  return c;
-}
-
-Case q4_backward_case(int64_t M, int64_t N, int64_t K, int64_t gs) {
-  return {"linear_q4gsw_backward", dims({{"M", M}, {"N", N}, {"K", K}, {"gs", gs}}), "GFLOP/s", 2.0 * M * N * K,
-          "2*M*N*K flop; dx[M,K] = dy[M,N] @ W, W 4-bit", [=](Backend& b, Rng& r) {
-            Q4 q = random_q4(b, N, K, gs, r);
-            return make_call(b, Op::linear_q4gsw_backward, {random_f32(b, Shape{M, N}, r), q.w, q.scales}, {gs, K});
-          }};
-}
-
-Case requant_case(int64_t N, int64_t K, int64_t gs) {
-  q4::Geometry g(N, K, gs);
-  return {"q4gsw_requant", dims({{"N", N}, {"K", K}, {"gs", gs}}), "GB/s",
-          4.0 * N * K + 4.0 * g.groups() * N + 0.5 * N * K,
-          "bytes = 4*N*K (read latent) + 4*G*N (scales) + N*K/2 (write codes)", [=](Backend& b, Rng& r) {
-            Tensor scales = random_f32(b, Shape{g.groups(), N}, r, 0.01f, 0.1f);
-            Tensor w = b.zeros(Shape{g.words()}, DType::u32);
-            return make_call(b, Op::q4gsw_requant, {random_f32(b, Shape{N, K}, r, -0.5f, 0.5f), scales}, {gs}, {}, {w});
-          }};
-}
-
-Case ce_case(int64_t R, int64_t V) {
-  return {"fused_ce", dims({{"R", R}, {"V", V}}), "GB/s", 8.0 * R * V,
-          "bytes = 8 per logit (read logits, write dlogits in place; labels and loss ignored)",
-          [=](Backend& b, Rng& r) {
-            Tensor logits = random_f32(b, Shape{R, V}, r, -4.0f, 4.0f);
-            Tensor labels = random_labels(b, R, V, r);
-            return make_call(b, Op::fused_ce, {logits, labels}, {}, {static_cast<float>(R)},
-                             {b.zeros(Shape{}, DType::f32), logits});
-          }};
-}
-
-Case adamw_case(int64_t P) {
-  return {"adamw_step", dims({{"P", P}}), "GB/s", 28.0 * P, "bytes = 28 per param (read p,m,v,g; write p,m,v)",
-          [=](Backend& b, Rng& r) {
-            Tensor p = random_f32(b, Shape{P}, r), g = random_f32(b, Shape{P}, r, -1e-2f, 1e-2f);
-            Tensor m = b.zeros(Shape{P}, DType::f32), v = b.zeros(Shape{P}, DType::f32);
-            std::vector<Scalar> f = {1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.1f, 0.05f};
-            return make_call(b, Op::adamw_step, {p, m, v, g}, {}, f, {p, m, v});
-          }};
-}
-
-Case rms_case(int64_t R, int64_t D) {
-  return {"rms_norm", dims({{"R", R}, {"D", D}}), "GB/s", 8.0 * R * D + 4.0 * D + 4.0 * R,
-          "bytes = 8 per element (read x, write y) + 4*D (w) + 4*R (rstd)", [=](Backend& b, Rng& r) {
-            return make_call(b, Op::rms_norm, {random_f32(b, Shape{R, D}, r), random_f32(b, Shape{D}, r)}, {}, {1e-5f});
-          }};
-}
-
-Case softmax_case(int64_t R, int64_t D) {
-  return {"softmax", dims({{"R", R}, {"D", D}}), "GB/s", 8.0 * R * D, "bytes = 8 per element (read x, write out)",
-          [=](Backend& b, Rng& r) { return make_call(b, Op::softmax, {random_f32(b, Shape{R, D}, r, -4, 4)}, {-1}); }};
-}
-
-Case causal_case(int64_t B, int64_t H, int64_t T) {
-  return {"causal_softmax", dims({{"B", B}, {"H", H}, {"T", T}, {"S", T}}), "GB/s", 8.0 * B * H * T * T,
-          "bytes = 8 per element of [B,H,T,S] (read x, write out, masked entries included)", [=](Backend& b, Rng& r) {
-            float scale = 1.0f / std::sqrt(64.0f);
-            return make_call(b, Op::causal_softmax, {random_f32(b, Shape{B, H, T, T}, r, -4, 4)}, {}, {scale});
-          }};
-}
-
-Case silu_case(int64_t R, int64_t D) {
-  return {"silu_mul", dims({{"R", R}, {"D", D}}), "GB/s", 12.0 * R * D, "bytes = 12 per element (read g,u; write h)",
-          [=](Backend& b, Rng& r) {
-            return make_call(b, Op::silu_mul, {random_f32(b, Shape{R, D}, r), random_f32(b, Shape{R, D}, r)});
-          }};
-}
-
-Case rope_case(int64_t B, int64_t T, int64_t H, int64_t D) {
-  return {"rope", dims({{"B", B}, {"T", T}, {"H", H}, {"D", D}}), "GB/s", 8.0 * B * T * H * D,
-          "bytes = 8 per element (read x, write y)", [=](Backend& b, Rng& r) {
-            return make_call(b, Op::rope, {random_f32(b, Shape{B, T, H, D}, r)}, {}, {10000.0f, 0.0f});
-          }};
-}
-
-Case copy_case(int64_t N) {
-  return {"copy", dims({{"N", N}}), "GB/s", 8.0 * N, "bytes = 8 per element (read x, write out); op dim_order_copy f32->f32",
-          [=](Backend& b, Rng& r) {
-            Tensor x = random_f32(b, Shape{N}, r);
-            return make_call(b, Op::dim_order_copy, {x}, {}, {}, {b.zeros(Shape{N}, DType::f32)});
-          }};
-}
-
-std::vector<Case> all_cases(bool small) {
-  if (small)
-    return {mm_case(512, 512, 512),          dw_case(512, 256, 256),   dw_case(512, 512, 512),
-            q4_case(512, 512, 512, 64),      q4_case(1, 512, 512, 64), q4_case(1, 384, 512, 64),
-            q4_backward_case(512, 512, 512, 64), requant_case(512, 512, 64), ce_case(512, 512),
-            adamw_case(int64_t{1} << 18),    rms_case(512, 512),       softmax_case(512, 512),
-            causal_case(2, 4, 64),           silu_case(512, 512),      rope_case(2, 64, 4, 64),
-            copy_case(int64_t{1} << 18)};
-  return {mm_case(4096, 4096, 4096),          mm_case(8192, 8192, 8192),       dw_case(4096, 2048, 2048),
-          dw_case(4096, 4096, 4096),          dw_case(8192, 2048, 2048),       q4_case(4096, 4096, 4096, 64),
-          q4_case(1, 4096, 4096, 64),         q4_case(1, 11008, 4096, 64),     q4_backward_case(4096, 4096, 4096, 64),
-          requant_case(4096, 4096, 64),       ce_case(8192, 32000),            adamw_case(int64_t{1} << 28),
-          rms_case(8192, 4096),               softmax_case(8192, 4096),        causal_case(16, 12, 512),
-          silu_case(8192, 11008),             rope_case(16, 512, 32, 128),     copy_case(int64_t{1} << 28)};
-}
 
 std::vector<std::string> split_commas(const std::string& s) {
   std::vector<std::string> out;
@@ -321,7 +133,7 @@ Peer load_peer(const std::string& file) {
   Peer p;
   if (file.empty()) return p;
   std::ifstream in(file);
-  ET_CHECK(in.good(), "bench: cannot read --peer '", file, "'");
+  ET_CHECK_KIND(ErrorKind::io, in.good(), "bench: cannot read --peer '", file, "'");
   try {
     p.doc = json::parse(in);
   } catch (const std::exception& e) {
@@ -341,7 +153,7 @@ struct Report {
     std::ofstream out(file + ".tmp");
     out << doc.dump(2) << "\n";
     out.close();
-    ET_CHECK(out.good(), "bench: cannot write '", file, "'");
+    ET_CHECK_KIND(ErrorKind::io, out.good(), "bench: cannot write '", file, "'");
     std::rename((file + ".tmp").c_str(), file.c_str());
   }
 };
@@ -349,7 +161,7 @@ struct Report {
 void print_list() {
   for (bool small : {false, true}) {
     std::printf("--size %s:\n", small ? "small" : "realistic");
-    for (const Case& c : all_cases(small))
+    for (const Case& c : bench_cases(small))
       std::printf("  %-44s %-8s %s\n", c.id().c_str(), c.unit.c_str(), c.model.c_str());
   }
   std::printf("step mode: --step tiny|mini|small|base [--batch B --seq T --steps N --mode qat|qlora|fp32]\n");
@@ -358,9 +170,9 @@ void print_list() {
 void run_ops(Backend& b, const Flags& f, bool small, const Peer& peer, Report& rep) {
   auto wanted = split_commas(f.ops);
   std::vector<Case> cases;
-  for (Case& c : all_cases(small)) {
+  for (Case& c : bench_cases(small)) {
     bool want = wanted.empty() || std::any_of(wanted.begin(), wanted.end(), [&](const std::string& w) {
-      return w == c.op || w == c.id() || w == "all";
+      return w == c.name() || w == op_name(c.op) || w == c.id() || w == "all";
     });
     if (want) cases.push_back(std::move(c));
   }
@@ -374,14 +186,14 @@ void run_ops(Backend& b, const Flags& f, bool small, const Peer& peer, Report& r
   json& out = rep.doc["cases"];
   out = json::array();
   for (const Case& c : cases) {
-    json e = {{"id", c.id()}, {"op", c.op}, {"shape", c.shape}, {"unit", c.unit}, {"work", c.work}, {"model", c.model}};
+    json e = {{"id", c.id()}, {"op", c.name()}, {"shape", c.shape}, {"unit", c.unit}, {"work", c.work}, {"model", c.model}};
     std::printf("%-44s ", c.id().c_str());
     std::fflush(stdout);
     std::string skip;
     Result r;
     try {
-      if (!b.supports(*op_from_name(c.op == "copy" ? "dim_order_copy" : c.op)))
-        skip = "the backend does not support " + c.op;
+      if (!b.supports(c.op))
+        skip = "the backend does not support " + c.name();
       else
         r = run_case(b, c, f);
     } catch (const Error& err) {
@@ -426,7 +238,8 @@ void run_ops(Backend& b, const Flags& f, bool small, const Peer& peer, Report& r
   std::printf("\nrate: GFLOP/s or GB/s at the median time of one op invocation; a replay runs `copies` invocations\n"
               "back to back (amortising submit cost) and is divided by copies. Byte/flop models (--list):\n");
   for (const Case& c : cases)
-    if (&c == &cases.front() || c.op != (&c - 1)->op) std::printf("  %-22s %s\n", c.op.c_str(), c.model.c_str());
+    if (&c == &cases.front() || c.name() != (&c - 1)->name())
+      std::printf("  %-22s %s\n", c.name().c_str(), c.model.c_str());
   if (peer.loaded) std::printf("ours/peer = peer median ms / our median ms (> 1: edgetrain is faster)\n");
 }
 

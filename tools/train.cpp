@@ -1,5 +1,9 @@
-// `edgetrain train`: train or fine-tune a model; every TrainOptions field is a flag.
+// `edgetrain train`: train or fine-tune a model; every TrainOptions field is a flag. Ctrl-C (SIGINT) and
+// SIGTERM (a scheduler's preemption) stop the run after the step under way, with a checkpoint.
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
@@ -11,6 +15,44 @@
 #include "tools/commands.h"
 
 namespace edgetrain::cli {
+namespace {
+
+std::atomic<int> g_stop{0};  // the signal that asked the run to stop (TrainOptions::stop)
+static_assert(std::atomic<int>::is_always_lock_free, "the signal handler needs a lock-free flag");
+
+void default_action(int sig) {
+  struct sigaction sa {};
+  sa.sa_handler = SIG_DFL;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(sig, &sa, nullptr);
+}
+
+// The first SIGINT or SIGTERM only sets the flag (the trainer checks it between steps) and says so; both
+// signals get their default action back, so a second one ends the process at once — mid save too, where the
+// atomic writer leaves the previous checkpoint whole. Only async-signal-safe calls here.
+extern "C" void on_stop_signal(int sig) {
+  g_stop.store(sig);
+  default_action(SIGINT);
+  default_action(SIGTERM);
+  static const char kInt[] =
+      "\nedgetrain: SIGINT: stopping after this step with a checkpoint (Ctrl-C again quits at once)\n";
+  static const char kTerm[] =
+      "\nedgetrain: SIGTERM: stopping after this step with a checkpoint (a second signal quits at once)\n";
+  const char* msg = sig == SIGINT ? kInt : kTerm;
+  const size_t len = sig == SIGINT ? sizeof kInt - 1 : sizeof kTerm - 1;
+  [[maybe_unused]] ssize_t n = ::write(STDERR_FILENO, msg, len);
+}
+
+void catch_stop_signals() {
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;  // the file and device calls under way carry on
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+}
+
+}  // namespace
 
 Runner add_train(CLI::App& app) {
   auto* sub = app.add_subcommand("train",
@@ -21,7 +63,9 @@ Runner add_train(CLI::App& app) {
       "  edgetrain train --preset small --backend vulkan --steps 2000 --out runs/small\n"
       "  edgetrain train --backend vulkan,cpu              # Vulkan; the CPU if Vulkan fails to start\n"
       "  edgetrain train --resume --out runs/small --steps 4000   # continue exactly where it stopped\n"
-      "  edgetrain train --init runs/small/checkpoint.safetensors --mode qlora --corpus my.txt --out runs/ft");
+      "  edgetrain train --init runs/small/checkpoint.safetensors --mode qlora --corpus my.txt --out runs/ft\n"
+      "Ctrl-C or SIGTERM stops after the current step, writes the checkpoint and prints the --resume command\n"
+      "(exit status 130 or 143); a second one quits at once, leaving the previous checkpoint as it was.");
   struct Flags {
     TrainOptions o;
     std::string preset = "mini", config, mode = "qat";
@@ -78,7 +122,11 @@ Runner add_train(CLI::App& app) {
   sub->add_option("--time-limit", o.time_limit_s, "Stop (with a checkpoint) after this many seconds; 0 = none");
   sub->add_flag("--resume", o.resume, "Continue OUT/checkpoint.safetensors exactly (same batches and schedule)");
   sub->add_option("--init", o.init,
-                  "Start from the weights of this checkpoint, GGUF file or Hugging Face folder with a fresh optimizer");
+                  "Start from the weights of this checkpoint, GGUF file or Hugging Face folder with a fresh optimizer;\n"
+                  "a qat/qlora checkpoint's 4-bit codes and scales are kept as saved (the same model)");
+  sub->add_flag("--requantize", o.requantize,
+                "With --init: derive new 4-bit scales and codes from the file's fp32 masters instead (prints how\n"
+                "far the 4-bit weights moved); files without codes, or with another group size, always are");
   sub->add_flag("--skip-nan-steps", o.skip_nan_steps, "Skip steps with a NaN/Inf loss or gradient instead of stopping");
   sub->add_option("--max-skipped-steps", o.max_skipped_steps,
                   "With --skip-nan-steps: stop with an error after this many skipped steps in a row")
@@ -90,7 +138,7 @@ Runner add_train(CLI::App& app) {
     TrainOptions o = f->o;
     if (!f->config.empty()) {
       std::ifstream in(f->config);
-      ET_CHECK(in.good(), "train: cannot read --config '", f->config, "'");
+      ET_CHECK_KIND(ErrorKind::io, in.good(), "train: cannot read --config '", f->config, "'");
       std::stringstream ss;
       ss << in.rdbuf();
       o.model = ModelConfig::from_json(ss.str());
@@ -114,8 +162,12 @@ Runner add_train(CLI::App& app) {
     // Past a file size limit (ulimit -f) the kernel's SIGXFSZ would kill us mid save without a word;
     // ignored, the write fails with EFBIG and the trainer reports it, keeping the previous checkpoint.
     std::signal(SIGXFSZ, SIG_IGN);
-    train(o);
-    return 0;
+    o.stop = &g_stop;
+    catch_stop_signals();
+    const TrainResult r = train(o);
+    default_action(SIGINT);
+    default_action(SIGTERM);
+    return r.stopped_by != 0 ? 128 + r.stopped_by : 0;  // the shell's convention for "ended by signal N"
   };
 }
 

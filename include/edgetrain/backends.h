@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "edgetrain/backend.h"
+#include "edgetrain/error.h"
 
 namespace edgetrain {
 
@@ -47,13 +48,14 @@ struct BackendCandidate {
 };
 std::vector<BackendCandidate> backend_plan(const std::string& spec, const BackendOptions& opts = {});
 
-// Whether an Error message is a failure of backend `name` itself — no driver, no device, lost device, out of
-// device memory, a kernel the driver could not compile — rather than of the input (a bad file, a NaN loss):
-// only such failures move a list on to its next backend.
-bool is_backend_failure(const std::string& name, const std::string& message);
+// Whether a --backend list moves on to its next backend after `e`: only when the backend itself could not
+// run the job, i.e. e.kind() is ErrorKind::device (no driver or device, lost device, out of device memory,
+// a pipeline the driver cannot create) or ErrorKind::unsupported (not compiled in, no kernel, a device
+// limit). Misuse, io and numeric errors are the input's fault and the same on every backend.
+bool backend_list_falls_back(const Error& e);
 
 // Calls attempt(candidate) for each candidate of the plan in turn until one returns; returns that one's
-// index. When attempt throws a failure of the backend itself (is_backend_failure) and a candidate is left,
+// index. When attempt throws an Error for which backend_list_falls_back() holds and a candidate is left,
 // a notice goes to stderr ("edgetrain: backend vulkan failed<when> (...); falling back to cpu"), the notice is
 // appended to *notes (if given), and the next candidate is tried; any other Error, or the last candidate's,
 // is rethrown. The one fallback loop behind make_backend and train()'s start-up.

@@ -14,7 +14,7 @@ namespace edgetrain {
 constexpr const char* kCheckpointFormat = "edgetrain-checkpoint-v1";
 
 // Downloads every Model::state_tensors() tensor and writes `path` atomically. Metadata: "format",
-// "config" (ModelConfig::to_json), "step" (steps_done), "q4_layout" ("W_4X8"), "group_size", plus
+// "config" (ModelConfig::to_json), "step" (steps_done), "adam_steps", "q4_layout" ("W_4X8"), "group_size", plus
 // `extra_metadata` (trainer state, tokenizer name, ...), whose keys may not shadow those.
 // Tensor dtypes: F32 for masters, scales and moments; U32 for the W_4X8 code words.
 void save_checkpoint(const std::string& path, Model& model,
@@ -24,7 +24,8 @@ void save_checkpoint(const std::string& path, Model& model,
 // expected tensor is present with its exact dtype and shape and no unexpected tensor is, that every F32
 // tensor (masters, scales, AdamW moments) is finite — no NaN/Inf — and that the stored 4-bit codes agree
 // with the stored masters and scales — all before touching the model, so a rejected file leaves it
-// unchanged. Then uploads every tensor, zeroes the gradients, clears the KV cache and sets steps_done.
+// unchanged. Then uploads every tensor, zeroes the gradients, clears the KV cache and sets steps_done and
+// adam_steps (a file without "adam_steps" predates skipped steps counting apart: it is taken as "step").
 // Errors name the file and the offending tensor or field.
 void load_checkpoint(const std::string& path, Model& model, std::map<std::string, std::string>* metadata_out = nullptr);
 

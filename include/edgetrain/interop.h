@@ -48,7 +48,9 @@ struct GgufExportReport {
 // Writes a llama GGUF v3 file llama.cpp can read: metadata, tensors (linears in `type`; norms and
 // embeddings F32). qlora adapters are merged (W + alpha/r * B A). With `tok`, its tok->gguf_vocab() is
 // written as the tokenizer.ggml.* keys (GPT-2: "gpt2" with merges; bytes: a 256-token "llama" vocabulary;
-// a GGUF tokenizer: as it was read). F32/F16 write the fp32 masters.
+// a GGUF tokenizer: as it was read). Every tensor is the weight the forward computes with
+// (interop_detail::effective_weight): F32 holds 4-bit linears exactly, F16 rounds them, Q4_0 writes their
+// codes and scales bit for bit when the group size is a multiple of 32 and no adapter is merged.
 GgufExportReport save_gguf(const std::string& path, Model& model, GgufType type, const Tokenizer* tok = nullptr);
 
 // Hugging Face Llama folder: config.json + model.safetensors or model.safetensors.index.json shards.
@@ -71,8 +73,8 @@ void export_executorch(const std::string& dir, Model& model);
 std::string describe_model_file(const std::string& path);
 
 namespace interop_detail {
-// Host copy of the weight the model computes with, by name: masters (fp32) or masters with qlora adapters
-// merged (W + alpha/r * B A). Tied head is not listed separately.
+// Host copy of the weight the model computes with: the fp32 value of an unquantized tensor; for a 4-bit
+// linear the dequantized codes (c - 8) * s (not the master), plus alpha/r * B A when qlora adapters exist.
 std::vector<float> effective_weight(Model& model, Param& p);
 // HF rotate_half row order -> adjacent-pair row order for a [n_heads*head_dim, K] q weight (n_kv_heads for a
 // k weight), and back.

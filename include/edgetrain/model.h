@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "edgetrain/backend.h"
+#include "edgetrain/q4gsw.h"
 
 namespace edgetrain {
 
@@ -100,10 +101,11 @@ class Model {
   // whole (accumulated) step so the gradients come out as the mean over it.
   float accumulate(const std::vector<int32_t>& tokens, const std::vector<int32_t>& labels, int64_t batch,
                    int64_t seq, int64_t n_valid_total);
-  // Computes the global gradient norm and reads it back; if it is finite, clips, applies AdamW at the
-  // 1-based step (lr from the schedule), re-quantizes the 4-bit codes, and zeroes the gradients. If it
-  // is NaN/Inf, or apply is false (the caller saw a NaN/Inf loss), only the gradients are zeroed: no
-  // weight is written. Returns the norm before clipping.
+  // Computes the global gradient norm and reads it back; if it is finite, clips, applies AdamW (lr from the
+  // schedule at the 1-based `step`, bias correction after adam_steps + 1 updates), re-quantizes the 4-bit
+  // codes, and zeroes the gradients. If it is NaN/Inf, or apply is false (the caller saw a NaN/Inf loss),
+  // only the gradients are zeroed: no weight or moment is written. Either way steps_done becomes `step`.
+  // Returns the norm before clipping.
   float update(const OptimConfig& opt, int64_t step, bool apply = true);
   // Mean loss over valid labels without touching gradients.
   float evaluate(const std::vector<int32_t>& tokens, const std::vector<int32_t>& labels, int64_t batch, int64_t seq);
@@ -116,13 +118,22 @@ class Model {
   std::map<std::string, std::vector<float>> gradients(const std::vector<int32_t>& tokens,
                                                       const std::vector<int32_t>& labels, int64_t batch, int64_t seq);
 
+  // 4-bit linears together: how many fp32 masters lie outside the range their codes follow (q4::in_range).
+  q4::RangeStats range_stats();
+
   // Host copies of every tensor worth saving (masters, codes, scales, moments), by checkpoint name.
   struct Named {
     std::string name;
     Tensor tensor;
   };
   std::vector<Named> state_tensors();
-  int64_t steps_done = 0;  // AdamW step counter (saved in checkpoints)
+  // Steps taken: the last `step` given to update(), the schedule's position, saved as a checkpoint's "step"
+  // (--resume continues after it). A skipped step (update() that wrote nothing) counts: it used its batch.
+  int64_t steps_done = 0;
+  // AdamW updates applied: the t of bias correction (1 - beta^t), saved as a checkpoint's "adam_steps". A
+  // skipped step leaves the moments as they were, so it does not count (as in PyTorch, where a skipped
+  // optimizer.step() leaves the optimizer's step count while the learning-rate schedule moves on).
+  int64_t adam_steps = 0;
 
   struct Impl;  // opaque: parameters by role and the recorded programs (src/model/model_impl.h)
 

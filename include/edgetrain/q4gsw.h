@@ -36,8 +36,11 @@ std::vector<uint8_t> unpack_w4x8(const Geometry& g, const uint32_t* words);
 std::vector<uint8_t> codes_to_interchange(const Geometry& g, const uint8_t* codes);
 std::vector<uint8_t> interchange_to_codes(const Geometry& g, const uint8_t* bytes);
 
-// Quantizes fp32 weights [N, K]: scale of a group = max|w| / 7 (the largest weight maps to +-7, code 0
-// stays free as headroom for QAT), codes by round-half-even. An all-zero group gets scale 0 (codes 8).
+// Quantizes fp32 weights [N, K]: scale of a group = max|w| / 7 rounded to fp16 (the largest weight maps to
+// +-7, code 0 stays free as headroom for QAT; every scale is exactly representable as a GGUF Q4_0 block
+// scale), codes by round-half-even. An all-zero group gets scale 0 (codes 8). A group whose values already
+// are (c - 8) * s for an fp16 s keeps exactly those values (quantize(dequantize(c, s)) == (c, s) up to the
+// choice among equivalent grids), so dequantized exports read back as the same model.
 struct Quantized {
   std::vector<float> scales;   // [G, N]
   std::vector<uint8_t> codes;  // [N, K]
@@ -45,6 +48,16 @@ struct Quantized {
 Quantized quantize(const Geometry& g, const float* w);
 // The requant rule of OPS.md section 6 for one value.
 uint8_t requant_code(float latent, float scale);
+// Whether the quantizer follows a latent value: -8.5*s <= latent < 7.5*s, the interval that rounds into
+// codes -8..7. Outside it the code is clamped, and the clipped straight-through gradient (q4gsw_ste_grad)
+// is 0. False for s == 0 and for NaN.
+inline bool in_range(float latent, float scale) { return latent >= -8.5f * scale && latent < 7.5f * scale; }
+// How many latents of [N, K] lie outside their group's range (see in_range), and the largest |latent / s|.
+struct RangeStats {
+  int64_t outside = 0, total = 0;
+  double max_ratio = 0;
+};
+RangeStats range_stats(const Geometry& g, const float* latent, const float* scales);
 // W[n,k] as fp32 [N, K].
 std::vector<float> dequantize(const Geometry& g, const uint8_t* codes, const float* scales);
 

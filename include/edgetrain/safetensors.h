@@ -81,9 +81,6 @@ class Reader {
   std::map<std::string, std::string> metadata_;
 };
 
-// IEEE half and bfloat16 bit patterns to f32 (exact: every value, subnormal, infinity and NaN).
-float f16_to_f32(uint16_t h);
-float bf16_to_f32(uint16_t b);
 // n elements of F32/F16/BF16 data (possibly unaligned) to f32.
 void convert_to_f32(const std::string& dtype, const uint8_t* src, size_t n, float* dst);
 

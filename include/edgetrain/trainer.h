@@ -3,6 +3,7 @@
 // (metrics.jsonl), a loss-curve SVG and a generated sample.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -35,6 +36,7 @@ struct TrainOptions {
   std::string backend = "auto";   // a --backend value: one name, an ordered list to fall back through, or auto
   std::string device;             // backend device selector
   std::string init;               // start from this checkpoint's weights (new optimizer state)
+  bool requantize = false;        // with init: new 4-bit scales/codes from its masters instead of its own
   bool resume = false;            // continue out_dir/checkpoint.safetensors exactly
   ModelConfig model = ModelConfig::preset("mini");
   OptimConfig optim;
@@ -49,6 +51,10 @@ struct TrainOptions {
   int64_t sample_tokens = 200;
   int threads = 0;
   bool progress = true;           // progress bar on a terminal, plain lines otherwise
+  // When this holds a non-zero value (a signal handler stores the signal's number), the run stops after
+  // the step under way: it writes the checkpoint (atomically), says how to --resume and returns with
+  // TrainResult::stopped_by set. The CLI points it at its SIGINT/SIGTERM flag.
+  const std::atomic<int>* stop = nullptr;
 };
 
 struct TrainResult {
@@ -56,12 +62,13 @@ struct TrainResult {
   float last_train_loss = 0, last_val_loss = 0, first_val_loss = 0;
   double tokens_per_s = 0, seconds = 0;
   std::string checkpoint, metrics, curve, sample;
+  int stopped_by = 0;  // the value TrainOptions::stop held when it stopped the run early, else 0
 };
 
 // Throws Error (one line naming the step, flag, file or backend) on every failure. Start-up — creating the
 // backend, the model and its weights, the step-0 evaluation and the first step, which compile every kernel
 // of the run — falls back to the next backend of opts.backend's list (or auto's) when the backend itself
-// fails (is_backend_failure), with a notice on stderr.
+// fails (backend_list_falls_back), with a notice on stderr.
 TrainResult train(const TrainOptions& opts);
 
 // Mean validation loss over `batches` fixed batches of the corpus's validation split.

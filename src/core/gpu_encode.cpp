@@ -69,7 +69,8 @@ uint32_t pow2_at_most(uint32_t want, uint32_t limit) {
 void grid_1d(uint64_t workgroups, const EncodeLimits& lim, uint32_t groups[3]) {
   uint64_t x = std::max<uint64_t>(1, std::min<uint64_t>(workgroups, lim.max_groups[0]));
   uint64_t y = std::max<uint64_t>(1, ceil_div(workgroups, x));
-  ET_CHECK(y <= lim.max_groups[1], lim.backend, ": ", workgroups, " workgroups exceed the device grid limits");
+  ET_CHECK_KIND(ErrorKind::unsupported, y <= lim.max_groups[1], lim.backend, ": ", workgroups,
+                " workgroups exceed the device grid limits");
   groups[0] = static_cast<uint32_t>(x);
   groups[1] = static_cast<uint32_t>(y);
   groups[2] = 1;

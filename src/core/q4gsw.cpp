@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "edgetrain/error.h"
+#include "edgetrain/half.h"
 
 namespace edgetrain::q4 {
 
@@ -65,6 +66,37 @@ uint8_t requant_code(float latent, float scale) {
   return static_cast<uint8_t>(static_cast<int>(q) + 8);
 }
 
+namespace {
+
+// The scale of a group with largest magnitude amax: amax / 7 rounded to fp16 (so every scale is exactly a
+// GGUF Q4_0 block scale), never 0 for a nonzero group (a scale below half's range becomes its smallest
+// subnormal) and never above half's largest finite value.
+float fresh_scale(float amax) {
+  if (amax == 0.0f) return 0.0f;
+  const float s = round_to_f16(std::fmin(amax / 7.0f, 65504.0f));
+  return s > 0.0f ? s : f16_to_f32(1);
+}
+
+// A scale s (fp16-representable) for which every w[k] is exactly (c - 8) * s with c in 0..15, or 0 when
+// there is none. Tries the finest grid first: the largest magnitude amax is code magnitude j = 8 (only for a
+// negative value), 7, ..., 1. Makes quantize() the identity on weights that are already q4gsw values (a
+// dequantized export read back), so a model survives an F32 round trip bit for bit.
+float grid_scale(const float* w, int64_t n, float amax, bool amax_negative) {
+  for (int j = amax_negative ? 8 : 7; j >= 1; --j) {
+    const float s = amax / static_cast<float>(j);
+    if (!(s > 0.0f) || round_to_f16(s) != s) continue;
+    bool exact = true;
+    for (int64_t k = 0; k < n && exact; ++k) {
+      const float q = std::nearbyint(w[k] / s);
+      exact = q >= -8.0f && q <= 7.0f && q * s == w[k];
+    }
+    if (exact) return s;
+  }
+  return 0.0f;
+}
+
+}  // namespace
+
 Quantized quantize(const Geometry& g, const float* w) {
   Quantized q;
   q.scales.assign(static_cast<size_t>(g.groups() * g.N), 0.0f);
@@ -72,13 +104,29 @@ Quantized quantize(const Geometry& g, const float* w) {
   for (int64_t n = 0; n < g.N; ++n)
     for (int64_t gi = 0; gi < g.groups(); ++gi) {
       int64_t k0 = gi * g.group_size, k1 = std::min(g.K, k0 + g.group_size);
+      const float* wg = w + n * g.K + k0;
       float amax = 0.0f;
-      for (int64_t k = k0; k < k1; ++k) amax = std::fmax(amax, std::fabs(w[n * g.K + k]));
-      float s = amax / 7.0f;
+      bool amax_negative = false;
+      for (int64_t k = 0; k < k1 - k0; ++k)
+        if (std::fabs(wg[k]) > amax) amax = std::fabs(wg[k]), amax_negative = wg[k] < 0;
+      float s = grid_scale(wg, k1 - k0, amax, amax_negative);
+      if (s == 0.0f) s = fresh_scale(amax);
       q.scales[gi * g.N + n] = s;
       for (int64_t k = k0; k < k1; ++k) q.codes[n * g.K + k] = requant_code(w[n * g.K + k], s);
     }
   return q;
+}
+
+RangeStats range_stats(const Geometry& g, const float* latent, const float* scales) {
+  RangeStats r;
+  r.total = g.N * g.K;
+  for (int64_t n = 0; n < g.N; ++n)
+    for (int64_t k = 0; k < g.K; ++k) {
+      const float x = latent[n * g.K + k], s = scales[(k / g.group_size) * g.N + n];
+      r.outside += !in_range(x, s);
+      if (s > 0) r.max_ratio = std::fmax(r.max_ratio, std::fabs(static_cast<double>(x) / s));
+    }
+  return r;
 }
 
 std::vector<float> dequantize(const Geometry& g, const uint8_t* codes, const float* scales) {

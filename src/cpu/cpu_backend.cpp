@@ -31,7 +31,7 @@ std::string CpuBackend::device_name() const {
 uint64_t CpuBackend::allocate(size_t bytes) {
   size_t rounded = (std::max<size_t>(bytes, 1) + 63) / 64 * 64;
   void* p = std::aligned_alloc(64, rounded);
-  ET_CHECK(p, "cpu: out of memory allocating ", bytes, " bytes");
+  ET_CHECK_KIND(ErrorKind::device, p, "cpu: out of memory allocating ", bytes, " bytes");
   std::memset(p, 0, rounded);
   std::lock_guard<std::mutex> lock(mu_);
   uint64_t id = next_id_++;

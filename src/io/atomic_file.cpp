@@ -27,8 +27,9 @@ std::string parent_dir(const std::string& path) {
 
 std::string errno_text(int e) { return cat(std::strerror(e), " (errno ", e, ")"); }
 
-[[noreturn]] void fail_intact(const std::string& path, const std::string& what) {
-  fail("atomic write of '", path, "' failed: ", what, "; the previous file (if any) is intact");
+// kind: io, or the kind of the writer's own Error (a tensor that could not be read from its device).
+[[noreturn]] void fail_intact(const std::string& path, const std::string& what, ErrorKind kind = ErrorKind::io) {
+  fail_kind(kind, "atomic write of '", path, "' failed: ", what, "; the previous file (if any) is intact");
 }
 
 }  // namespace
@@ -70,7 +71,7 @@ void fwrite_checked(std::FILE* f, const void* data, size_t n, const std::string&
   size_t done = std::fwrite(data, 1, n, f);
   if (done != n) {
     int e = errno != 0 ? errno : EIO;
-    fail("writing '", path, "': wrote ", done, " of ", n, " bytes: ", errno_text(e));
+    fail_kind(ErrorKind::io, "writing '", path, "': wrote ", done, " of ", n, " bytes: ", errno_text(e));
   }
 }
 
@@ -96,15 +97,17 @@ void write_file_atomic(const std::string& path, const std::function<void(std::FI
   }
 
   // Closes (if still open) and removes the temp file, then throws.
-  auto abandon = [&](const std::string& what) {
+  auto abandon = [&](const std::string& what, ErrorKind kind = ErrorKind::io) {
     if (f != nullptr) std::fclose(f);
     f = nullptr;
     ::unlink(tmp.c_str());
-    fail_intact(path, what);
+    fail_intact(path, what, kind);
   };
 
   try {
     writer(f);
+  } catch (const Error& e) {
+    abandon(cat("while writing '", tmp, "': ", e.what()), e.kind());
   } catch (const std::exception& e) {
     abandon(cat("while writing '", tmp, "': ", e.what()));
   } catch (...) {
@@ -140,16 +143,16 @@ void write_file_atomic(const std::string& path, const std::function<void(std::FI
   int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd < 0) {
     int e = errno;
-    fail("atomic write of '", path, "': the new file is in place but its directory '", dir,
-         "' could not be opened for fsync: ", errno_text(e));
+    fail_kind(ErrorKind::io, "atomic write of '", path, "': the new file is in place but its directory '", dir,
+              "' could not be opened for fsync: ", errno_text(e));
   }
   if (::fsync(dfd) != 0) {
     int e = errno;
     ::close(dfd);
     // Some file systems cannot fsync a directory; that is not a failure of the write.
     if (e != EINVAL && e != ENOTSUP)
-      fail("atomic write of '", path, "': the new file is in place but fsync of directory '", dir,
-           "' failed: ", errno_text(e));
+      fail_kind(ErrorKind::io, "atomic write of '", path, "': the new file is in place but fsync of directory '", dir,
+                "' failed: ", errno_text(e));
     return;
   }
   ::close(dfd);

@@ -19,7 +19,7 @@ namespace edgetrain {
 
 namespace {
 
-constexpr const char* kReservedKeys[] = {"format", "config", "step", "q4_layout", "group_size"};
+constexpr const char* kReservedKeys[] = {"format", "config", "step", "adam_steps", "q4_layout", "group_size"};
 
 std::vector<int64_t> dims_of(const Shape& s) { return std::vector<int64_t>(s.data(), s.data() + s.rank()); }
 
@@ -32,6 +32,12 @@ std::string dims_str(const std::vector<int64_t>& d) {
 template <typename... Args>
 [[noreturn]] void bad_ckpt(const std::string& path, const Args&... args) {
   fail("checkpoint '", path, "': ", args...);
+}
+
+// NaN/Inf where a checkpoint must hold finite numbers.
+template <typename... Args>
+[[noreturn]] void non_finite(const std::string& path, const Args&... args) {
+  fail_kind(ErrorKind::numeric, "checkpoint '", path, "': ", args...);
 }
 
 const std::string& meta_field(const safetensors::Reader& r, const std::string& key) {
@@ -103,8 +109,8 @@ void check_finite(const safetensors::Reader& r, const std::string& name) {
     std::memcpy(chunk, p + i * sizeof(float), m * sizeof(float));
     for (uint64_t j = 0; j < m; ++j)
       if (!std::isfinite(chunk[j]))
-        bad_ckpt(r.source(), "tensor '", name, "' (", role_of(name), ") holds ", chunk[j], " at index ", i + j,
-                 "; a checkpoint must not contain NaN/Inf (it is corrupt: use an earlier checkpoint)");
+        non_finite(r.source(), "tensor '", name, "' (", role_of(name), ") holds ", chunk[j], " at index ", i + j,
+                   "; a checkpoint must not contain NaN/Inf (it is corrupt: use an earlier checkpoint)");
   }
 }
 
@@ -116,9 +122,12 @@ void check_q4(const safetensors::Reader& r, const Param& p, int64_t group_size) 
   std::vector<float> w = f32_of(r, p.name), s = f32_of(r, scales_name);
   std::vector<uint32_t> words(static_cast<size_t>(g.words()));
   std::memcpy(words.data(), r.data(codes_name), words.size() * 4);
-  for (size_t i = 0; i < s.size(); ++i)
-    if (!std::isfinite(s[i]) || s[i] < 0.0f)
-      bad_ckpt(r.source(), "tensor '", scales_name, "' holds ", s[i], " at index ", i, "; scales must be finite and >= 0");
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (!std::isfinite(s[i]))
+      non_finite(r.source(), "tensor '", scales_name, "' holds ", s[i], " at index ", i, "; scales must be finite");
+    if (s[i] < 0.0f)
+      bad_ckpt(r.source(), "tensor '", scales_name, "' holds ", s[i], " at index ", i, "; scales must be >= 0");
+  }
   std::vector<uint8_t> codes = q4::unpack_w4x8(g, words.data());
   if (q4::pack_w4x8(g, codes.data()) != words)
     bad_ckpt(r.source(), "tensor '", codes_name, "' has padding nibbles other than 8 (corrupt W_4X8 words)");
@@ -150,6 +159,7 @@ void save_checkpoint(const std::string& path, Model& model, const std::map<std::
   w.set_metadata("format", kCheckpointFormat);
   w.set_metadata("config", model.config().to_json());
   w.set_metadata("step", std::to_string(model.steps_done));
+  w.set_metadata("adam_steps", std::to_string(model.adam_steps));
   w.set_metadata("q4_layout", "W_4X8");
   w.set_metadata("group_size", std::to_string(model.config().group_size));
   w.save(path);
@@ -165,6 +175,10 @@ void load_checkpoint(const std::string& path, Model& model, std::map<std::string
   if (parse_int(r, "group_size") != cfg.group_size)
     bad_ckpt(path, "group_size metadata ", meta_field(r, "group_size"), " differs from the config's ", cfg.group_size);
   const int64_t step = parse_int(r, "step");
+  // Files written before skipped steps were counted apart have no "adam_steps": every step was an update.
+  const int64_t adam_steps = r.metadata().count("adam_steps") ? parse_int(r, "adam_steps") : step;
+  if (adam_steps > step)
+    bad_ckpt(path, "metadata adam_steps = ", adam_steps, " exceeds step = ", step, " (an update is a step taken)");
 
   // Every expected tensor, exactly; nothing else.
   std::vector<Model::Named> state = model.state_tensors();
@@ -197,6 +211,7 @@ void load_checkpoint(const std::string& path, Model& model, std::map<std::string
       be.upload(p.grad, zero.data(), zero.size());
     }
   model.steps_done = step;
+  model.adam_steps = adam_steps;
   model.reset_cache();
   if (metadata_out != nullptr) *metadata_out = r.metadata();
 }

@@ -88,9 +88,9 @@ void export_executorch(const std::string& dir, Model& model) {
                       {"quantized_linears", linears},
                       {"fp32_tensors", others}};
   std::ofstream out(dir + "/manifest.json", std::ios::trunc);
-  ET_CHECK(out, "executorch export: cannot write ", dir, "/manifest.json");
+  ET_CHECK_KIND(ErrorKind::io, out, "executorch export: cannot write ", dir, "/manifest.json");
   out << m.dump(2) << "\n";
-  ET_CHECK(out.good(), "executorch export: write failed: ", dir, "/manifest.json");
+  ET_CHECK_KIND(ErrorKind::io, out.good(), "executorch export: write failed: ", dir, "/manifest.json");
 }
 
 }  // namespace edgetrain

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "edgetrain/error.h"
+#include "edgetrain/half.h"
 #include "edgetrain/safetensors.h"
 #include "io/atomic_file.h"
 #ifndef EDGETRAIN_GGUF_READER_ONLY  // the fuzz target builds only the file format part
@@ -128,8 +129,8 @@ struct Cursor {
   const std::string& src;
   uint64_t left() const { return size - pos; }
   void need(uint64_t n, const char* what) {
-    ET_CHECK(n <= left(), "file ", src, ": truncated: ", what, " needs ", n, " bytes at offset ", pos, ", only ", left(),
-             " left");
+    ET_CHECK_KIND(ErrorKind::io, n <= left(), "file ", src, ": truncated: ", what, " needs ", n, " bytes at offset ",
+                  pos, ", only ", left(), " left");
   }
   template <typename T>
   T get(const char* what) {
@@ -202,12 +203,13 @@ Value read_value(Cursor& c, VType t, int depth) {
 
 File File::open(const std::string& path) {
   std::ifstream in(path, std::ios::binary | std::ios::ate);
-  ET_CHECK(in, "file ", path, ": cannot open");
+  ET_CHECK_KIND(ErrorKind::io, in, "file ", path, ": cannot open");
   std::streamoff n = in.tellg();
-  ET_CHECK(n >= 0, "file ", path, ": cannot read its size");
+  ET_CHECK_KIND(ErrorKind::io, n >= 0, "file ", path, ": cannot read its size");
   auto buf = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(n));
   in.seekg(0);
-  ET_CHECK(n == 0 || in.read(reinterpret_cast<char*>(buf->data()), n), "file ", path, ": read failed");
+  ET_CHECK_KIND(ErrorKind::io, n == 0 || in.read(reinterpret_cast<char*>(buf->data()), n), "file ", path,
+                ": read failed");
   File f;
   f.source_ = path;
   f.owned_ = buf;
@@ -275,12 +277,13 @@ void File::parse(const uint8_t* p, uint64_t size) {
     tensors_.push_back(std::move(t));
   }
   uint64_t start = (c.pos + alignment_ - 1) / alignment_ * alignment_;
-  ET_CHECK(tensors_.empty() || start <= size, "file ", source_, ": truncated before the data section");
+  ET_CHECK_KIND(ErrorKind::io, tensors_.empty() || start <= size, "file ", source_,
+                ": truncated before the data section");
   uint64_t avail = start <= size ? size - start : 0;
   for (const TensorInfo& t : tensors_)
-    ET_CHECK(t.offset <= avail && t.nbytes <= avail - t.offset, "file ", source_, ": tensor '", t.name, "' (",
-             t.nbytes, " bytes at data offset ", t.offset, ") runs past the end of the file (", avail,
-             " data bytes)");
+    ET_CHECK_KIND(ErrorKind::io, t.offset <= avail && t.nbytes <= avail - t.offset, "file ", source_, ": tensor '",
+                  t.name, "' (", t.nbytes, " bytes at data offset ", t.offset, ") runs past the end of the file (",
+                  avail, " data bytes)");
   data_ = p + (start <= size ? start : size);
 }
 
@@ -333,31 +336,10 @@ std::vector<float> File::to_f32(const TensorInfo& t) const {
 
 // ---- numbers and blocks ----
 
-uint16_t f32_to_f16(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
-  uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
-  uint32_t ax = x & 0x7fffffffu;
-  if (ax >= 0x7f800000u) return sign | (ax > 0x7f800000u ? 0x7e00 : 0x7c00);  // NaN / infinity
-  if (ax >= 0x477ff000u) return sign | 0x7c00;                                   // rounds to >= 65520: inf
-  if (ax < 0x38800000u) {                                                        // half subnormal or zero
-    float a;
-    std::memcpy(&a, &ax, 4);
-    // The subnormal step is 2^-24; nearbyint rounds half to even in the default rounding mode.
-    return sign | static_cast<uint16_t>(std::nearbyint(static_cast<double>(a) * 16777216.0));
-  }
-  uint32_t mant = ax & 0x7fffffu;
-  uint32_t exp = (ax >> 23) - 127 + 15;
-  uint32_t h = (exp << 10) | (mant >> 13);
-  uint32_t rest = mant & 0x1fffu;
-  if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) ++h;  // carries into the exponent correctly
-  return sign | static_cast<uint16_t>(h);
-}
-
 static float half(const uint8_t* p) {
   uint16_t h;
   std::memcpy(&h, p, 2);
-  return safetensors::f16_to_f32(h);
+  return f16_to_f32(h);
 }
 
 void decode_q4_0(const uint8_t* src, uint64_t numel, float* dst) {
@@ -402,7 +384,7 @@ std::vector<uint8_t> q4gsw_to_q4_0(int64_t N, int64_t K, const uint8_t* codes, c
       uint8_t* blk = out.data() + (n * G + g) * 18;
       float s = scales[g * N + n];
       uint16_t h = f32_to_f16(s);
-      ET_CHECK(safetensors::f16_to_f32(h) == s, "Q4_0: scale ", s, " (row ", n, ", group ", g,
+      ET_CHECK(f16_to_f32(h) == s, "Q4_0: scale ", s, " (row ", n, ", group ", g,
                ") is not representable in fp16");
       std::memcpy(blk, &h, 2);
       for (int j = 0; j < 16; ++j)
@@ -419,7 +401,7 @@ std::vector<uint8_t> quantize_q4_0(const float* w, uint64_t numel) {
     for (int j = 0; j < 32; ++j)
       if (std::fabs(x[j]) > amax) amax = std::fabs(x[j]), mx = x[j];
     uint16_t h = f32_to_f16(mx / -8.0f);
-    float d = safetensors::f16_to_f32(h);  // quantize with the stored (rounded) scale
+    float d = f16_to_f32(h);  // quantize with the stored (rounded) scale
     float id = d != 0.0f ? 1.0f / d : 0.0f;
     uint8_t* blk = out.data() + b * 18;
     std::memcpy(blk, &h, 2);
@@ -682,7 +664,7 @@ ModelConfig config_from(const gguf::File& f, TrainMode mode, int64_t group_size)
   try {
     c.validate();
   } catch (const Error& e) {
-    fail("file ", src, ": ", e.what());
+    fail_kind(e.kind(), "file ", src, ": ", e.what());
   }
   return c;
 }
@@ -778,13 +760,14 @@ GgufExportReport save_gguf(const std::string& path, Model& model, GgufType type,
       std::memcpy(bytes.data(), v.data(), bytes.size());
       return bytes;
     };
-    if (!linear || type == GgufType::F32) {
+    // Q4_0 files keep what edgetrain never quantizes (embeddings, norms, the output head) in F32, as trained:
+    // the file is the model, not an approximation of it.
+    if (!linear || type == GgufType::F32 || p.name == "output.weight") {
       w.add_tensor(gn, ne, gguf::F32, as_f32());
-    } else if (type == GgufType::F16 || !p.quantized()) {
-      // Q4_0 files keep the (unquantized in edgetrain) output head in F16.
+    } else if (type == GgufType::F16) {
       std::vector<uint8_t> bytes(v.size() * 2);
       for (size_t i = 0; i < v.size(); ++i) {
-        uint16_t h = gguf::f32_to_f16(v[i]);
+        uint16_t h = f32_to_f16(v[i]);
         std::memcpy(&bytes[2 * i], &h, 2);
       }
       w.add_tensor(gn, ne, gguf::F16, std::move(bytes));
@@ -799,25 +782,41 @@ GgufExportReport save_gguf(const std::string& path, Model& model, GgufType type,
       for (Param& q : model.params())
         if (q.name == p.name + ".lora_b")
           for (float x : b.to_vector<float>(q.value)) merged |= x != 0.0f;
-      bool exact = c.group_size == 32 && !merged;
-      std::vector<float> scales;
-      std::vector<uint8_t> codes;
-      if (exact) {
-        q4::Geometry g(N, K, 32);
-        scales = b.to_vector<float>(p.scales);
-        for (float s : scales) exact &= safetensors::f16_to_f32(gguf::f32_to_f16(s)) == s;
-        if (exact) codes = q4::unpack_w4x8(g, b.to_vector<uint32_t>(p.codes).data());
+      // A q4gsw group of 32*j values with scale s is j Q4_0 blocks with that scale: exact whenever the group
+      // size is a multiple of 32 and s is an fp16 value (quantize() rounds every scale to fp16).
+      std::string why_not;
+      if (!p.quantized()) why_not = "an fp32-mode weight";
+      else if (merged) why_not = "merged LoRA adapters";
+      else if (c.group_size % 32 != 0) why_not = "group size " + std::to_string(c.group_size) + " is not a multiple of 32";
+      std::vector<float> scales32;
+      if (why_not.empty()) {
+        q4::Geometry g(N, K, c.group_size);
+        const auto scales = b.to_vector<float>(p.scales);
+        scales32.resize(static_cast<size_t>(K / 32 * N));
+        for (int64_t j = 0; j < K / 32; ++j)
+          for (int64_t n = 0; n < N; ++n) {
+            const float sc = scales[(j * 32 / c.group_size) * N + n];
+            if (round_to_f16(sc) != sc && why_not.empty())
+              why_not = "scale " + std::to_string(sc) + " is not an fp16 value (a checkpoint of an older version)";
+            scales32[j * N + n] = sc;
+          }
       }
-      if (exact) {
-        w.add_tensor(gn, ne, gguf::Q4_0, gguf::q4gsw_to_q4_0(N, K, codes.data(), scales.data()));
+      if (why_not.empty()) {
+        const auto codes = q4::unpack_w4x8(q4::Geometry(N, K, c.group_size), b.to_vector<uint32_t>(p.codes).data());
+        w.add_tensor(gn, ne, gguf::Q4_0, gguf::q4gsw_to_q4_0(N, K, codes.data(), scales32.data()));
         ++rep.exact_q4;
       } else {
-        w.add_tensor(gn, ne, gguf::Q4_0, gguf::quantize_q4_0(v.data(), v.size()));
+        auto blocks = gguf::quantize_q4_0(v.data(), v.size());
+        std::vector<float> back(v.size());
+        gguf::decode_q4_0(blocks.data(), back.size(), back.data());
+        double err = 0, ref = 0;
+        for (size_t i = 0; i < v.size(); ++i) err += (back[i] - v[i]) * double(back[i] - v[i]), ref += v[i] * double(v[i]);
+        w.add_tensor(gn, ne, gguf::Q4_0, std::move(blocks));
         ++rep.requantized;
-        rep.warnings.push_back(p.name + ": re-quantized to Q4_0 from the weights (" +
-                               (merged ? std::string("merged LoRA") : c.group_size != 32
-                                   ? "group size " + std::to_string(c.group_size)
-                                   : std::string("scales not fp16-representable")) + ")");
+        char buf[64];
+        std::snprintf(buf, sizeof buf, "%.3g%%", ref > 0 ? 100.0 * std::sqrt(err / ref) : 0.0);
+        rep.warnings.push_back(p.name + ": re-quantized to Q4_0 (" + why_not + "), RMS weight error " + buf +
+                               " of the weight RMS");
       }
     }
   }

@@ -93,8 +93,6 @@ class File {
   const uint8_t* data_ = nullptr;
 };
 
-// IEEE half from f32, round to nearest even (overflow gives infinity).
-uint16_t f32_to_f16(float f);
 // Blocks of 32 decoded to f32.
 void decode_q4_0(const uint8_t* src, uint64_t numel, float* dst);
 void decode_q8_0(const uint8_t* src, uint64_t numel, float* dst);

@@ -23,8 +23,9 @@ namespace interop_detail {
 std::vector<float> effective_weight(Model& model, Param& p) {
   Backend& b = model.backend();
   const ModelConfig& c = model.config();
-  if (c.mode != TrainMode::qlora || !p.quantized()) return b.to_vector<float>(p.value);
-  // qlora: the forward computes with the frozen 4-bit base plus the adapters.
+  if (!p.quantized()) return b.to_vector<float>(p.value);
+  // A 4-bit linear computes with its codes and scales, never with the fp32 master (qat masters drift past
+  // the representable range: writing them would export a different model); qlora adds its adapters.
   q4::Geometry g(p.value.shape()[0], p.value.shape()[1], c.group_size);
   auto codes = q4::unpack_w4x8(g, b.to_vector<uint32_t>(p.codes).data());
   auto scales = b.to_vector<float>(p.scales);
@@ -93,7 +94,7 @@ std::string hf_name(const std::string& ours) {
 
 nlohmann::json read_json(const std::string& path) {
   std::ifstream in(path);
-  ET_CHECK(in, "file ", path, ": cannot open");
+  ET_CHECK_KIND(ErrorKind::io, in, "file ", path, ": cannot open");
   try {
     return nlohmann::json::parse(in);
   } catch (const std::exception& e) {
@@ -189,7 +190,7 @@ ModelConfig hf_config(const std::string& dir, const Shards* shards, TrainMode mo
   try {
     c.validate();
   } catch (const Error& e) {
-    fail("file ", path, ": ", e.what());
+    fail_kind(e.kind(), "file ", path, ": ", e.what());
   }
   return c;
 }
@@ -315,6 +316,35 @@ std::string describe_model_file(const std::string& path) {
     os << path << ": edgetrain checkpoint, step " << meta["step"] << "\n  config: " << meta["config"] << "\n";
     for (auto& [k, v] : meta)
       if (k != "config" && k != "step") os << "  " << k << ": " << (v.size() > 120 ? v.substr(0, 120) + "..." : v) << "\n";
+    // The 4-bit linears: how far the fp32 masters have left the range their codes can follow.
+    const ModelConfig c = ModelConfig::from_json(meta["config"]);
+    q4::RangeStats all;
+    std::ostringstream rows;
+    for (auto& t : r.tensors()) {
+      const std::string suffix = ".q4_scales";
+      if (t.name.size() <= suffix.size() || t.name.compare(t.name.size() - suffix.size(), suffix.size(), suffix) != 0)
+        continue;
+      const std::string w = t.name.substr(0, t.name.size() - suffix.size());
+      if (!r.contains(w)) continue;
+      const auto& ws = r.info(w).shape;
+      if (ws.size() != 2) continue;
+      q4::Geometry g(ws[0], ws[1], c.group_size);
+      const auto lat = r.to_f32(w), sc = r.to_f32(t.name);
+      if (static_cast<int64_t>(sc.size()) != g.groups() * g.N) continue;
+      const q4::RangeStats st = q4::range_stats(g, lat.data(), sc.data());
+      all.outside += st.outside, all.total += st.total, all.max_ratio = std::max(all.max_ratio, st.max_ratio);
+      char buf[160];
+      std::snprintf(buf, sizeof buf, "    %-40s %6.2f%% outside, max |w/s| %.1f\n", w.c_str(),
+                    100.0 * static_cast<double>(st.outside) / static_cast<double>(st.total), st.max_ratio);
+      rows << buf;
+    }
+    if (all.total > 0) {
+      char buf[200];
+      std::snprintf(buf, sizeof buf, "  4-bit linears: %.2f%% of masters outside the range their codes follow "
+                    "(-8.5*s <= w < 7.5*s; the weight is clamped there), max |w/s| %.1f\n",
+                    100.0 * static_cast<double>(all.outside) / static_cast<double>(all.total), all.max_ratio);
+      os << buf << rows.str();
+    }
     return os.str();
   }
   os << path << ": safetensors, " << r.tensors().size() << " tensors\n";

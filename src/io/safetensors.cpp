@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "edgetrain/error.h"
+#include "edgetrain/half.h"
 #include "io/atomic_file.h"
 
 namespace edgetrain::safetensors {
@@ -168,7 +169,7 @@ Reader Reader::open(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     int e = errno;
-    fail("safetensors: cannot open '", path, "': ", std::strerror(e));
+    fail_kind(ErrorKind::io, "safetensors: cannot open '", path, "': ", std::strerror(e));
   }
   struct FdCloser {
     int fd;
@@ -177,7 +178,7 @@ Reader Reader::open(const std::string& path) {
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
     int e = errno;
-    fail("safetensors: cannot stat '", path, "': ", std::strerror(e));
+    fail_kind(ErrorKind::io, "safetensors: cannot stat '", path, "': ", std::strerror(e));
   }
   ET_CHECK(S_ISREG(st.st_mode), "safetensors: '", path, "' is not a regular file");
   const uint64_t size = static_cast<uint64_t>(st.st_size);
@@ -187,7 +188,7 @@ Reader Reader::open(const std::string& path) {
     void* m = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
     if (m == MAP_FAILED) {
       int e = errno;
-      fail("safetensors: cannot map '", path, "' (", size, " bytes): ", std::strerror(e));
+      fail_kind(ErrorKind::io, "safetensors: cannot map '", path, "' (", size, " bytes): ", std::strerror(e));
     }
     backing->map = m;
     backing->map_len = size;
@@ -200,9 +201,10 @@ Reader Reader::open(const std::string& path) {
       if (n < 0 && errno == EINTR) continue;
       if (n < 0) {
         int e = errno;
-        fail("safetensors: reading '", path, "': ", std::strerror(e));
+        fail_kind(ErrorKind::io, "safetensors: reading '", path, "': ", std::strerror(e));
       }
-      ET_CHECK(n > 0, "safetensors: '", path, "' shrank while being read (", done, " of ", size, " bytes)");
+      ET_CHECK_KIND(ErrorKind::io, n > 0, "safetensors: '", path, "' shrank while being read (", done, " of ", size,
+                    " bytes)");
       done += static_cast<uint64_t>(n);
     }
     bytes = backing->bytes.data();
@@ -217,12 +219,18 @@ template <typename... Args>
   fail("safetensors: '", source, "': ", args...);
 }
 
+// A file that ends before its own header says it does was cut short (an interrupted copy or write): io.
+template <typename... Args>
+[[noreturn]] static void cut_short(const std::string& source, const Args&... args) {
+  fail_kind(ErrorKind::io, "safetensors: '", source, "': ", args...);
+}
+
 void Reader::parse(const uint8_t* bytes, uint64_t size) {
   const std::string& src = source_;
-  if (size < 8) bad_file(src, "file of ", size, " bytes is too short for the 8-byte header length");
+  if (size < 8) cut_short(src, "file of ", size, " bytes is too short for the 8-byte header length");
   const uint64_t n = read_u64_le(bytes);
   if (n > kMaxHeaderBytes) bad_file(src, "header length ", n, " exceeds the limit of ", kMaxHeaderBytes, " bytes");
-  if (n > size - 8) bad_file(src, "header length ", n, " exceeds the file size ", size, " minus 8 (truncated file?)");
+  if (n > size - 8) cut_short(src, "header length ", n, " exceeds the file size ", size, " minus 8 (truncated file?)");
   const uint8_t* header = bytes + 8;
   if (n == 0 || header[0] != '{') bad_file(src, "header does not start with '{'");
   if (json_depth(header, static_cast<size_t>(n)) > kMaxJsonDepth)
@@ -307,8 +315,8 @@ void Reader::parse(const uint8_t* bytes, uint64_t size) {
       bad_file(src, "tensor '", name, "': data_offsets ", off->dump(), " are not non-negative integers");
     if (t.begin > t.end) bad_file(src, "tensor '", name, "': data_offsets [", t.begin, ", ", t.end, "] are reversed");
     if (t.end > data_size_)
-      bad_file(src, "tensor '", name, "': data_offsets [", t.begin, ", ", t.end, "] exceed the data buffer of ",
-               data_size_, " bytes (truncated file?)");
+      cut_short(src, "tensor '", name, "': data_offsets [", t.begin, ", ", t.end, "] exceed the data buffer of ",
+                data_size_, " bytes (truncated file?)");
     if (t.end - t.begin != need)
       bad_file(src, "tensor '", name, "': data_offsets span ", t.end - t.begin, " bytes but ", t.dtype, " ",
                shape_str(t.shape), " needs ", need);
@@ -353,37 +361,6 @@ std::vector<float> Reader::to_f32(const std::string& name) const {
   std::vector<float> out(static_cast<size_t>(t.numel()));
   convert_to_f32(t.dtype, buffer_ + t.begin, out.size(), out.data());
   return out;
-}
-
-// ---- f16 / bf16 ----
-
-float f16_to_f32(uint16_t h) {
-  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  const uint32_t exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
-  uint32_t bits;
-  if (exp == 0) {
-    if (mant == 0) {
-      bits = sign;
-    } else {  // subnormal: mant * 2^-24, exact in f32
-      float f = std::ldexp(static_cast<float>(mant), -24);
-      std::memcpy(&bits, &f, 4);
-      bits |= sign;
-    }
-  } else if (exp == 31) {
-    bits = sign | 0x7f800000u | (mant << 13);  // infinity or NaN (payload kept)
-  } else {
-    bits = sign | ((exp + 112u) << 23) | (mant << 13);
-  }
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
-float bf16_to_f32(uint16_t b) {
-  uint32_t bits = static_cast<uint32_t>(b) << 16;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
 }
 
 void convert_to_f32(const std::string& dtype, const uint8_t* src, size_t n, float* dst) {

@@ -126,6 +126,7 @@ void Model::init(uint64_t seed) {
       }
     }
   steps_done = 0;
+  adam_steps = 0;
 }
 
 void Model::quantize_from_masters() {
@@ -153,6 +154,18 @@ void Model::requantize() {
     auto words = q4::pack_w4x8(g, codes.data());
     backend_.upload(p.codes, words.data(), words.size() * sizeof(uint32_t));
   }
+}
+
+q4::RangeStats Model::range_stats() {
+  q4::RangeStats all;
+  for (Param& p : params_) {
+    if (!p.quantized()) continue;
+    q4::Geometry g(p.value.shape()[0], p.value.shape()[1], cfg_.group_size);
+    const auto w = backend_.to_vector<float>(p.value), s = backend_.to_vector<float>(p.scales);
+    const q4::RangeStats r = q4::range_stats(g, w.data(), s.data());
+    all.outside += r.outside, all.total += r.total, all.max_ratio = std::max(all.max_ratio, r.max_ratio);
+  }
+  return all;
 }
 
 std::vector<Model::Named> Model::state_tensors() {

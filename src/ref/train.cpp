@@ -138,6 +138,23 @@ void q4gsw_requant(const Call& c) {
     }
 }
 
+// grad, latent [N, K] f32, scales [G, N], ints {group_size}; the output is grad itself (in place).
+// The clipped straight-through estimator: the quantizer's output stops following the latent once
+// roundEven(latent/s) leaves [-8, 7], so the gradient stops there too: grad[n,k] = 0 unless
+// -8.5*s <= latent[n,k] < 7.5*s (in exact arithmetic the interval that rounds into [-8, 7]). The bounds are
+// products, exact for fp16 scales and correctly rounded on every backend, so every backend keeps the same
+// elements. s == 0 keeps nothing: that group's weights are 0 whatever the latent. A NaN latent keeps nothing.
+void q4gsw_ste_grad(const Call& c) {
+  const View& lat = c.in[1];
+  const int64_t N = lat.shape[0], K = lat.shape[1], gs = c.ints[0];
+  const float *lp = lat.as<float>(), *s = c.in[2].as<float>();
+  float* g = c.out[0].as<float>();
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t k = 0; k < K; ++k) {
+      if (!q4::in_range(lp[n * K + k], s[(k / gs) * N + n])) g[n * K + k] = 0.0f;
+    }
+}
+
 // param, m, v, grad: f32 with equal numel; outputs are param, m, v themselves (in place).
 // floats {lr, beta1, beta2, eps, weight_decay, bc1, bc2}; per element, in this order (OPS.md section 7):
 //   p -= lr*wd*p; m = b1*m + (1-b1)*g; v = b2*v + (1-b2)*g^2; p -= lr*(m/bc1) / (sqrt(v/bc2) + eps)

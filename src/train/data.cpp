@@ -21,18 +21,18 @@ class Mapped {
  public:
   explicit Mapped(const std::string& path) : path_(path) {
     int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    ET_CHECK(fd >= 0, "cannot open '", path, "': ", std::strerror(errno));
+    ET_CHECK_KIND(ErrorKind::io, fd >= 0, "cannot open '", path, "': ", std::strerror(errno));
     struct stat st {};
     if (::fstat(fd, &st) != 0) {
       ::close(fd);
-      fail("cannot stat '", path, "': ", std::strerror(errno));
+      fail_kind(ErrorKind::io, "cannot stat '", path, "': ", std::strerror(errno));
     }
     size_ = static_cast<size_t>(st.st_size);
     if (size_ > 0) {
       data_ = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
       if (data_ == MAP_FAILED) {
         ::close(fd);
-        fail("cannot memory-map '", path, "': ", std::strerror(errno));
+        fail_kind(ErrorKind::io, "cannot memory-map '", path, "': ", std::strerror(errno));
       }
     }
     ::close(fd);
@@ -62,7 +62,8 @@ class ByteStream : public TokenStream {
 class CachedStream : public TokenStream {
  public:
   explicit CachedStream(const std::string& path) : map_(path) {
-    ET_CHECK(map_.size() % 4 == 0, "token cache '", path, "' is corrupt (size not a multiple of 4); delete it");
+    ET_CHECK_KIND(ErrorKind::io, map_.size() % 4 == 0, "token cache '", path,
+                  "' is corrupt (size not a multiple of 4); delete it");
   }
   int64_t size() const override { return static_cast<int64_t>(map_.size() / 4); }
   int32_t at(int64_t i) const override {
@@ -82,7 +83,7 @@ void build_cache(const std::string& corpus, const Tokenizer& tok, const std::str
   Mapped text(corpus);
   std::string tmp = out + ".tmp." + std::to_string(::getpid());
   std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  ET_CHECK(f, "cannot create token cache '", tmp, "': ", std::strerror(errno));
+  ET_CHECK_KIND(ErrorKind::io, f, "cannot create token cache '", tmp, "': ", std::strerror(errno));
   const char* p = reinterpret_cast<const char*>(text.bytes());
   size_t n = text.size(), pos = 0;
   bool ok = true;
@@ -99,7 +100,7 @@ void build_cache(const std::string& corpus, const Tokenizer& tok, const std::str
   ok = std::fclose(f) == 0 && ok;
   if (!ok || std::rename(tmp.c_str(), out.c_str()) != 0) {
     std::remove(tmp.c_str());
-    fail("cannot write token cache '", out, "': ", std::strerror(errno));
+    fail_kind(ErrorKind::io, "cannot write token cache '", out, "': ", std::strerror(errno));
   }
 }
 

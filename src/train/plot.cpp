@@ -64,9 +64,10 @@ void write_loss_svg(const std::string& path, const std::vector<std::pair<int64_t
   {
     std::ofstream f(tmp, std::ios::binary);
     f << o.str();
-    ET_CHECK(f.good(), "cannot write '", tmp, "'");
+    ET_CHECK_KIND(ErrorKind::io, f.good(), "cannot write '", tmp, "'");
   }
-  ET_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "cannot rename '", tmp, "' to '", path, "'");
+  ET_CHECK_KIND(ErrorKind::io, std::rename(tmp.c_str(), path.c_str()) == 0, "cannot rename '", tmp, "' to '", path,
+                "'");
 }
 
 }  // namespace edgetrain

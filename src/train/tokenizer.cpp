@@ -229,10 +229,11 @@ std::string bytes_to_symbol(std::string_view bytes) {
 
 std::string read_file(const std::string& path, const char* what) {
   std::ifstream f(path, std::ios::binary);
-  ET_CHECK(f.good(), "GPT-2 tokenizer: cannot open ", what, " '", path, "' (missing? scripts/setup.sh installs it)");
+  ET_CHECK_KIND(ErrorKind::io, f.good(), "GPT-2 tokenizer: cannot open ", what, " '", path,
+                "' (missing? scripts/setup.sh installs it)");
   std::ostringstream ss;
   ss << f.rdbuf();
-  ET_CHECK(!f.bad(), "GPT-2 tokenizer: cannot read ", what, " '", path, "'");
+  ET_CHECK_KIND(ErrorKind::io, !f.bad(), "GPT-2 tokenizer: cannot read ", what, " '", path, "'");
   return ss.str();
 }
 

@@ -31,7 +31,8 @@ const char* result_name(VkResult r) {
 
 void check(VkResult r, const char* what) {
   if (r == VK_SUCCESS) return;
-  fail("vulkan: ", what, " failed: ", result_name(r), " (", static_cast<int>(r), ")");
+  // Any failed Vulkan call is the driver's or the device's (no driver, lost device, out of memory).
+  fail_kind(ErrorKind::device, "vulkan: ", what, " failed: ", result_name(r), " (", static_cast<int>(r), ")");
 }
 
 namespace {
@@ -223,13 +224,15 @@ void Context::throw_if_messages(const char* where) {
   if (msgs.empty()) return;
   std::string all = cat("vulkan: ", msgs.size(), " validation message(s) at ", where, ":");
   for (auto& m : msgs) all += "\n  " + m;
-  throw Error(all);
+  // The Vulkan stack objecting to how this backend drives the device: a defect of the backend or driver
+  // on this device, never of the input, so a --backend list may go on to the next backend.
+  throw Error(all, ErrorKind::device);
 }
 
 Context::Context(const BackendOptions& opts) {
   uint32_t iv = instance_version();
-  ET_CHECK(iv >= VK_API_VERSION_1_2, "vulkan: the Vulkan loader supports only ", version_str(iv),
-           "; edgetrain needs Vulkan 1.2");
+  ET_CHECK_KIND(ErrorKind::unsupported, iv >= VK_API_VERSION_1_2, "vulkan: the Vulkan loader supports only ",
+                version_str(iv), "; edgetrain needs Vulkan 1.2");
   validation_ = opts.validation || opts.sync_validation || env_flag("EDGETRAIN_VULKAN_VALIDATION") ||
                 env_flag("EDGETRAIN_VULKAN_SYNC_VALIDATION");
   bool sync = opts.sync_validation || env_flag("EDGETRAIN_VULKAN_SYNC_VALIDATION");
@@ -247,18 +250,21 @@ Context::Context(const BackendOptions& opts) {
   vf.pEnabledValidationFeatures = &sync_feature;
   const void* chain = nullptr;
   if (validation_) {
-    ET_CHECK(has_layer(kValidationLayer), "vulkan: validation was requested but the layer ", kValidationLayer,
-             " is not installed (Debian: apt install vulkan-validationlayers)");
+    ET_CHECK_KIND(ErrorKind::unsupported, has_layer(kValidationLayer),
+                  "vulkan: validation was requested but the layer ", kValidationLayer,
+                  " is not installed (Debian: apt install vulkan-validationlayers)");
     layers.push_back(kValidationLayer);
-    ET_CHECK(has_instance_ext(nullptr, VK_EXT_DEBUG_UTILS_EXTENSION_NAME) ||
-                 has_instance_ext(kValidationLayer, VK_EXT_DEBUG_UTILS_EXTENSION_NAME),
-             "vulkan: validation was requested but ", VK_EXT_DEBUG_UTILS_EXTENSION_NAME, " is not available");
+    ET_CHECK_KIND(ErrorKind::unsupported,
+                  has_instance_ext(nullptr, VK_EXT_DEBUG_UTILS_EXTENSION_NAME) ||
+                      has_instance_ext(kValidationLayer, VK_EXT_DEBUG_UTILS_EXTENSION_NAME),
+                  "vulkan: validation was requested but ", VK_EXT_DEBUG_UTILS_EXTENSION_NAME, " is not available");
     exts.push_back(VK_EXT_DEBUG_UTILS_EXTENSION_NAME);
     chain = &mci;
     if (sync) {
-      ET_CHECK(has_instance_ext(kValidationLayer, VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME),
-               "vulkan: synchronization validation needs ", VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME,
-               " from the validation layer");
+      ET_CHECK_KIND(ErrorKind::unsupported,
+                    has_instance_ext(kValidationLayer, VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME),
+                    "vulkan: synchronization validation needs ", VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME,
+                    " from the validation layer");
       exts.push_back(VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME);
       vf.pNext = &mci;
       chain = &vf;
@@ -279,12 +285,13 @@ Context::Context(const BackendOptions& opts) {
     if (validation_) {
       auto create = reinterpret_cast<PFN_vkCreateDebugUtilsMessengerEXT>(
           vkGetInstanceProcAddr(instance_, "vkCreateDebugUtilsMessengerEXT"));
-      ET_CHECK(create, "vulkan: vkCreateDebugUtilsMessengerEXT is missing although ",
-               VK_EXT_DEBUG_UTILS_EXTENSION_NAME, " was enabled");
+      ET_CHECK_KIND(ErrorKind::device, create, "vulkan: vkCreateDebugUtilsMessengerEXT is missing although ",
+                    VK_EXT_DEBUG_UTILS_EXTENSION_NAME, " was enabled");
       check(create(instance_, &mci, nullptr, &messenger_), "vkCreateDebugUtilsMessengerEXT");
     }
     auto devs = physical_devices(instance_);
-    ET_CHECK(!devs.empty(), "vulkan: no Vulkan device found (no driver/ICD reports a physical device)");
+    ET_CHECK_KIND(ErrorKind::device, !devs.empty(),
+                  "vulkan: no Vulkan device found (no driver/ICD reports a physical device)");
     std::string want = opts.device;
     if (want.empty())
       if (const char* e = std::getenv("EDGETRAIN_VULKAN_DEVICE")) want = e;
@@ -292,7 +299,8 @@ Context::Context(const BackendOptions& opts) {
     int chosen = -1;
     if (!want.empty() && std::all_of(want.begin(), want.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); })) {
       size_t idx = std::stoul(want);
-      ET_CHECK(idx < devs.size(), "vulkan: device index ", idx, " out of range (", devs.size(), " device(s))");
+      ET_CHECK_KIND(ErrorKind::device, idx < devs.size(), "vulkan: device index ", idx, " out of range (", devs.size(),
+                    " device(s))");
       chosen = static_cast<int>(idx);
     } else {
       int best_rank = 1 << 30;
@@ -309,16 +317,17 @@ Context::Context(const BackendOptions& opts) {
     if (chosen < 0) {
       std::string list;
       for (auto& n : names) list += (list.empty() ? "" : ", ") + n;
-      fail("vulkan: no usable device", want.empty() ? std::string() : " matching '" + want + "'", " among [", list,
-           "] (needs Vulkan 1.2 and a compute queue)");
+      fail_kind(ErrorKind::device, "vulkan: no usable device",
+                want.empty() ? std::string() : " matching '" + want + "'", " among [", list,
+                "] (needs Vulkan 1.2 and a compute queue)");
     }
     phys_ = devs[chosen];
     vkGetPhysicalDeviceProperties(phys_, &props_);
     vkGetPhysicalDeviceMemoryProperties(phys_, &mem_props_);
-    ET_CHECK(props_.apiVersion >= VK_API_VERSION_1_2, "vulkan: device ", props_.deviceName, " supports only Vulkan ",
-             version_str(props_.apiVersion), "; edgetrain needs 1.2");
+    ET_CHECK_KIND(ErrorKind::unsupported, props_.apiVersion >= VK_API_VERSION_1_2, "vulkan: device ", props_.deviceName,
+                  " supports only Vulkan ", version_str(props_.apiVersion), "; edgetrain needs 1.2");
     int fam = compute_family(phys_);
-    ET_CHECK(fam >= 0, "vulkan: device ", props_.deviceName, " has no compute queue");
+    ET_CHECK_KIND(ErrorKind::unsupported, fam >= 0, "vulkan: device ", props_.deviceName, " has no compute queue");
     queue_family_ = static_cast<uint32_t>(fam);
     limits_ = read_limits(phys_);
 

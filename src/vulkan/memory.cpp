@@ -15,8 +15,8 @@ constexpr VkBufferUsageFlags kUsage =
 VkDeviceSize align_up(VkDeviceSize v, VkDeviceSize a) { return (v + a - 1) / a * a; }
 
 [[noreturn]] void out_of_memory(size_t bytes, const Context& ctx) {
-  fail("vulkan: out of device memory allocating ", bytes, " bytes (device-local heap: ",
-       ctx.limits().device_local_heap, " bytes)");
+  fail_kind(ErrorKind::device, "vulkan: out of device memory allocating ", bytes, " bytes (device-local heap: ",
+            ctx.limits().device_local_heap, " bytes)");
 }
 }  // namespace
 
@@ -45,7 +45,8 @@ uint32_t Memory::find_type(uint32_t bits, VkMemoryPropertyFlags want, VkMemoryPr
     if ((mp.memoryTypes[i].propertyFlags & prefer) == prefer) return i;
     if (fallback < 0) fallback = static_cast<int>(i);
   }
-  ET_CHECK(fallback >= 0, "vulkan: no memory type with flags ", want, " for a buffer (type bits ", bits, ")");
+  ET_CHECK_KIND(ErrorKind::unsupported, fallback >= 0, "vulkan: no memory type with flags ", want,
+                " for a buffer (type bits ", bits, ")");
   return static_cast<uint32_t>(fallback);
 }
 

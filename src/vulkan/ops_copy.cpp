@@ -24,7 +24,8 @@ void strided(const OpCall& c, const Dims4& src_strides, const EncodeContext& ctx
   uint32_t n = u32(o.numel(), c);
   if (n == 0) return;
   size_t es = dtype_size(o.dtype());
-  ET_CHECK(es == 1 || es == 4, "vulkan: ", op_name(c.op), ": unsupported element size ", es);
+  ET_CHECK_KIND(ErrorKind::unsupported, es == 1 || es == 4, "vulkan: ", op_name(c.op), ": unsupported element size ",
+                es);
   Dispatch d(ET_VK_KERNEL(copy_strided), {static_cast<uint32_t>(es)});
   d.arg(pad4(o.shape(), c)).arg(src_strides).arg(n);
   threads_grid(d, es == 1 ? (uint64_t(n) + 3) / 4 : n, kWG, ctx);
@@ -73,7 +74,7 @@ void encode_write_rows(const OpCall& c, const EncodeContext& ctx, Encoded& out) 
   u32(o.numel(), c);
   ET_CHECK(R < (1u << 31) && S < (1u << 31), "vulkan: write_rows: too many rows (call: ", c.str(), ")");
   size_t es = dtype_size(x.dtype());
-  ET_CHECK(es == 1 || es == 4, "vulkan: write_rows: unsupported element size ", es);
+  ET_CHECK_KIND(ErrorKind::unsupported, es == 1 || es == 4, "vulkan: write_rows: unsupported element size ", es);
   Dispatch d(ET_VK_KERNEL(write_rows), {static_cast<uint32_t>(es)});
   d.arg(u32(C, c)).arg(R).arg(S).arg(ctx.float_index[0]);
   threads_grid(d, es == 1 ? uint64_t(x.numel()) / 4 + 2 : uint64_t(x.numel()), kWG, ctx);

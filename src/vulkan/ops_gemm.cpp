@@ -143,8 +143,8 @@ void encode_bmm(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   g.a_batch = u32(ar * ac, c);
   g.b_batch = u32(br * bc, c);
   g.c_batch = u32(static_cast<int64_t>(g.M * g.N), c);
-  ET_CHECK(batch <= ctx.max_groups[2], "vulkan bmm: ", batch, " batches exceed the device's z grid limit ",
-           ctx.max_groups[2]);
+  ET_CHECK_KIND(ErrorKind::unsupported, batch <= ctx.max_groups[2], "vulkan bmm: ", batch,
+                " batches exceed the device's z grid limit ", ctx.max_groups[2]);
   g.batch = static_cast<uint32_t>(batch);
   g.alpha_idx = ctx.float_index.at(0);
   append_gemm(g, ctx, out);

@@ -60,7 +60,7 @@ VkShaderModule Pipelines::module(const Kernel& k) {
   VkResult r = vkCreateShaderModule(ctx_.device(), &ci, nullptr, &m);
   if (r != VK_SUCCESS) {
     modules_.erase(k.spirv);
-    fail("vulkan: vkCreateShaderModule failed for kernel ", k.name, ": ", result_name(r));
+    fail_kind(ErrorKind::device, "vulkan: vkCreateShaderModule failed for kernel ", k.name, ": ", result_name(r));
   }
   return m;
 }
@@ -84,12 +84,12 @@ VkPipeline Pipelines::get(const Kernel& k, const std::vector<uint32_t>& spec, ui
       fail_pipelines_ ? VK_ERROR_UNKNOWN : vkCreateComputePipelines(ctx_.device(), cache_, 1, &ci, nullptr, &p);
   if (r != VK_SUCCESS) {
     const bool memory = r == VK_ERROR_OUT_OF_HOST_MEMORY || r == VK_ERROR_OUT_OF_DEVICE_MEMORY;
-    fail("vulkan: creating the compute pipeline of kernel '", k.name, "' failed: ",
-         r == VK_ERROR_UNKNOWN ? "VK_ERROR_UNKNOWN" : result_name(r), " (", static_cast<int>(r), ")",
-         fail_pipelines_ ? " [injected by EDGETRAIN_VK_FAULT=pipeline]" : "",
-         memory ? "; the device ran out of memory compiling it"
-                : "; the driver could not compile this shader for this device (update the driver, or use another "
-                  "backend)");
+    fail_kind(ErrorKind::device, "vulkan: creating the compute pipeline of kernel '", k.name, "' failed: ",
+              r == VK_ERROR_UNKNOWN ? "VK_ERROR_UNKNOWN" : result_name(r), " (", static_cast<int>(r), ")",
+              fail_pipelines_ ? " [injected by EDGETRAIN_VK_FAULT=pipeline]" : "",
+              memory ? "; the device ran out of memory compiling it"
+                     : "; the driver could not compile this shader for this device (update the driver, or use "
+                       "another backend)");
   }
   pipelines_[key] = p;
   ctx_.throw_if_messages(k.name);

@@ -121,7 +121,8 @@ void VulkanProgram::on_finalize() {
     const OpCall& call = calls[c];
     what_ += (c ? ", " : "") + std::string(op_name(call.op));
     Encoder e = encoder_for(call.op);
-    ET_CHECK(e, "vulkan: no kernel for op ", op_name(call.op), " (call: ", call.str(), ")");
+    ET_CHECK_KIND(ErrorKind::unsupported, e, "vulkan: no kernel for op ", op_name(call.op), " (call: ", call.str(),
+                  ")");
     EncodeContext ec = base;
     for (const Scalar& f : call.floats) {
       if (f.is_slot()) {
@@ -176,8 +177,8 @@ void VulkanProgram::on_finalize() {
     check(vkAllocateDescriptorSets(dev, &ai, &sets[c]), "vkAllocateDescriptorSets");
     std::vector<VkDescriptorBufferInfo> infos;
     auto add = [&](VkBuffer b, VkDeviceSize size, const std::string& what) {
-      ET_CHECK(size <= max_range, "vulkan: ", what, " of ", size, " bytes exceeds this device's maxStorageBufferRange (",
-               max_range, " bytes) in call ", call.str());
+      ET_CHECK_KIND(ErrorKind::unsupported, size <= max_range, "vulkan: ", what, " of ", size,
+                    " bytes exceeds this device's maxStorageBufferRange (", max_range, " bytes) in call ", call.str());
       infos.push_back({b, 0, VK_WHOLE_SIZE});
     };
     for (const Tensor& t : call.in) {
@@ -268,9 +269,9 @@ void VulkanProgram::on_finalize() {
       ET_CHECK(d.push.size() <= kPushBytes, "vulkan: kernel ", d.kernel.name, " has ", d.push.size(),
                " bytes of push constants (at most ", kPushBytes, ")");
       for (int i = 0; i < 3; ++i)
-        ET_CHECK(d.groups[i] <= ctx.limits().max_groups[i], "vulkan: kernel ", d.kernel.name, " needs ", d.groups[i],
-                 " workgroups on axis ", i, ", more than the device's ", ctx.limits().max_groups[i], " (call ",
-                 calls[c].str(), ")");
+        ET_CHECK_KIND(ErrorKind::unsupported, d.groups[i] <= ctx.limits().max_groups[i], "vulkan: kernel ",
+                      d.kernel.name, " needs ", d.groups[i], " workgroups on axis ", i, ", more than the device's ",
+                      ctx.limits().max_groups[i], " (call ", calls[c].str(), ")");
       VkPipeline p = vb_.pipelines().get(d.kernel, d.spec, nbind[c]);
       if (!first)
         memory_barrier(cmd_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,

@@ -37,10 +37,11 @@ const char* backend_type_name(uint32_t t) {
 }
 
 void wait_future(const Dawn& d, Instance inst, Future f, const char* what) {
-  ET_CHECK(f.id != 0, "webgpu: ", what, ": Dawn rejected the request (null future)");
+  ET_CHECK_KIND(ErrorKind::device, f.id != 0, "webgpu: ", what, ": Dawn rejected the request (null future)");
   FutureWaitInfo w{f, 0};
   uint32_t s = d.InstanceWaitAny(inst, 1, &w, UINT64_MAX);
-  ET_CHECK(s == kWaitSuccess && w.completed, "webgpu: waiting for ", what, " failed (status ", s, ")");
+  ET_CHECK_KIND(ErrorKind::device, s == kWaitSuccess && w.completed, "webgpu: waiting for ", what,
+                " failed (status ", s, ")");
 }
 
 Instance new_instance(const Dawn& d) {
@@ -193,7 +194,10 @@ Found& discover(const std::string& pref) {
     std::vector<std::string> order;
     if (pref.empty()) order = {"vulkan", "gles"};
     else if (pref == "vulkan" || pref == "gles" || pref == "null") order = {pref};
-    else f.summary.error = "EDGETRAIN_WEBGPU_BACKEND='" + pref + "' is not one of vulkan, gles, null";
+    else {
+      f.summary.error = "EDGETRAIN_WEBGPU_BACKEND='" + pref + "' is not one of vulkan, gles, null";
+      f.summary.error_kind = ErrorKind::misuse;
+    }
     std::string why;
     bool ok = false;
     for (const std::string& w : order)
@@ -236,20 +240,23 @@ AdapterSummary probe_adapter() { return discover(preference()).summary; }
 
 Context::Context(const BackendOptions& opts) : d(*[] {
   const Dawn* p = dawn();
-  if (!p) fail("webgpu: ", dawn_load_error());
+  // No Dawn library (or one without the functions we need) is this backend's missing driver.
+  if (!p) fail_kind(ErrorKind::device, "webgpu: ", dawn_load_error());
   return p;
 }()), sink_(new ErrorSink) {
   Found& f = discover(preference());
-  if (!f.summary.ok) fail("webgpu: ", f.summary.error);
+  if (!f.summary.ok) fail_kind(f.summary.error_kind, "webgpu: ", f.summary.error);
   info = f.summary;
   if (!opts.device.empty() && opts.device != "0" && info.name.find(opts.device) == std::string::npos)
-    fail("webgpu: no adapter matches device '", opts.device, "' (the adapter is '", info.name, "')");
+    fail_kind(ErrorKind::device, "webgpu: no adapter matches device '", opts.device, "' (the adapter is '", info.name,
+              "')");
   instance = f.instance;
   adapter = f.adapter;
 
   // Ask for everything the adapter offers: Dawn's defaults are far lower (compat mode: 128 invocations).
   Limits want{};
-  ET_CHECK(d.AdapterGetLimits(adapter, &want) == kStatusSuccess, "webgpu: could not read the adapter limits");
+  ET_CHECK_KIND(ErrorKind::device, d.AdapterGetLimits(adapter, &want) == kStatusSuccess,
+                "webgpu: could not read the adapter limits");
   want.nextInChain = nullptr;
   DeviceDescriptor dd{};
   dd.label = sv("edgetrain");
@@ -284,11 +291,12 @@ Context::Context(const BackendOptions& opts) : d(*[] {
   cb.userdata1 = &r;
   wait(d.AdapterRequestDevice(adapter, &dd, cb), "the device request");
   if (r.status != kStatusSuccess || !r.device)
-    fail("webgpu: requesting a device on '", info.name, "' failed: ", r.message);
+    fail_kind(ErrorKind::device, "webgpu: requesting a device on '", info.name, "' failed: ", r.message);
   device = r.device;
   queue = d.DeviceGetQueue(device);
   limits = Limits{};
-  ET_CHECK(d.DeviceGetLimits(device, &limits) == kStatusSuccess, "webgpu: could not read the device limits");
+  ET_CHECK_KIND(ErrorKind::device, d.DeviceGetLimits(device, &limits) == kStatusSuccess,
+                "webgpu: could not read the device limits");
   std::lock_guard<std::mutex> lock(live_mutex());
   live_contexts().push_back(this);
   arm_exit_teardown();  // after the drivers were loaded and the device created: runs before their teardown
@@ -322,11 +330,12 @@ Context::~Context() {
 void Context::wait(Future f, const char* what) { wait_future(d, instance, f, what); }
 
 void Context::check(const char* during) {
-  if (!sink_->lost.empty()) fail("webgpu: ", sink_->lost, " (noticed ", during, ")");
+  if (!sink_->lost.empty()) fail_kind(ErrorKind::device, "webgpu: ", sink_->lost, " (noticed ", during, ")");
   if (!sink_->uncaptured.empty()) {
     std::string m = sink_->uncaptured;
     sink_->uncaptured.clear();
-    fail("webgpu: ", m, " (during ", during, ")");
+    // Like a Vulkan validation message: Dawn objecting to how this backend drives the device.
+    fail_kind(ErrorKind::device, "webgpu: ", m, " (during ", during, ")");
   }
 }
 
@@ -355,7 +364,8 @@ void Context::pop_scopes(const std::string& what) {
     wait(d.DevicePopErrorScope(device, cb), "an error scope");
     if (p.status == kStatusSuccess && p.type != kErrorNoError && msg.empty()) msg = p.message;
   }
-  if (!msg.empty()) fail("webgpu: ", what, " failed: ", msg);
+  // Validation, internal and out-of-memory errors of object creation (buffers, shaders, pipelines).
+  if (!msg.empty()) fail_kind(ErrorKind::device, "webgpu: ", what, " failed: ", msg);
 }
 
 ShaderModule Context::compile(const std::string& name, const std::string& wgsl) {

@@ -16,6 +16,7 @@ namespace edgetrain::wgpu {
 struct AdapterSummary {
   bool ok = false;
   std::string error;             // when !ok
+  ErrorKind error_kind = ErrorKind::device;  // when !ok: misuse for a bad EDGETRAIN_WEBGPU_BACKEND
   std::string name, vendor, architecture, description;
   uint32_t backend_type = 0, adapter_type = 0;
   std::string backend_name;      // "vulkan", "gles", "null"

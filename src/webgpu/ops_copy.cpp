@@ -69,7 +69,8 @@ void encode_write_rows(const OpCall& c, const EncodeContext& ctx, Encoded& out) 
   if (C == 0 || x.numel() == 0 || o.numel() == 0) return;
   const int64_t R = x.numel() / C, S = o.numel() / C;
   const int64_t es = static_cast<int64_t>(dtype_size(x.dtype()));
-  ET_CHECK(es == 4 || es == 1, "webgpu: write_rows supports 4- and 1-byte dtypes, got ", x.str());
+  ET_CHECK_KIND(ErrorKind::unsupported, es == 4 || es == 1, "webgpu: write_rows supports 4- and 1-byte dtypes, got ",
+                x.str());
   // The kernel does its row arithmetic in i32 (offsets clamped to [-R-1, S+1]).
   ET_CHECK((S + R + 2) * C * es < (int64_t{1} << 31), "webgpu: write_rows: ", o.str(), " is too large");
   const int64_t threads = es == 4 ? R * C : static_cast<int64_t>(ceil_div(static_cast<uint64_t>(R * C), 4)) + 1;

@@ -68,7 +68,8 @@ void WebGpuProgram::on_finalize() {
   for (size_t ci = 0; ci < calls().size(); ++ci) {
     const OpCall& c = calls()[ci];
     Encoder enc = encoder_for(c.op);
-    ET_CHECK(enc, "webgpu: op ", op_name(c.op), " has no WebGPU kernel (supports() is false)");
+    ET_CHECK_KIND(ErrorKind::unsupported, enc, "webgpu: op ", op_name(c.op),
+                  " has no WebGPU kernel (supports() is false)");
     ectx.float_index.clear();
     for (const Scalar& s : c.floats) {
       if (s.is_slot()) {
@@ -154,8 +155,9 @@ void WebGpuProgram::on_finalize() {
       throw;
     }
     for (int i = 0; i < 3; ++i)
-      ET_CHECK(dsp.groups[i] <= ectx.max_groups[i], "webgpu: kernel ", dsp.kernel.name, " needs ", dsp.groups[i],
-               " workgroups on axis ", i, ", more than the device's ", ectx.max_groups[i], " (call ", c.str(), ")");
+      ET_CHECK_KIND(ErrorKind::unsupported, dsp.groups[i] <= ectx.max_groups[i], "webgpu: kernel ", dsp.kernel.name,
+                    " needs ", dsp.groups[i], " workgroups on axis ", i, ", more than the device's ",
+                    ectx.max_groups[i], " (call ", c.str(), ")");
     if (dsp.groups[0] && dsp.groups[1] && dsp.groups[2])
       steps_.push_back({pl.pipeline, g, {dsp.groups[0], dsp.groups[1], dsp.groups[2]}});
     else
@@ -214,8 +216,8 @@ std::unique_ptr<Program> WebGpuBackend::new_program() { return std::make_unique<
 
 wgpu::Buffer WebGpuBackend::create_buffer(uint64_t bytes, wgpu::Flags usage, const char* label) {
   uint64_t size = round4(bytes);
-  ET_CHECK(size <= ctx_->limits.maxBufferSize, "webgpu: a buffer of ", bytes, " bytes exceeds the device's maxBufferSize ",
-           ctx_->limits.maxBufferSize);
+  ET_CHECK_KIND(ErrorKind::unsupported, size <= ctx_->limits.maxBufferSize, "webgpu: a buffer of ", bytes,
+                " bytes exceeds the device's maxBufferSize ", ctx_->limits.maxBufferSize);
   wgpu::BufferDescriptor bd{};
   bd.label = wgpu::sv(label);
   bd.usage = usage;
@@ -228,8 +230,9 @@ wgpu::Buffer WebGpuBackend::create_buffer(uint64_t bytes, wgpu::Flags usage, con
 
 uint64_t WebGpuBackend::allocate(size_t bytes) {
   std::lock_guard<std::mutex> lock(mu_);
-  ET_CHECK(round4(bytes) <= ctx_->limits.maxStorageBufferBindingSize, "webgpu: a tensor of ", bytes,
-           " bytes exceeds the device's maxStorageBufferBindingSize ", ctx_->limits.maxStorageBufferBindingSize);
+  ET_CHECK_KIND(ErrorKind::unsupported, round4(bytes) <= ctx_->limits.maxStorageBufferBindingSize,
+                "webgpu: a tensor of ", bytes, " bytes exceeds the device's maxStorageBufferBindingSize ",
+                ctx_->limits.maxStorageBufferBindingSize);
   wgpu::Buffer b = create_buffer(bytes, wgpu::kUsageStorage | wgpu::kUsageCopySrc | wgpu::kUsageCopyDst, "tensor");
   uint64_t id = next_id_++;
   buffers_[id] = {b, round4(bytes)};
@@ -302,7 +305,7 @@ void WebGpuBackend::read(uint64_t id, void* data, size_t bytes) {
   dn.BufferUnmap(staging);
   dn.BufferDestroy(staging);
   dn.BufferRelease(staging);
-  ET_CHECK(p, "webgpu: mapping a ", size, "-byte download buffer failed: ", m.message);
+  ET_CHECK_KIND(ErrorKind::device, p, "webgpu: mapping a ", size, "-byte download buffer failed: ", m.message);
   ctx_->check("download");
 }
 
@@ -317,7 +320,8 @@ void WebGpuBackend::submit_and_wait(wgpu::CommandBuffer cb, const char* what) {
   info.userdata1 = &status;
   ctx_->wait(dn.QueueOnSubmittedWorkDone(ctx_->queue, info), what);
   ctx_->check(what);
-  ET_CHECK(status == wgpu::kStatusSuccess, "webgpu: the queue reported status ", status, " after ", what);
+  ET_CHECK_KIND(ErrorKind::device, status == wgpu::kStatusSuccess, "webgpu: the queue reported status ", status,
+                " after ", what);
 }
 
 const Pipeline& WebGpuBackend::pipeline(const Dispatch& dsp) {

@@ -1,0 +1,75 @@
+// The phases of a training run (train() in trainer.cpp strings them together): resolve the options
+// (--resume, --init), open the data (tokenizer, corpus, split), start on the first backend that works,
+// loop over the steps, finish. The phases that need no device are functions here, so tests call them alone.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "edgetrain/tokenizer.h"
+#include "edgetrain/trainer.h"
+
+namespace edgetrain::training {
+
+// ---- resolve the options (run_options.cpp) ----
+
+// Throws Error naming the flag of the first bad value (and the bad entry of a --backend list).
+void validate_options(const TrainOptions& o);
+// The options a checkpoint records (JSON text), and --resume's restoration of them.
+std::string options_record(const TrainOptions& o);
+void restore_options(TrainOptions& o, const std::string& record);
+std::string checkpoint_path(const TrainOptions& o);  // out_dir/checkpoint.safetensors
+// What the run will do. --resume: the model and options the checkpoint records (only the step budget may
+// grow). --init: the model shape of that file with this run's mode, group size and LoRA settings. seq 0
+// becomes min(128, the model's max_seq). Reads files, writes nothing; validates the result.
+TrainOptions resolve_options(const TrainOptions& given);
+
+// ---- open the data (run_data.cpp) ----
+
+struct RunData {
+  std::unique_ptr<Tokenizer> tok;
+  std::unique_ptr<TokenStream> tokens;
+  int64_t size = 0;       // tokens in the corpus
+  int64_t val_begin = 0;  // [0, val_begin) is trained on, [val_begin, size) validates
+  int64_t val_len() const { return size - val_begin; }
+};
+// Creates the run folder; opens the tokenizer (sets o.tokenizer to the spec the checkpoint records, and on a
+// fresh run o.model.vocab to its size), the token stream and the split, checking that they fit the model;
+// removes checkpoint temp files that writers killed mid save left behind.
+RunData open_data(TrainOptions& o);
+
+// The tokens and labels of micro-batch `micro` of `step`: o.batch windows of o.seq + 1 tokens at positions
+// drawn from a counter-based RNG keyed by (seed, step, micro), all inside the training split — so a resumed
+// run sees exactly the batches an uninterrupted one would.
+void training_batch(const RunData& d, const TrainOptions& o, int64_t step, int64_t micro, std::vector<int32_t>& tokens,
+                    std::vector<int32_t>& labels);
+
+// When the loop evaluates, writes a checkpoint and prints a plain log line: every N steps and at the last.
+struct Cadence {
+  int64_t total_steps, eval_every, checkpoint_every, log_every;
+  explicit Cadence(const TrainOptions& o)
+      : total_steps(o.optim.total_steps), eval_every(o.eval_every), checkpoint_every(o.checkpoint_every),
+        log_every(o.log_every) {}
+  bool evaluates(int64_t step) const { return step % eval_every == 0 || step == total_steps; }
+  bool checkpoints(int64_t step) const { return step % checkpoint_every == 0 || step == total_steps; }
+  bool logs(int64_t step) const { return step % log_every == 0; }
+};
+
+// ---- start from another model's weights (init_weights.cpp) ----
+
+// --init: the weights of an edgetrain checkpoint, GGUF file or Hugging Face folder, by name (their optimizer
+// state and LoRA adapters are not used); leaves steps_done and adam_steps at 0. The model's 4-bit linears
+// keep the file's codes and scales as saved when it has them (an edgetrain checkpoint of qat or qlora at the
+// same group size), unless `requantize`: then, as for files without them, scales and codes come from the
+// masters. Prints one line saying which; a --requantize line gives the change of the 4-bit weights.
+struct InitReport {
+  int64_t linears = 0;    // 4-bit linears of the model
+  bool kept = false;      // their codes and scales are the file's
+  double rms_change = 0;  // --requantize: RMS of W_new - W_file over the 4-bit linears / RMS of W_file
+  double max_change = 0;  //   and max |W_new - W_file| / RMS of W_file (W: dequantized weights)
+};
+InitReport init_weights_from(const std::string& path, Model& model, bool requantize = false);
+
+}  // namespace edgetrain::training

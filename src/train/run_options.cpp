@@ -1,0 +1,93 @@
+// The first phase of a training run: the options it will actually use — checked, restored from the
+// checkpoint on --resume, the model shape taken from the file on --init.
+#include <cmath>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "edgetrain/backends.h"
+#include "edgetrain/checkpoint.h"
+#include "edgetrain/interop.h"
+#include "train/run.h"
+
+namespace edgetrain::training {
+
+void validate_options(const TrainOptions& o) {
+  ET_CHECK(!o.corpus.empty(), "train: --corpus is required");
+  ET_CHECK(o.batch >= 1, "train: --batch must be >= 1, got ", o.batch);
+  ET_CHECK(o.seq >= 0, "train: --seq must be >= 1, got ", o.seq);
+  ET_CHECK(o.accum >= 1, "train: --accum must be >= 1, got ", o.accum);
+  ET_CHECK(o.optim.total_steps >= 1, "train: --steps must be >= 1, got ", o.optim.total_steps);
+  ET_CHECK(o.optim.lr > 0 && std::isfinite(o.optim.lr), "train: --lr must be > 0, got ", o.optim.lr);
+  ET_CHECK(o.optim.warmup_steps >= 0, "train: --warmup must be >= 0, got ", o.optim.warmup_steps);
+  ET_CHECK(o.optim.grad_clip >= 0, "train: --grad-clip must be >= 0 (0 disables), got ", o.optim.grad_clip);
+  ET_CHECK(o.optim.weight_decay >= 0, "train: --weight-decay must be >= 0, got ", o.optim.weight_decay);
+  ET_CHECK(o.optim.beta1 >= 0 && o.optim.beta1 < 1, "train: --beta1 must be in [0, 1), got ", o.optim.beta1);
+  ET_CHECK(o.optim.beta2 >= 0 && o.optim.beta2 < 1, "train: --beta2 must be in [0, 1), got ", o.optim.beta2);
+  ET_CHECK(o.optim.eps > 0 && std::isfinite(o.optim.eps), "train: AdamW eps must be > 0, got ", o.optim.eps);
+  ET_CHECK(o.time_limit_s >= 0 && std::isfinite(o.time_limit_s), "train: --time-limit must be >= 0 (0 = none), got ",
+           o.time_limit_s);
+  ET_CHECK(o.threads >= 0, "train: --threads must be >= 0 (0 = all cores), got ", o.threads);
+  ET_CHECK(o.sample_tokens >= 0, "train: --sample-tokens must be >= 0 (0 = none), got ", o.sample_tokens);
+  ET_CHECK(o.optim.min_lr_ratio >= 0 && o.optim.min_lr_ratio <= 1, "train: --min-lr-ratio must be in [0, 1]");
+  ET_CHECK(o.eval_every >= 1 && o.eval_batches >= 1 && o.checkpoint_every >= 1 && o.log_every >= 1,
+           "train: --eval-every, --eval-batches, --checkpoint-every and --log-every must be >= 1");
+  ET_CHECK(o.val_fraction > 0 && o.val_fraction < 0.5, "train: --val-fraction must be in (0, 0.5), got ", o.val_fraction);
+  ET_CHECK(!(o.resume && !o.init.empty()), "train: --resume and --init cannot be combined");
+  ET_CHECK(o.max_skipped_steps >= 1, "train: --max-skipped-steps must be >= 1, got ", o.max_skipped_steps);
+  ET_CHECK(!o.requantize || !o.init.empty(), "train: --requantize applies to the 4-bit weights of --init's file, "
+           "and there is no --init");
+  ET_CHECK(!o.requantize || o.model.mode != TrainMode::fp32, "train: --requantize: mode fp32 has no 4-bit weights");
+  parse_backend_spec(o.backend);  // names the bad entry before any file or device is touched
+}
+
+std::string options_record(const TrainOptions& o) {
+  const nlohmann::json j = {
+      {"corpus", o.corpus},           {"tokenizer", o.tokenizer},   {"batch", o.batch},
+      {"seq", o.seq},                 {"accum", o.accum},           {"seed", o.seed},
+      {"val_fraction", o.val_fraction}, {"lr", o.optim.lr},         {"min_lr_ratio", o.optim.min_lr_ratio},
+      {"warmup_steps", o.optim.warmup_steps}, {"total_steps", o.optim.total_steps},
+      {"beta1", o.optim.beta1},       {"beta2", o.optim.beta2},     {"eps", o.optim.eps},
+      {"weight_decay", o.optim.weight_decay}, {"grad_clip", o.optim.grad_clip}};
+  return j.dump();
+}
+
+void restore_options(TrainOptions& o, const std::string& record) {
+  const nlohmann::json j = nlohmann::json::parse(record);
+  o.corpus = j.at("corpus").get<std::string>();
+  o.tokenizer = j.at("tokenizer").get<std::string>();
+  o.batch = j.at("batch"), o.seq = j.at("seq"), o.accum = j.at("accum"), o.seed = j.at("seed");
+  o.val_fraction = j.at("val_fraction");
+  o.optim.lr = j.at("lr"), o.optim.min_lr_ratio = j.at("min_lr_ratio"), o.optim.warmup_steps = j.at("warmup_steps");
+  o.optim.total_steps = j.at("total_steps"), o.optim.beta1 = j.at("beta1"), o.optim.beta2 = j.at("beta2");
+  o.optim.eps = j.at("eps"), o.optim.weight_decay = j.at("weight_decay"), o.optim.grad_clip = j.at("grad_clip");
+}
+
+std::string checkpoint_path(const TrainOptions& o) { return o.out_dir + "/checkpoint.safetensors"; }
+
+TrainOptions resolve_options(const TrainOptions& given) {
+  TrainOptions o = given;
+  // Before either file is read: the error is the combination, not what --resume finds.
+  ET_CHECK(!(o.resume && !o.init.empty()), "train: --resume and --init cannot be combined");
+  const std::string ckpt = checkpoint_path(o);
+  if (o.resume) {
+    ET_CHECK(std::filesystem::exists(ckpt), "train: --resume: no checkpoint at '", ckpt, "'");
+    o.model = read_checkpoint_config(ckpt);
+    std::map<std::string, std::string> meta = read_checkpoint_metadata(ckpt);
+    ET_CHECK(meta.count("train_options"), "train: --resume: checkpoint '", ckpt, "' has no training options");
+    restore_options(o, meta["train_options"]);
+    o.optim.total_steps = std::max(o.optim.total_steps, given.optim.total_steps);
+  } else if (!o.init.empty()) {
+    ModelConfig c = is_gguf_file(o.init)   ? read_gguf_config(o.init, o.model.mode, o.model.group_size)
+                    : is_hf_folder(o.init) ? read_hf_config(o.init, o.model.mode, o.model.group_size)
+                                           : read_checkpoint_config(o.init);
+    c.mode = o.model.mode;  // the mode may change (e.g. fp32 -> qat, qat -> qlora)
+    c.group_size = o.model.group_size;
+    c.lora_rank = o.model.lora_rank, c.lora_alpha = o.model.lora_alpha, c.lora_targets = o.model.lora_targets;
+    o.model = c;
+  }
+  if (o.seq == 0) o.seq = std::min<int64_t>(128, o.model.max_seq);
+  validate_options(o);
+  return o;
+}
+
+}  // namespace edgetrain::training
