@@ -15,11 +15,11 @@ foreach(src ${EDGETRAIN_SHADERS})
   add_custom_command(OUTPUT ${hdr}
     COMMAND ${CMAKE_COMMAND} -E make_directory ${EDGETRAIN_SPV_DIR}
     COMMAND ${GLSLC} --target-env=vulkan1.2 -O -I${CMAKE_CURRENT_SOURCE_DIR}/src/vulkan/shaders
-            -mfmt=num -o ${EDGETRAIN_SPV_DIR}/${name}.spv.inc ${src}
+            -MD -MF ${EDGETRAIN_SPV_DIR}/${name}.d -MT ${hdr} -mfmt=num -o ${EDGETRAIN_SPV_DIR}/${name}.spv.inc ${src}
     COMMAND ${CMAKE_COMMAND} -DNAME=${name} -DIN=${EDGETRAIN_SPV_DIR}/${name}.spv.inc -DOUT=${hdr}
             -P ${CMAKE_CURRENT_SOURCE_DIR}/cmake/embed_spirv.cmake
     DEPENDS ${src} ${CMAKE_CURRENT_SOURCE_DIR}/cmake/embed_spirv.cmake
-    IMPLICIT_DEPENDS CXX ${src}
+    DEPFILE ${EDGETRAIN_SPV_DIR}/${name}.d  # glslc lists the included .glsl files, so editing one rebuilds
     COMMENT "glslc ${name}.comp")
   list(APPEND EDGETRAIN_SPV_HEADERS ${hdr})
 endforeach()

@@ -5,14 +5,18 @@ if(NOT EDGETRAIN_WEBGPU_SOURCES)
   return()
 endif()
 file(GLOB EDGETRAIN_WGSL CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/src/webgpu/shaders/*.wgsl)
+# Pieces that kernels include (`#include "name.wgsl"`, resolved by embed_text.cmake).
+set(EDGETRAIN_WGSL_INCLUDE_DIR ${CMAKE_CURRENT_SOURCE_DIR}/src/webgpu/shaders/include)
+file(GLOB EDGETRAIN_WGSL_INCLUDES CONFIGURE_DEPENDS ${EDGETRAIN_WGSL_INCLUDE_DIR}/*.wgsl)
 set(EDGETRAIN_WGSL_DIR ${CMAKE_CURRENT_BINARY_DIR}/wgsl)
 set(EDGETRAIN_WGSL_HEADERS)
 foreach(src ${EDGETRAIN_WGSL})
   get_filename_component(name ${src} NAME_WE)
   set(hdr ${EDGETRAIN_WGSL_DIR}/${name}.wgsl.h)
   add_custom_command(OUTPUT ${hdr}
-    COMMAND ${CMAKE_COMMAND} -DNAME=${name} -DIN=${src} -DOUT=${hdr} -P ${CMAKE_CURRENT_SOURCE_DIR}/cmake/embed_text.cmake
-    DEPENDS ${src} ${CMAKE_CURRENT_SOURCE_DIR}/cmake/embed_text.cmake
+    COMMAND ${CMAKE_COMMAND} -DNAME=${name} -DIN=${src} -DOUT=${hdr} -DINCLUDE_DIR=${EDGETRAIN_WGSL_INCLUDE_DIR}
+            -P ${CMAKE_CURRENT_SOURCE_DIR}/cmake/embed_text.cmake
+    DEPENDS ${src} ${EDGETRAIN_WGSL_INCLUDES} ${CMAKE_CURRENT_SOURCE_DIR}/cmake/embed_text.cmake
     COMMENT "embed ${name}.wgsl")
   list(APPEND EDGETRAIN_WGSL_HEADERS ${hdr})
 endforeach()

@@ -250,7 +250,7 @@ TEST(BackendList, InputErrorsRaisedInsideTheVulkanBackendAreTheError) {
     std::function<void(Backend&)> provoke;
   };
   const std::vector<Case> cases = {
-      // write_rows of 2^31 one-byte rows: past the 32-bit row arithmetic of the copy_rows kernel
+      // write_rows of 2^31 one-byte rows: past the 32-bit row arithmetic of the write_rows kernel
       // (ops_copy.cpp), found when the program is encoded at finalize.
       {"write_rows", "vulkan: write_rows: too many rows",
        [](Backend& b) {
@@ -267,7 +267,7 @@ TEST(BackendList, InputErrorsRaisedInsideTheVulkanBackendAreTheError) {
          const vk::EncodeContext ctx = dynamic_cast<vk::VulkanBackend&>(b).encode_context();
          const vk::CoopOperand a = vk::coop_fp32(0, 128, 256, 256, 1, 0), w = vk::coop_fp32(1, 128, 128, 1, 128, 0);
          vk::Encoded out;
-         vk::encode_coop(a, w, vk::CoopEpilogue{}, ctx, out);
+         vk::append_coop(a, w, vk::CoopEpilogue{}, ctx, out);
        }},
   };
   for (const Case& c : cases) {

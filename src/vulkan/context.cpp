@@ -129,11 +129,6 @@ bool coopmat_supported(VkInstance inst, VkPhysicalDevice pd) {
   return false;
 }
 
-bool coopmat_wanted() {
-  const char* e = std::getenv("EDGETRAIN_VK_COOPMAT");
-  return !(e && std::string(e) == "0");
-}
-
 std::string details_of(VkInstance inst, VkPhysicalDevice pd) {
   VkPhysicalDeviceProperties p;
   vkGetPhysicalDeviceProperties(pd, &p);
@@ -201,6 +196,14 @@ std::vector<VkPhysicalDevice> physical_devices(VkInstance inst) {
 constexpr const char* kValidationLayer = "VK_LAYER_KHRONOS_validation";
 
 }  // namespace
+
+Tuning Tuning::from_env() {
+  Tuning t;
+  t.gemm_big = gpu::force_from_env("EDGETRAIN_VK_GEMM_BIG", true);
+  t.split_k = gpu::force_from_env("EDGETRAIN_VK_GEMM_SPLITK", false);
+  t.coopmat = gpu::force_from_env("EDGETRAIN_VK_COOPMAT", false);
+  return t;
+}
 
 void Context::add_message(std::string m) {
   std::lock_guard<std::mutex> lock(msg_mu_);
@@ -340,7 +343,7 @@ Context::Context(const BackendOptions& opts) {
     // Tensor cores through VK_NV_cooperative_matrix when present (H100/H200 class NVIDIA GPUs).
     VkPhysicalDeviceCooperativeMatrixFeaturesNV cm_on{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
     VkPhysicalDeviceVulkan12Features v12_on{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES, &cm_on};
-    limits_.coopmat = coopmat_wanted() && coopmat_supported(instance_, phys_);
+    limits_.coopmat = tuning_.coopmat != gpu::Force::never && coopmat_supported(instance_, phys_);
     if (limits_.coopmat) {
       dexts.push_back(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
       cm_on.cooperativeMatrix = VK_TRUE;

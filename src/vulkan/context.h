@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "edgetrain/backends.h"
+#include "vulkan/kernel.h"
 
 namespace edgetrain::vk {
 
@@ -26,7 +27,7 @@ struct Limits {
   VkDeviceSize device_local_heap = 0;  // bytes of the largest device-local heap
   // VK_NV_cooperative_matrix with 16x16x16 fp16 x fp16 -> fp32 subgroup tiles, shaderFloat16 and the Vulkan
   // memory model: the tensor-core GEMM path (ops_gemm_coop.cpp). Enabled at device creation unless
-  // EDGETRAIN_VK_COOPMAT=0.
+  // EDGETRAIN_VK_COOPMAT=0 (Tuning::coopmat).
   bool coopmat = false;
 };
 
@@ -47,6 +48,7 @@ class Context {
   const VkPhysicalDeviceProperties& properties() const { return props_; }
   const VkPhysicalDeviceMemoryProperties& memory_properties() const { return mem_props_; }
   const Limits& limits() const { return limits_; }
+  const Tuning& tuning() const { return tuning_; }
   bool validation() const { return validation_; }
   // A device-level entry point (lets tests make raw calls without linking the loader themselves).
   PFN_vkVoidFunction device_proc(const char* name) const;
@@ -69,6 +71,7 @@ class Context {
   VkPhysicalDeviceProperties props_{};
   VkPhysicalDeviceMemoryProperties mem_props_{};
   Limits limits_;
+  Tuning tuning_ = Tuning::from_env();
   bool validation_ = false;
   std::mutex msg_mu_;
   std::vector<std::string> messages_;

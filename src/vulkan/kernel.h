@@ -1,6 +1,7 @@
 // How an op becomes Vulkan work: an encoder turns one validated OpCall into one or more Dispatches of
 // embedded SPIR-V kernels. The runtime (context.cpp, program.cpp) owns devices, memory, pipelines and
-// command buffers; encoders (ops_<family>.cpp) only choose kernels, constants and grid sizes.
+// command buffers, and checks every dispatch's grid against the device limits; encoders (ops_<family>.cpp)
+// only choose kernels, constants and grid sizes.
 //
 // Binding convention, the same for every kernel, so shaders and encoders agree without tables:
 //   set 0, binding i            = call input i (an absent optional input is bound to a 16-byte dummy),
@@ -13,11 +14,14 @@
 // The runtime puts a full compute->compute memory barrier between consecutive dispatches.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "core/gpu_encode.h"
 #include "edgetrain/backend.h"
 
 namespace edgetrain::vk {
@@ -30,6 +34,10 @@ struct Kernel {
 #define ET_VK_KERNEL(stem) (::edgetrain::vk::Kernel{#stem, kSpv_##stem, sizeof(kSpv_##stem) / sizeof(uint32_t)})
 
 struct Dispatch {
+  explicit Dispatch(Kernel k, std::vector<uint32_t> specialization = {})
+      : kernel(k), spec(std::move(specialization)) {
+    push.reserve(128);  // at most 128 bytes of push constants (program.cpp checks): arg() never reallocates
+  }
   Kernel kernel;
   std::vector<uint32_t> spec;   // specialization constants, constant_id 0, 1, 2, ...
   std::vector<uint8_t> push;    // push-constant bytes (<= 128)
@@ -45,15 +53,22 @@ struct Dispatch {
   }
 };
 
-// What an encoder sees besides the call.
-struct EncodeContext {
-  std::vector<uint32_t> float_index;    // scalar-block index of each float argument of the call
-  uint32_t max_groups[3];               // device maxComputeWorkGroupCount
-  uint32_t subgroup_size;               // device subgroup size (e.g. 32 on NVIDIA, 4..64 on CPUs)
-  uint32_t max_shared_bytes;            // maxComputeSharedMemorySize
-  uint32_t max_invocations;             // maxComputeWorkGroupInvocations
-  bool coopmat = false;                 // fp16 cooperative matrices usable (Limits::coopmat)
+// The kernel-path switches, read from the environment once when the backend starts (Context). They force
+// a path to measure it or to test its edges on small shapes; docs/PERFORMANCE.md has the measurements.
+struct Tuning {
+  gpu::Force gemm_big = gpu::Force::automatic;  // EDGETRAIN_VK_GEMM_BIG: the 128x128-tile fp32 and 4-bit GEMMs
+  gpu::Force split_k = gpu::Force::automatic;   // EDGETRAIN_VK_GEMM_SPLITK: split-K of gemm_big (linear_dW)
+  gpu::Force coopmat = gpu::Force::automatic;   // EDGETRAIN_VK_COOPMAT: the tensor-core GEMMs ("0": device features off)
+  static Tuning from_env();
+};
+
+// What an encoder sees besides the call: float_index, the grid and workgroup limits (gpu::EncodeLimits),
+// and the rest of the device's limits and switches that kernels depend on.
+struct EncodeContext : gpu::EncodeLimits {
+  uint32_t subgroup_size = 32;            // device subgroup size (e.g. 32 on NVIDIA, 4..64 on CPUs)
+  bool coopmat = false;                   // fp16 cooperative matrices usable (Limits::coopmat)
   uint64_t max_storage_range = 1u << 27;  // maxStorageBufferRange: the largest buffer a binding may cover
+  Tuning tuning;
 };
 
 struct Encoded {
@@ -65,17 +80,22 @@ struct Encoded {
   size_t pooled_scratch_bytes = 0;
 };
 
-// Encoder of one op family member; registered in ops_registry.cpp. Throws Error for shapes it cannot take:
-// ErrorKind::unsupported past a limit this device reports (workgroup grid, buffer range) or for an element
-// size without a kernel, which another backend may handle; misuse for inconsistent arguments and for sizes
-// past the 32-bit indices the shaders use (a shape that large is taken for a broken input, not retried
-// elsewhere by a --backend list).
 using Encoder = void (*)(const OpCall& call, const EncodeContext& ctx, Encoded& out);
-Encoder encoder_for(Op op);  // nullptr when the op has no Vulkan kernel yet
+#include "core/gpu_encoders.inc"  // encode_<op> of every op, encoder_for(op), the shared helpers
 
-// Grid helper: splits a large 1-D count of workgroups into x*y within the device limits (shaders then
-// compute the linear workgroup id as gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x and
-// return when it is past the end). Avoids ExecuTorch's 65,535-row caps.
-void grid_1d(uint64_t workgroups, const EncodeContext& ctx, uint32_t groups[3]);
+// Enough workgroups of `wg` invocations for `threads` invocations, folded by grid_1d().
+inline void threads_grid(Dispatch& d, uint64_t threads, uint32_t wg, const EncodeContext& ctx) {
+  grid_1d(std::max<uint64_t>(1, ceil_div(threads, wg)), ctx, d.groups);
+}
+
+// Workgroup size of the tree-reduction kernels (spec constant 0): a power of two, at most 256, within
+// the device's invocation limit and with room for two float arrays in shared memory.
+inline uint32_t reduce_wg(const EncodeContext& ctx) {
+  uint32_t wg = 256;
+  while (wg > 1 && (wg > ctx.max_invocations || 2 * wg * 4 > ctx.max_shared_bytes)) wg /= 2;
+  return wg;
+}
+
+constexpr uint32_t kWG = 128;  // local size of the one-element-per-invocation kernels
 
 }  // namespace edgetrain::vk

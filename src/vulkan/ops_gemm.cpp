@@ -1,75 +1,45 @@
-// Encoders of the matrix products (mm, bmm, linear): all run gemm.comp (gemm_big.comp for large ones); strides in push constants express
-// the transposes, spec constants choose coalesced shared-memory load maps and the binding layout.
+// Encoders of the matrix products (mm, bmm, linear): the tensor-core path for large products on GPUs that
+// have it (ops_gemm_coop.cpp), else gemm.comp (64x64 tiles) or gemm_big.comp (128x128, large products on
+// GPUs); strides in push constants express the transposes, spec constants choose coalesced load maps,
+// vec4 loads and the binding layout.
 #include <algorithm>
-#include <cstdlib>
-#include <string>
 
 #include "gemm.spv.h"
-#include "gemm8.spv.h"
 #include "gemm_big.spv.h"
 #include "gemm_splitk_reduce.spv.h"
 #include "vulkan/kernel.h"
 #include "vulkan/ops_gemm.h"
 
 namespace edgetrain::vk {
-
-// 128x128 tiles (8x8 per thread) only when EDGETRAIN_VK_BIG_TILES=1, both output dims fill them and shared
-// memory holds two 16x129 slices. Measured on an H200 (driver 580): the 8x8 kernels ran ~10x slower than
-// the 64x64 (4x4) ones (bmm 512x512x64 x192: 3.0 ms vs 0.3 ms for the same work), so 4x4 is the default.
-bool big_tiles(uint64_t rows, uint64_t cols, const EncodeContext& ctx) {
-  static const bool on = [] {
-    const char* e = std::getenv("EDGETRAIN_VK_BIG_TILES");
-    return e && std::string(e) == "1";
-  }();
-  return on && rows >= 128 && cols >= 128 && ctx.max_shared_bytes >= 2 * 16 * 129 * sizeof(float);
-}
-
 namespace {
 
-// EDGETRAIN_VK_GEMM_BIG picks when gemm_big.comp (128x128 tiles, 8x8 vec4 register tile) runs:
-// "0" never, "1" for large products on any device, "all" for every product (to test edges on small
-// shapes); unset: large products on GPU-like devices (subgroup 32, >= 48 KiB shared memory), so never on
-// lavapipe. Covers the 4-bit *_big kernels too (q4_big_tiles).
-enum class BigMode { off, large, all, dflt };
-BigMode big_mode() {
-  static const BigMode m = [] {
-    const char* e = std::getenv("EDGETRAIN_VK_GEMM_BIG");
-    if (!e) return BigMode::dflt;
-    std::string v(e);
-    return v == "0" ? BigMode::off : v == "all" ? BigMode::all : BigMode::large;
-  }();
-  return m;
-}
-// Defaults, measured on an H200 (driver 580): fp32 mm 4096^3 5.62 -> 4.04 ms, linear_dW 4096^3 5.42 ->
-// 3.98 ms, base step 249 -> 225 ms (with split-K; 275 ms without it); q4 forward 4096^3 gs64 5.67 ->
-// 3.92 ms, q4 backward 5.97 -> 3.73 ms, base step 225 -> 203 ms.
-constexpr bool kBigByDefault = true, kQ4BigByDefault = true;
-
-bool big_for(uint64_t M, uint64_t N, uint64_t K, bool by_default, const EncodeContext& ctx) {
+// When the 128x128-tile kernels (gemm_big.comp and the 4-bit *_big.comp) run instead of the 64x64 ones,
+// Tuning::gemm_big: "0" never, "1" for large products on any device, "all" for every product; unset: large
+// products on GPU-like devices (subgroup 32, >= 48 KiB shared memory), so never on lavapipe. Measured on an
+// H200 (driver 580): fp32 mm 4096^3 5.62 -> 4.04 ms, linear_dW 4096^3 5.42 -> 3.98 ms, base step 249 ->
+// 225 ms (with split-K; 275 ms without it); q4 forward 4096^3 gs64 5.67 -> 3.92 ms, q4 backward 5.97 ->
+// 3.73 ms, base step 225 -> 203 ms.
+bool big_for(uint64_t M, uint64_t N, uint64_t K, const EncodeContext& ctx) {
   if (ctx.max_invocations < 256 || ctx.max_shared_bytes < 2 * 16 * 33 * 16) return false;
   bool large = M >= 128 && N >= 128 && K >= 64;
-  switch (big_mode()) {
-    case BigMode::off: return false;
-    case BigMode::all: return true;
-    case BigMode::large: return large;
-    case BigMode::dflt: return by_default && large && ctx.subgroup_size == 32 && ctx.max_shared_bytes >= 48 * 1024;
+  switch (ctx.tuning.gemm_big) {
+    case gpu::Force::never: return false;
+    case gpu::Force::all: return true;
+    case gpu::Force::large: return large;
+    case gpu::Force::automatic: return large && ctx.subgroup_size == 32 && ctx.max_shared_bytes >= 48 * 1024;
   }
   return false;
 }
-bool use_big(const GemmArgs& g, const EncodeContext& ctx) { return big_for(g.M, g.N, g.K, kBigByDefault, ctx); }
 
 // Contraction slices for split-K: enough workgroups to fill a large GPU (~2 per SM on 132 SMs) when the
 // output alone gives too few, each slice >= 256 deep (a multiple of 16); 1 = no split.
-// EDGETRAIN_VK_GEMM_SPLITK=0 turns it off; =all splits every allowed product (up to 4 slices, to test edges).
-uint32_t split_slices(const GemmArgs& g, uint64_t tiles, uint32_t& chunk) {
-  static const int env = [] {  // -1 off, 1 forced, 0 automatic
-    const char* e = std::getenv("EDGETRAIN_VK_GEMM_SPLITK");
-    return !e ? 0 : std::string(e) == "0" ? -1 : std::string(e) == "all" ? 1 : 0;
-  }();
+// Tuning::split_k "0" turns it off; "all" splits every allowed product (up to 4 slices, to test edges).
+uint32_t split_slices(const GemmArgs& g, uint64_t tiles, const EncodeContext& ctx, uint32_t& chunk) {
+  const gpu::Force force = ctx.tuning.split_k;
   chunk = static_cast<uint32_t>(g.K);
-  if (env < 0 || !g.split_k || g.layout != 0 || g.batch != 1 || g.K < 32) return 1;
+  if (force == gpu::Force::never || !g.split_k || g.layout != 0 || g.batch != 1 || g.K < 32) return 1;
   uint64_t want;
-  if (env > 0) {
+  if (force == gpu::Force::all) {
     want = std::min<uint64_t>(4, g.K / 16);
   } else {
     const uint64_t target = 264;
@@ -91,14 +61,26 @@ void push_gemm(Dispatch& d, const GemmArgs& g) {
   d.arg(g.alpha_idx).arg(g.flags);
 }
 
-void check_groups(const Dispatch& d, const EncodeContext& ctx) {
-  const bool fits = d.groups[0] <= ctx.max_groups[0] && d.groups[1] <= ctx.max_groups[1] &&
-                    d.groups[2] <= ctx.max_groups[2];
-  ET_CHECK_KIND(ErrorKind::unsupported, fits, "vulkan gemm: grid ", d.groups[0], "x", d.groups[1], "x", d.groups[2],
-                " exceeds the device limits");
+}  // namespace
+
+bool q4_big_tiles(uint64_t rows, uint64_t cols, uint64_t red, const EncodeContext& ctx) {
+  return big_for(rows, cols, red, ctx);
 }
 
-void encode_big(const GemmArgs& g, const EncodeContext& ctx, Encoded& out) {
+void append_gemm(const GemmArgs& g, const EncodeContext& ctx, Encoded& out) {
+  ET_CHECK(g.M < (1ull << 32) && g.N < (1ull << 32) && g.K < (1ull << 32), "vulkan gemm: sizes too large");
+  if (coop_for(g.M, g.N, g.K, ctx)) {
+    CoopOperand a = coop_fp32(0, g.M, g.K, g.sa_row, g.sa_red, g.a_batch);
+    CoopOperand b = coop_fp32(1, g.N, g.K, g.sb_col, g.sb_red, g.b_batch);
+    CoopEpilogue ep;
+    if (g.layout == 1) ep.bias_bind = 2, ep.out_bind = 3, ep.scalar_bind = 4, ep.scratch_bind = 5;
+    ep.c_batch = g.c_batch;
+    ep.batch = g.batch;
+    ep.alpha_idx = g.alpha_idx;
+    ep.flags = g.flags;
+    if (append_coop(a, b, ep, ctx, out)) return;
+  }
+  const bool big = big_for(g.M, g.N, g.K, ctx);
   // vec4 loads need each contiguous run to start 16-byte aligned (buffers are bound at offset 0) and to
   // hold whole vec4s: the run's extent, the other stride and the batch stride all multiples of 4.
   bool a_k = g.sa_red == 1, b_n = g.sb_col == 1;
@@ -106,16 +88,15 @@ void encode_big(const GemmArgs& g, const EncodeContext& ctx, Encoded& out) {
                    : (g.sa_row == 1 && g.M % 4 == 0 && g.sa_red % 4 == 0 && g.a_batch % 4 == 0);
   bool vec_b = b_n ? (g.N % 4 == 0 && g.sb_red % 4 == 0 && g.b_batch % 4 == 0)
                    : (g.sb_red == 1 && g.K % 4 == 0 && g.sb_col % 4 == 0 && g.b_batch % 4 == 0);
-  uint64_t gx = (g.N + 127) / 128, gy = (g.M + 127) / 128;
-  uint32_t chunk = 0, splits = split_slices(g, gx * gy, chunk);
-  Dispatch d{ET_VK_KERNEL(gemm_big)};
+  const uint64_t tile = big ? 128 : 64, gx = (g.N + tile - 1) / tile, gy = (g.M + tile - 1) / tile;
+  uint32_t chunk = static_cast<uint32_t>(g.K), splits = big ? split_slices(g, gx * gy, ctx, chunk) : 1;
+  Dispatch d{big ? ET_VK_KERNEL(gemm_big) : ET_VK_KERNEL(gemm)};
   d.spec = {a_k ? 1u : 0u, b_n ? 1u : 0u, g.layout, vec_a ? 1u : 0u, vec_b ? 1u : 0u, splits > 1 ? 1u : 0u};
   push_gemm(d, g);
   d.arg(chunk);
   d.groups[0] = static_cast<uint32_t>(gx);
   d.groups[1] = static_cast<uint32_t>(gy);
   d.groups[2] = splits > 1 ? splits : g.batch;
-  check_groups(d, ctx);
   if (g.M == 0 || g.N == 0 || g.batch == 0) return;
   out.dispatches.push_back(std::move(d));
   if (splits == 1) return;
@@ -127,43 +108,8 @@ void encode_big(const GemmArgs& g, const EncodeContext& ctx, Encoded& out) {
   out.scratch_bytes.push_back(static_cast<size_t>(splits) * count * sizeof(float));
 }
 
-}  // namespace
-
-bool q4_big_tiles(uint64_t rows, uint64_t cols, uint64_t red, const EncodeContext& ctx) {
-  return big_for(rows, cols, red, kQ4BigByDefault, ctx);
-}
-
-void encode_gemm(const GemmArgs& g, const EncodeContext& ctx, Encoded& out) {
-  ET_CHECK(g.M < (1ull << 32) && g.N < (1ull << 32) && g.K < (1ull << 32), "vulkan gemm: sizes too large");
-  if (coop_for(g.M, g.N, g.K, ctx)) {
-    CoopOperand a = coop_fp32(0, g.M, g.K, g.sa_row, g.sa_red, g.a_batch);
-    CoopOperand b = coop_fp32(1, g.N, g.K, g.sb_col, g.sb_red, g.b_batch);
-    CoopEpilogue ep;
-    if (g.layout == 1) ep.bias_bind = 2, ep.out_bind = 3, ep.scalar_bind = 4, ep.scratch_bind = 5;
-    ep.c_batch = g.c_batch;
-    ep.batch = g.batch;
-    ep.alpha_idx = g.alpha_idx;
-    ep.flags = g.flags;
-    if (encode_coop(a, b, ep, ctx, out)) return;
-  }
-  if (use_big(g, ctx)) return encode_big(g, ctx, out);
-  const uint32_t t = big_tiles(g.M, g.N, ctx) ? 8 : 4;
-  const uint64_t tile = 16 * t;
-  Dispatch d{t == 8 ? ET_VK_KERNEL(gemm8) : ET_VK_KERNEL(gemm)};
-  d.spec = {g.sa_red == 1 ? 1u : 0u, g.sb_col == 1 ? 1u : 0u, g.layout};
-  push_gemm(d, g);
-  d.groups[0] = static_cast<uint32_t>((g.N + tile - 1) / tile);
-  d.groups[1] = static_cast<uint32_t>((g.M + tile - 1) / tile);
-  d.groups[2] = g.batch;
-  check_groups(d, ctx);
-  if (g.M == 0 || g.N == 0 || g.batch == 0) return;
-  out.dispatches.push_back(std::move(d));
-}
-
-namespace {
-
 // out[M,N] = alpha * op(a) @ op(b)
-void enc_mm(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
+void encode_mm(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   const Shape &sa = c.in[0].shape(), &sb = c.in[1].shape();
   bool ta = c.ints[0] != 0, tb = c.ints[1] != 0;
   GemmArgs g;
@@ -175,11 +121,11 @@ void enc_mm(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   g.sb_red = tb ? 1 : static_cast<uint32_t>(sb[1]);
   g.sb_col = tb ? static_cast<uint32_t>(sb[1]) : 1;
   g.alpha_idx = ctx.float_index.at(0);
-  encode_gemm(g, ctx, out);
+  append_gemm(g, ctx, out);
 }
 
 // out[B,M,N] = alpha * op(a[B]) @ op(b[B]); rank 4 flattens the two batch dims.
-void enc_bmm(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
+void encode_bmm(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   const Shape &sa = c.in[0].shape(), &sb = c.in[1].shape();
   int r = sa.rank();
   bool ta = c.ints[0] != 0, tb = c.ints[1] != 0;
@@ -194,18 +140,18 @@ void enc_bmm(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   g.sa_red = ta ? static_cast<uint32_t>(ac) : 1;
   g.sb_red = tb ? 1 : static_cast<uint32_t>(bc);
   g.sb_col = tb ? static_cast<uint32_t>(bc) : 1;
-  g.a_batch = static_cast<uint32_t>(ar * ac);
-  g.b_batch = static_cast<uint32_t>(br * bc);
-  g.c_batch = static_cast<uint32_t>(g.M * g.N);
+  g.a_batch = u32(ar * ac, c);
+  g.b_batch = u32(br * bc, c);
+  g.c_batch = u32(static_cast<int64_t>(g.M * g.N), c);
   ET_CHECK_KIND(ErrorKind::unsupported, batch <= ctx.max_groups[2], "vulkan bmm: ", batch,
                 " batches exceed the device's z grid limit ", ctx.max_groups[2]);
   g.batch = static_cast<uint32_t>(batch);
   g.alpha_idx = ctx.float_index.at(0);
-  encode_gemm(g, ctx, out);
+  append_gemm(g, ctx, out);
 }
 
 // y[..., N] = x[..., K] @ w[N, K]^T + bias
-void enc_linear(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
+void encode_linear(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   GemmArgs g;
   g.K = c.in[0].shape().last();
   g.M = c.in[0].shape().rows();
@@ -216,18 +162,7 @@ void enc_linear(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   g.sb_col = static_cast<uint32_t>(g.K);
   g.layout = 1;
   g.flags = c.in.size() > 2 && c.in[2].defined() ? 1u : 0u;
-  encode_gemm(g, ctx, out);
-}
-
-}  // namespace
-
-Encoder gemm_encoder(Op op) {
-  switch (op) {
-    case Op::mm: return enc_mm;
-    case Op::bmm: return enc_bmm;
-    case Op::linear: return enc_linear;
-    default: return nullptr;
-  }
+  append_gemm(g, ctx, out);
 }
 
 }  // namespace edgetrain::vk

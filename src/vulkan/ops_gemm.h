@@ -1,4 +1,5 @@
-// The shared tiled GEMM (gemm.comp) as an encoder helper, used by the gemm family and by linear_dW.
+// The GEMMs as encoder helpers (ops_gemm.cpp, ops_gemm_coop.cpp), used by the gemm family, linear_dW and the
+// 4-bit GEMMs of the train family.
 #pragma once
 
 #include <cstdint>
@@ -18,14 +19,12 @@ struct GemmArgs {
   uint32_t layout = 0;
   bool split_k = false;  // may split the contraction over workgroups (layout 0, one batch; linear_dW)
 };
-// Whether a (rows x cols) output gets the 128x128-tile (8x8 per thread) kernels; see ops_gemm.cpp.
-bool big_tiles(uint64_t rows, uint64_t cols, const EncodeContext& ctx);
-
 // Whether the 4-bit GEMMs use their 128x128-tile kernels (*_big.comp) for a (rows x cols) output
-// contracting over red; same switch (EDGETRAIN_VK_GEMM_BIG) and device test as the fp32 GEMM's.
+// contracting over red; same switch (Tuning::gemm_big) and device test as the fp32 GEMM's.
 bool q4_big_tiles(uint64_t rows, uint64_t cols, uint64_t red, const EncodeContext& ctx);
 
-void encode_gemm(const GemmArgs& g, const EncodeContext& ctx, Encoded& out);
+// Appends the dispatches of one GEMM (tensor-core path, 128x128 or 64x64 tiles).
+void append_gemm(const GemmArgs& g, const EncodeContext& ctx, Encoded& out);
 
 // ---- the tensor-core path (ops_gemm_coop.cpp; gemm_split.comp + gemm_coop.comp) ----
 
@@ -48,12 +47,12 @@ struct CoopEpilogue {
   uint32_t flags = 0;  // bit 0 add bias, bit 1 accumulate
 };
 
-// Whether an M x N product contracting over K takes the tensor-core path on this device (env
-// EDGETRAIN_VK_COOPMAT: 0 never, all always, unset: large products).
+// Whether an M x N product contracting over K takes the tensor-core path on this device (Tuning::coopmat:
+// "0" never, "all" always, unset: large products).
 bool coop_for(uint64_t M, uint64_t N, uint64_t K, const EncodeContext& ctx);
 // Appends the split and GEMM dispatches; false (nothing appended) when the scratch would exceed the
 // device's binding range, so the caller uses the fp32 kernels.
-bool encode_coop(const CoopOperand& a, const CoopOperand& b, const CoopEpilogue& ep, const EncodeContext& ctx,
+bool append_coop(const CoopOperand& a, const CoopOperand& b, const CoopEpilogue& ep, const EncodeContext& ctx,
                  Encoded& out);
 
 }  // namespace edgetrain::vk

@@ -11,11 +11,9 @@
 #include "rope.spv.h"
 #include "silu_mul.spv.h"
 #include "silu_mul_backward.spv.h"
-#include "vulkan/ops_generic.h"
+#include "vulkan/kernel.h"
 
 namespace edgetrain::vk {
-namespace {
-using namespace generic;
 
 void encode_rms_norm(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   const Shape& s = c.in[0].shape();
@@ -23,14 +21,16 @@ void encode_rms_norm(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   uint32_t D = u32(s.last(), c), rows = u32(s.rows(), c);
   if (rows == 0) return;
   uint32_t wg = reduce_wg(ctx);
-  Dispatch d = kernel(ET_VK_KERNEL(rms_norm), {wg});
+  Dispatch d(ET_VK_KERNEL(rms_norm), {wg});
   d.arg(D).arg(rows).arg(ctx.float_index[0]);
   grid_1d(rows, ctx, d.groups);
   out.dispatches.push_back(d);
 }
 
+namespace {
 // Rows per dw partial of rms_norm_backward.
 constexpr uint32_t kDwChunk = 64;
+}  // namespace
 
 void encode_rms_norm_backward(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   const Shape& s = c.in[1].shape();
@@ -42,7 +42,7 @@ void encode_rms_norm_backward(const OpCall& c, const EncodeContext& ctx, Encoded
   out.scratch_bytes.push_back(std::max<size_t>(16, size_t(n_chunks) * D * sizeof(float)));
   u32(uint64_t(n_chunks) * D, c);
   auto make = [&](uint32_t mode) {
-    Dispatch d = kernel(ET_VK_KERNEL(rms_norm_backward), {wg, mode});
+    Dispatch d(ET_VK_KERNEL(rms_norm_backward), {wg, mode});
     d.arg(D).arg(rows).arg(kDwChunk).arg(n_chunks).arg(acc);
     return d;
   };
@@ -61,6 +61,7 @@ void encode_rms_norm_backward(const OpCall& c, const EncodeContext& ctx, Encoded
   }
 }
 
+namespace {
 void rope_like(const OpCall& c, const EncodeContext& ctx, Encoded& out, uint32_t backward) {
   const Shape& s = c.in[0].shape();
   int r = s.rank();
@@ -68,11 +69,13 @@ void rope_like(const OpCall& c, const EncodeContext& ctx, Encoded& out, uint32_t
   uint32_t T = u32(s[r - 3], c), H = u32(s[r - 2], c), D = u32(s[r - 1], c);
   uint32_t n = u32(s.numel() / std::max<int64_t>(1, int64_t(H) * D) * (D / 2), c);  // B*T*D/2
   if (n == 0 || H == 0) return;
-  Dispatch d = kernel(ET_VK_KERNEL(rope), {backward});
+  Dispatch d(ET_VK_KERNEL(rope), {backward});
   d.arg(n).arg(T).arg(H).arg(D).arg(ctx.float_index[0]).arg(ctx.float_index[1]);
   threads_grid(d, n, kWG, ctx);
   out.dispatches.push_back(d);
 }
+}  // namespace
+
 void encode_rope(const OpCall& c, const EncodeContext& ctx, Encoded& out) { rope_like(c, ctx, out, 0); }
 void encode_rope_backward(const OpCall& c, const EncodeContext& ctx, Encoded& out) { rope_like(c, ctx, out, 1); }
 
@@ -80,7 +83,7 @@ void encode_silu_mul(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   uint32_t n = u32(c.in[0].numel(), c);
   if (n == 0) return;
   const uint32_t vec = n % 4 == 0 ? 1u : 0u;
-  Dispatch d = kernel(ET_VK_KERNEL(silu_mul), {vec});
+  Dispatch d(ET_VK_KERNEL(silu_mul), {vec});
   d.arg(vec ? n / 4 : n);
   threads_grid(d, vec ? n / 4 : n, kWG, ctx);
   out.dispatches.push_back(d);
@@ -89,7 +92,7 @@ void encode_silu_mul(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
 void encode_silu_mul_backward(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   uint32_t n = u32(c.in[0].numel(), c);
   if (n == 0) return;
-  Dispatch d = kernel(ET_VK_KERNEL(silu_mul_backward));
+  Dispatch d(ET_VK_KERNEL(silu_mul_backward));
   d.arg(n);
   threads_grid(d, n, kWG, ctx);
   out.dispatches.push_back(d);
@@ -99,7 +102,7 @@ void encode_embedding(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   const Shape& w = c.in[0].shape();
   uint32_t n = u32(c.out[0].numel(), c);
   if (n == 0) return;
-  Dispatch d = kernel(ET_VK_KERNEL(embedding));
+  Dispatch d(ET_VK_KERNEL(embedding));
   d.arg(n).arg(u32(w[0], c)).arg(u32(w[1], c));
   threads_grid(d, n, kWG, ctx);
   out.dispatches.push_back(d);
@@ -116,7 +119,7 @@ void encode_embedding_backward(const OpCall& c, const EncodeContext& ctx, Encode
   uint32_t wg = reduce_wg(ctx);
   out.scratch_bytes.push_back(std::max<size_t>(16, size_t(n) * sizeof(uint32_t)));
   auto make = [&](uint32_t mode) {
-    Dispatch d = kernel(ET_VK_KERNEL(embedding_backward), {wg, mode});
+    Dispatch d(ET_VK_KERNEL(embedding_backward), {wg, mode});
     d.arg(n).arg(V).arg(D).arg(acc);
     return d;
   };
@@ -140,35 +143,12 @@ void encode_gather(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   if (n == 0) return;
   int r = xs.rank();
   int64_t dim = c.ints[0] < 0 ? c.ints[0] + r : c.ints[0];
-  Dims4 st;
-  for (uint32_t& v : st.d) v = 0;
-  int64_t acc = 1;
-  for (int i = r - 1; i >= 0; --i) {
-    st.d[4 - r + i] = u32(acc, c);
-    acc *= xs[i];
-  }
-  u32(acc, c);
-  Dispatch d = kernel(ET_VK_KERNEL(gather));
+  u32(xs.numel(), c);
+  Dims4 st = row_strides(xs, c);
+  Dispatch d(ET_VK_KERNEL(gather));
   d.arg(pad4(is, c)).arg(st).arg(n).arg(static_cast<uint32_t>(4 - r + dim)).arg(u32(xs[static_cast<int>(dim)], c));
   threads_grid(d, n, kWG, ctx);
   out.dispatches.push_back(d);
-}
-
-}  // namespace
-
-Encoder llama_encoder(Op op) {
-  switch (op) {
-    case Op::rms_norm: return encode_rms_norm;
-    case Op::rms_norm_backward: return encode_rms_norm_backward;
-    case Op::rope: return encode_rope;
-    case Op::rope_backward: return encode_rope_backward;
-    case Op::silu_mul: return encode_silu_mul;
-    case Op::silu_mul_backward: return encode_silu_mul_backward;
-    case Op::embedding: return encode_embedding;
-    case Op::embedding_backward: return encode_embedding_backward;
-    case Op::gather: return encode_gather;
-    default: return nullptr;
-  }
 }
 
 }  // namespace edgetrain::vk

@@ -12,11 +12,10 @@
 
 #include "clip_coef.spv.h"
 #include "grad_norm.spv.h"
-#include "vulkan/ops_generic.h"
+#include "vulkan/kernel.h"
 
 namespace edgetrain::vk {
 namespace {
-using namespace generic;
 
 constexpr uint32_t kSpvOpDecorate = 71;
 constexpr uint32_t kSpvDecorationBinding = 33;
@@ -48,6 +47,8 @@ Kernel rebound(const Kernel& k, const std::vector<uint32_t>& remap, const std::s
 // Elements per workgroup of the per-input pass (each invocation sums CHUNK / WG of them first).
 constexpr uint32_t kNormChunk = 4096;
 
+}  // namespace
+
 void encode_grad_norm(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   auto n_in = static_cast<uint32_t>(c.in.size());
   uint32_t out_binding = n_in, scratch_binding = n_in + 2;  // the scalar block sits at n_in + 1
@@ -58,7 +59,7 @@ void encode_grad_norm(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
     uint32_t n = u32(c.in[i].numel(), c);
     if (n == 0) continue;
     uint32_t groups = (n + kNormChunk - 1) / kNormChunk;
-    Dispatch d = kernel(rebound(base, {i, scratch_binding, out_binding},
+    Dispatch d(rebound(base, {i, scratch_binding, out_binding},
                                 "grad_norm#" + std::to_string(n_in) + "_" + std::to_string(i)),
                         {wg, 0u});
     d.arg(n).arg(kNormChunk).arg(u32(total, c));
@@ -66,7 +67,7 @@ void encode_grad_norm(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
     out.dispatches.push_back(d);
     total += groups;
   }
-  Dispatch fin = kernel(rebound(base, {0u, scratch_binding, out_binding}, "grad_norm#" + std::to_string(n_in) + "_final"),
+  Dispatch fin(rebound(base, {0u, scratch_binding, out_binding}, "grad_norm#" + std::to_string(n_in) + "_final"),
                         {wg, 1u});
   fin.arg(u32(total, c)).arg(0u).arg(0u);
   out.dispatches.push_back(fin);
@@ -75,19 +76,9 @@ void encode_grad_norm(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
 
 void encode_clip_coef(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   (void)c;
-  Dispatch d = kernel(ET_VK_KERNEL(clip_coef));
+  Dispatch d(ET_VK_KERNEL(clip_coef));
   d.arg(ctx.float_index[0]);
   out.dispatches.push_back(d);
-}
-
-}  // namespace
-
-Encoder optim_encoder(Op op) {
-  switch (op) {
-    case Op::grad_norm: return encode_grad_norm;
-    case Op::clip_coef: return encode_clip_coef;
-    default: return nullptr;
-  }
 }
 
 }  // namespace edgetrain::vk

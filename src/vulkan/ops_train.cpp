@@ -1,5 +1,5 @@
-// Encoders of the six training ops: linear_q4gsw (tiled GEMM, 128x128 *_big kernels on GPUs when enabled,
-// or the GEMV kernel for one row),
+// Encoders of the six training ops: linear_q4gsw (tiled GEMM, 128x128 *_big kernels for large products on
+// GPUs, or the GEMV kernel for one row),
 // linear_q4gsw_backward, linear_dW (the shared tiled GEMM contracting over M), fused_ce (+ row-loss sum),
 // q4gsw_requant and adamw_step. Shapes were validated by check_call; these only size grids and constants.
 #include <algorithm>
@@ -10,12 +10,10 @@
 #include "fused_ce_reg.spv.h"
 #include "fused_ce_sum.spv.h"
 #include "linear_q4gsw.spv.h"
-#include "linear_q4gsw8.spv.h"
+#include "linear_q4gsw_backward.spv.h"
+#include "linear_q4gsw_backward_big.spv.h"
 #include "linear_q4gsw_big.spv.h"
 #include "linear_q4gsw_gemv.spv.h"
-#include "q4gsw_backward.spv.h"
-#include "q4gsw_backward8.spv.h"
-#include "q4gsw_backward_big.spv.h"
 #include "q4gsw_requant.spv.h"
 #include "q4gsw_ste_grad.spv.h"
 #include "vulkan/kernel.h"
@@ -24,39 +22,25 @@
 namespace edgetrain::vk {
 namespace {
 
-uint32_t u32(int64_t v, const char* what) {
-  ET_CHECK(v >= 0 && v < (int64_t(1) << 32), "vulkan: ", what, " = ", v, " does not fit 32 bits");
-  return static_cast<uint32_t>(v);
-}
-
-// Per-thread register tile of the q4 GEMMs: 4x4 (64x64 workgroup tiles) unless big_tiles() picks 8x8.
-uint32_t reg_tile(int64_t rows, int64_t cols, const EncodeContext& ctx) {
-  return big_tiles(static_cast<uint64_t>(rows), static_cast<uint64_t>(cols), ctx) ? 8 : 4;
-}
-uint32_t tiles(int64_t n, uint32_t t) { return static_cast<uint32_t>((n + 16 * t - 1) / (16 * t)); }
-
-void check_grid(const Dispatch& d, const EncodeContext& ctx, const OpCall& c) {
-  for (int i = 0; i < 3; ++i)
-    ET_CHECK_KIND(ErrorKind::unsupported, d.groups[i] <= ctx.max_groups[i], "vulkan: ", d.kernel.name, " needs ",
-                  d.groups[i], " workgroups on axis ", i, ", more than the device allows (", ctx.max_groups[i],
-                  ") for ", c.str());
+// Workgroup tiles along n outputs: 64 wide, 128 for the *_big kernels.
+uint32_t tiles(int64_t n, bool big) {
+  const int64_t t = big ? 128 : 64;
+  return static_cast<uint32_t>((n + t - 1) / t);
 }
 
 // Largest power of two <= min(want, device max invocations).
-uint32_t pow2_lanes(uint32_t want, const EncodeContext& ctx) {
-  uint32_t lim = std::min(want, ctx.max_invocations), p = 1;
-  while (p * 2 <= lim) p *= 2;
-  return p;
-}
+uint32_t pow2_lanes(uint32_t want, const EncodeContext& ctx) { return gpu::pow2_at_most(want, ctx.max_invocations); }
 
 // Push constants shared by the q4 kernels: M, N, K, N8, K4, G, gs.
-void q4_push(Dispatch& d, int64_t M, const q4::Geometry& g) {
-  d.arg(u32(M, "M")).arg(u32(g.N, "N")).arg(u32(g.K, "K")).arg(u32(g.N8(), "N8")).arg(u32(g.K4(), "K4"));
-  d.arg(u32(g.groups(), "G")).arg(u32(g.group_size, "group_size"));
+void q4_push(Dispatch& d, int64_t M, const q4::Geometry& g, const OpCall& c) {
+  d.arg(u32(M, c)).arg(u32(g.N, c)).arg(u32(g.K, c)).arg(u32(g.N8(), c)).arg(u32(g.K4(), c));
+  d.arg(u32(g.groups(), c)).arg(u32(g.group_size, c));
 }
 
+}  // namespace
+
 // y[m,n] = sum_k x[m,k] W[n,k] + bias[n]
-void enc_linear_q4gsw(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
+void encode_linear_q4gsw(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   const Tensor& x = c.in[0];
   q4::Geometry g(c.in[2].shape()[1], x.shape().last(), c.ints[0]);
   int64_t M = x.shape().rows();
@@ -67,7 +51,7 @@ void enc_linear_q4gsw(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
     uint32_t lanes = pow2_lanes(128, ctx);
     uint32_t cols = std::min<uint32_t>(4, lanes / 4);
     d.spec = {cols, lanes / cols, lanes};
-    q4_push(d, M, g);
+    q4_push(d, M, g, c);
     d.arg(has_bias);
     grid_1d((g.N8() + cols - 1) / cols, ctx, d.groups);
     d.groups[2] = 1;
@@ -75,70 +59,66 @@ void enc_linear_q4gsw(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
     return;
   }
   if (coop_for(static_cast<uint64_t>(M), static_cast<uint64_t>(g.N), static_cast<uint64_t>(g.K), ctx)) {
-    CoopOperand a = coop_fp32(0, static_cast<uint64_t>(M), static_cast<uint64_t>(g.K), u32(g.K, "K"), 1, 0);
+    CoopOperand a = coop_fp32(0, static_cast<uint64_t>(M), static_cast<uint64_t>(g.K), u32(g.K, c), 1, 0);
     CoopOperand b;  // B(k, n) = W[n, k]: rows n of the 4-bit weight
     b.kind = 2, b.src_bind = 1, b.scale_bind = 2, b.R = static_cast<uint64_t>(g.N), b.K = static_cast<uint64_t>(g.K);
-    b.q4_N = u32(g.N, "N"), b.q4_gs = u32(g.group_size, "group_size");
+    b.q4_N = u32(g.N, c), b.q4_gs = u32(g.group_size, c);
     CoopEpilogue ep;
     ep.bias_bind = 3, ep.out_bind = 4, ep.scalar_bind = 5, ep.scratch_bind = 6, ep.flags = has_bias;
-    if (encode_coop(a, b, ep, ctx, out)) return;
+    if (append_coop(a, b, ep, ctx, out)) return;
   }
   bool big = q4_big_tiles(static_cast<uint64_t>(M), static_cast<uint64_t>(g.N), static_cast<uint64_t>(g.K), ctx);
-  uint32_t t = big ? 8 : reg_tile(M, g.N, ctx);
-  Dispatch d{big ? ET_VK_KERNEL(linear_q4gsw_big) : t == 8 ? ET_VK_KERNEL(linear_q4gsw8) : ET_VK_KERNEL(linear_q4gsw)};
-  q4_push(d, M, g);
+  Dispatch d{big ? ET_VK_KERNEL(linear_q4gsw_big) : ET_VK_KERNEL(linear_q4gsw)};
+  q4_push(d, M, g, c);
   d.arg(has_bias);
-  d.groups[0] = tiles(g.N, t);
-  d.groups[1] = tiles(M, t);
-  check_grid(d, ctx, c);
+  d.groups[0] = tiles(g.N, big);
+  d.groups[1] = tiles(M, big);
   out.dispatches.push_back(std::move(d));
 }
 
 // dx[m,k] = sum_n dy[m,n] W[n,k]
-void enc_linear_q4gsw_backward(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
+void encode_linear_q4gsw_backward(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   const Tensor& dy = c.in[0];
   q4::Geometry g(c.in[2].shape()[1], c.ints[1], c.ints[0]);
   int64_t M = dy.shape().rows();
   if (M == 0) return;
   if (coop_for(static_cast<uint64_t>(M), static_cast<uint64_t>(g.K), static_cast<uint64_t>(g.N), ctx)) {
-    CoopOperand a = coop_fp32(0, static_cast<uint64_t>(M), static_cast<uint64_t>(g.N), u32(g.N, "N"), 1, 0);
+    CoopOperand a = coop_fp32(0, static_cast<uint64_t>(M), static_cast<uint64_t>(g.N), u32(g.N, c), 1, 0);
     CoopOperand b;  // B(n, k) = W[n, k]: rows k of the 4-bit weight, contracting over n
     b.kind = 3, b.src_bind = 1, b.scale_bind = 2, b.R = static_cast<uint64_t>(g.K), b.K = static_cast<uint64_t>(g.N);
-    b.q4_N = u32(g.N, "N"), b.q4_gs = u32(g.group_size, "group_size");
+    b.q4_N = u32(g.N, c), b.q4_gs = u32(g.group_size, c);
     CoopEpilogue ep;
     ep.out_bind = 3, ep.scalar_bind = 4, ep.scratch_bind = 5;
-    if (encode_coop(a, b, ep, ctx, out)) return;
+    if (append_coop(a, b, ep, ctx, out)) return;
   }
   bool big = q4_big_tiles(static_cast<uint64_t>(M), static_cast<uint64_t>(g.K), static_cast<uint64_t>(g.N), ctx);
-  uint32_t t = big ? 8 : reg_tile(M, g.K, ctx);
-  Dispatch d{big ? ET_VK_KERNEL(q4gsw_backward_big) : t == 8 ? ET_VK_KERNEL(q4gsw_backward8) : ET_VK_KERNEL(q4gsw_backward)};
-  q4_push(d, M, g);
-  d.groups[0] = tiles(g.K, t);
-  d.groups[1] = tiles(M, t);
-  check_grid(d, ctx, c);
+  Dispatch d{big ? ET_VK_KERNEL(linear_q4gsw_backward_big) : ET_VK_KERNEL(linear_q4gsw_backward)};
+  q4_push(d, M, g, c);
+  d.groups[0] = tiles(g.K, big);
+  d.groups[1] = tiles(M, big);
   out.dispatches.push_back(std::move(d));
 }
 
 // dw[n,k] (+)= sum_m dy[m,n] x[m,k]: the tiled GEMM with A = dy^T (rows n contiguous), B = x.
-void enc_linear_dW(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
+void encode_linear_dW(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   const Tensor &dy = c.in[0], &x = c.in[1];
   GemmArgs a;
   a.M = dy.shape().last();  // N
   a.N = x.shape().last();   // K
   a.K = dy.shape().rows();  // M, the contraction
   a.sa_row = 1;
-  a.sa_red = u32(a.M, "N");
-  a.sb_red = u32(a.N, "K");
+  a.sa_red = u32(a.M, c);
+  a.sb_red = u32(a.N, c);
   a.sb_col = 1;
   a.flags = c.ints[0] ? 2u : 0u;
   a.split_k = true;
-  encode_gemm(a, ctx, out);
+  append_gemm(a, ctx, out);
 }
 
 // loss = sum_r row_loss[r]; dlogits = (softmax - onehot) / n_valid
-void enc_fused_ce(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
+void encode_fused_ce(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   const Shape& s = c.in[0].shape();
-  uint32_t R = u32(s[0], "rows"), V = u32(s[1], "vocab"), lanes = pow2_lanes(256, ctx);
+  uint32_t R = u32(s[0], c), V = u32(s[1], c), lanes = pow2_lanes(256, ctx);
   // Rows that fit in registers (32 logits per lane of up to 1024) are read once: fused_ce_reg.comp.
   const uint32_t reg_lanes = pow2_lanes(1024, ctx);
   const bool in_registers = uint64_t(V) <= 32ull * reg_lanes;
@@ -155,50 +135,35 @@ void enc_fused_ce(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
 }
 
 // W_4X8 codes from fp32 latents, one thread per word.
-void enc_q4gsw_requant(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
+void encode_q4gsw_requant(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   const Shape& s = c.in[0].shape();
   q4::Geometry g(s[0], s[1], c.ints[0]);
   Dispatch d{ET_VK_KERNEL(q4gsw_requant)};
-  d.arg(u32(g.N, "N")).arg(u32(g.K, "K")).arg(u32(g.N8(), "N8")).arg(u32(g.K4(), "K4"));
-  d.arg(u32(g.groups(), "G")).arg(u32(g.group_size, "group_size")).arg(u32(g.words(), "words"));
+  d.arg(u32(g.N, c)).arg(u32(g.K, c)).arg(u32(g.N8(), c)).arg(u32(g.K4(), c));
+  d.arg(u32(g.groups(), c)).arg(u32(g.group_size, c)).arg(u32(g.words(), c));
   grid_1d((g.words() + 63) / 64, ctx, d.groups);
   out.dispatches.push_back(std::move(d));
 }
 
 // The clipped straight-through gradient, in place, one thread per element.
-void enc_q4gsw_ste_grad(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
+void encode_q4gsw_ste_grad(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   const Shape& s = c.in[1].shape();
   const int64_t n = s[0] * s[1];
   Dispatch d{ET_VK_KERNEL(q4gsw_ste_grad)};
-  d.arg(u32(s[0], "N")).arg(u32(s[1], "K")).arg(u32(c.ints[0], "group_size")).arg(u32(n, "numel"));
+  d.arg(u32(s[0], c)).arg(u32(s[1], c)).arg(u32(c.ints[0], c)).arg(u32(n, c));
   grid_1d((n + 255) / 256, ctx, d.groups);
   out.dispatches.push_back(std::move(d));
 }
 
 // In-place AdamW, 4 elements per thread.
-void enc_adamw_step(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
+void encode_adamw_step(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   int64_t n = c.in[0].numel();
   if (n == 0) return;
   Dispatch d{ET_VK_KERNEL(adamw_step)};
-  d.arg(u32(n, "numel"));
+  d.arg(u32(n, c));
   for (int i = 0; i < 7; ++i) d.arg(ctx.float_index.at(i));
   grid_1d((n + 255) / 256, ctx, d.groups);
   out.dispatches.push_back(std::move(d));
-}
-
-}  // namespace
-
-Encoder train_encoder(Op op) {
-  switch (op) {
-    case Op::linear_q4gsw: return enc_linear_q4gsw;
-    case Op::linear_q4gsw_backward: return enc_linear_q4gsw_backward;
-    case Op::linear_dW: return enc_linear_dW;
-    case Op::fused_ce: return enc_fused_ce;
-    case Op::q4gsw_requant: return enc_q4gsw_requant;
-    case Op::q4gsw_ste_grad: return enc_q4gsw_ste_grad;
-    case Op::adamw_step: return enc_adamw_step;
-    default: return nullptr;
-  }
 }
 
 }  // namespace edgetrain::vk

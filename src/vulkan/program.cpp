@@ -45,12 +45,14 @@ const DeviceBuffer& VulkanBackend::buffer(uint64_t id) const {
 EncodeContext VulkanBackend::encode_context() const {
   EncodeContext e;
   const Limits& l = ctx_->limits();
+  e.backend = "vulkan";
   for (int i = 0; i < 3; ++i) e.max_groups[i] = l.max_groups[i];
   e.subgroup_size = l.subgroup_size;
   e.max_shared_bytes = l.max_shared_bytes;
   e.max_invocations = l.max_invocations;
   e.coopmat = l.coopmat;
   e.max_storage_range = l.max_storage_range;
+  e.tuning = ctx_->tuning();
   return e;
 }
 

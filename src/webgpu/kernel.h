@@ -1,7 +1,7 @@
 // How an op becomes WebGPU work: an encoder turns one validated OpCall into one or more Dispatches of
 // embedded WGSL kernels (the same shape as src/vulkan/kernel.h). The runtime (context.cpp, program.cpp)
-// owns the device, buffers, pipelines and bind groups; encoders (ops_<family>.cpp) only choose kernels,
-// override constants, parameters and grid sizes.
+// owns the device, buffers, pipelines and bind groups, and checks every dispatch's grid against the device
+// limit; encoders (ops_<family>.cpp) only choose kernels, override constants, parameters and grid sizes.
 //
 // Bindings: unlike Vulkan, a WebGPU dispatch may not bind one buffer twice when either binding is
 // writable, so each Dispatch lists its bindings explicitly, in @binding order (0, 1, 2, ...), all in
@@ -14,12 +14,14 @@
 // Consecutive dispatches in one compute pass see each other's writes (WebGPU orders them).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "core/gpu_encode.h"
 #include "edgetrain/backend.h"
 
 namespace edgetrain::wg {
@@ -70,18 +72,28 @@ struct Dispatch {
     std::memcpy(params.data() + o, &v, 4);
     return *this;
   }
+  Dispatch& arg(const gpu::Dims4& v) {  // a vec4<u32>
+    for (uint32_t x : v.d) arg(x);
+    return *this;
+  }
 };
 
-// What an encoder sees besides the call.
-struct EncodeContext {
-  std::vector<uint32_t> float_index;  // scalar-block index of each float argument of the call
-  uint32_t max_groups;                // maxComputeWorkgroupsPerDimension
-  uint32_t max_invocations;           // maxComputeInvocationsPerWorkgroup
-  uint32_t max_size_x;                // maxComputeWorkgroupSizeX
-  uint32_t max_shared_bytes;          // maxComputeWorkgroupStorageSize
-  uint64_t max_binding_bytes;         // maxStorageBufferBindingSize
+// The kernel-path switches, read from the environment once when the backend starts.
+struct Tuning {
+  // EDGETRAIN_WG_GEMM_BIG: gemm_big.wgsl (128x128 tiles) "0" never, "all" for every product (to test tile
+  // edges on small shapes); otherwise for products of at least 128 x 128 x 64. The large 4-bit GEMMs follow.
+  gpu::Force gemm_big = gpu::Force::automatic;
+  static Tuning from_env();
+};
+
+// What an encoder sees besides the call: float_index, the grid and workgroup limits (gpu::EncodeLimits;
+// WebGPU has one per-dimension grid limit), and the rest of the device's limits and switches.
+struct EncodeContext : gpu::EncodeLimits {
+  uint32_t max_size_x = 256;           // maxComputeWorkgroupSizeX
+  uint64_t max_binding_bytes = 1u << 27;  // maxStorageBufferBindingSize
+  Tuning tuning;
   // Largest power of two <= want that the device allows as a 1-D workgroup size.
-  uint32_t wg_size(uint32_t want) const;
+  uint32_t wg_size(uint32_t want) const { return gpu::pow2_at_most(want, std::min(max_invocations, max_size_x)); }
 };
 
 struct Encoded {
@@ -89,25 +101,13 @@ struct Encoded {
   std::vector<size_t> scratch_bytes;  // per-call scratch buffers, zero-filled once at finalize
 };
 
-// Encoder of one op; registered by family in ops_registry.cpp. Throws Error for shapes it cannot take,
-// with the kinds of the Vulkan encoders (vulkan/kernel.h): unsupported past a limit the device reports or
-// for a dtype without a kernel; misuse for sizes past the kernels' 32-bit parameters.
 using Encoder = void (*)(const OpCall& call, const EncodeContext& ctx, Encoded& out);
-Encoder encoder_for(Op op);  // nullptr when the op has no WebGPU kernel
-
-// Splits `workgroups` into an x*y grid within the per-dimension limit. Kernels fold it back with
-// linear id = wid.y * nwg.x + wid.x and return past the end, so no op is capped at 65,535 workgroups.
-void grid_1d(uint64_t workgroups, const EncodeContext& ctx, uint32_t groups[3]);
+#include "core/gpu_encoders.inc"  // encode_<op> of every op, encoder_for(op), the shared helpers
 constexpr uint32_t kNanBits = 0x7fc00000u;  // a quiet NaN, passed in uniforms (WGSL has no NaN literal)
-inline uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
-inline uint32_t u32(int64_t v) {
-  ET_CHECK(v >= 0 && v <= 0xFFFFFFFFll, "webgpu: size ", v, " does not fit a u32 kernel parameter");
-  return static_cast<uint32_t>(v);
-}
 
-}  // namespace edgetrain::wg
-
-namespace edgetrain::wg {
+// The elementwise.wgsl dispatch of an op (ops_elementwise.cpp); kind is the kernel's OP code (also used by
+// silu_mul and its backward, of the llama family).
+void elementwise_map(const OpCall& c, const EncodeContext& ctx, Encoded& out, uint32_t kind);
 
 // A strided dense GEMM dispatch of gemm.wgsl (ops_gemm.cpp): C[b,i,j] = alpha * sum_c A(i,c) B(c,j)
 // (+ bias[j]) (+ C). Bindings: A, B, bias (or dummy), C, scalars, params.
@@ -119,22 +119,8 @@ struct GemmShape {
   int alpha_index = -1;  // scalar-block index of alpha; -1 means alpha = 1
 };
 Dispatch gemm_dispatch(const GemmShape& g, Bind a, Bind b, Bind bias, Bind c, const EncodeContext& ctx);
-// Whether gemm_dispatch runs the large-tile kernel (gemm_big.wgsl) for g; env EDGETRAIN_WG_GEMM_BIG.
+// Whether gemm_dispatch runs the large-tile kernel (gemm_big.wgsl) for g (Tuning::gemm_big).
 bool big_gemm(const GemmShape& g, const EncodeContext& ctx);
 
 }  // namespace edgetrain::wg
 
-namespace edgetrain::wg {
-
-// A shape or stride vector front-padded to 4 dims (shape: 1s; strides: 0s), as kernels' vec4<u32>.
-struct Shape4 {
-  uint32_t dims[4] = {1, 1, 1, 1};
-};
-Shape4 shape4(const Shape& s);
-// Element strides of `operand` read at the indices of `out` under numpy broadcasting (0 on broadcast dims).
-Shape4 bcast_strides(const Shape& operand, const Shape& out);
-inline void arg4(Dispatch& d, const Shape4& s) {
-  for (uint32_t v : s.dims) d.arg(v);
-}
-
-}  // namespace edgetrain::wg

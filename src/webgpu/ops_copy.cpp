@@ -2,9 +2,9 @@
 // permutation (permute_copy), all on copy.wgsl's index map, and the in-place row copy write_rows
 // (write_rows.wgsl).
 #include "copy.wgsl.h"
-#include "copy_vec4.wgsl.h"
-#include "write_rows.wgsl.h"
+#include "copy_words.wgsl.h"
 #include "webgpu/kernel.h"
+#include "write_rows.wgsl.h"
 
 namespace edgetrain::wg {
 namespace {
@@ -21,7 +21,7 @@ uint32_t type_code(DType t, bool converting) {
   return 2;
 }
 
-void copy_dispatch(const OpCall& c, const Shape4& stride, const EncodeContext& ctx, Encoded& out) {
+void copy_dispatch(const OpCall& c, const Dims4& stride, const EncodeContext& ctx, Encoded& out) {
   const Tensor &x = c.in[0], &o = c.out[0];
   const int64_t n = o.numel();
   if (n == 0) return;
@@ -31,52 +31,39 @@ void copy_dispatch(const OpCall& c, const Shape4& stride, const EncodeContext& c
   Dispatch d(ET_WG_KERNEL(copy));
   d.constant("SRC", type_code(x.dtype(), converting)).constant("DST", dst).constant("WG", 64);
   d.in(0).out(0).uniform();
-  d.arg(u32(n)).arg(u32(static_cast<int64_t>(words))).arg(0u).arg(0u);
-  arg4(d, shape4(o.shape()));
-  arg4(d, stride);
+  d.arg(u32(n, c)).arg(u32(static_cast<int64_t>(words), c)).arg(0u).arg(0u);
+  d.arg(pad4(o.shape(), c)).arg(stride);
   grid_1d(ceil_div(words, 64), ctx, d.groups);
   out.dispatches.push_back(std::move(d));
 }
 
-void enc_dim_order_copy(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
+}  // namespace
+
+void encode_dim_order_copy(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   const Tensor &x = c.in[0], &o = c.out[0];
   const uint64_t bytes = static_cast<uint64_t>(o.numel()) * dtype_size(o.dtype());
   if (x.dtype() == o.dtype() && bytes > 0 && bytes % 16 == 0) {  // same bytes: the vector copy
-    Dispatch d(ET_WG_KERNEL(copy_vec4));
+    Dispatch d(ET_WG_KERNEL(copy_words));
     d.in(0).out(0).uniform();
-    d.arg(u32(static_cast<int64_t>(bytes / 16))).arg(0u).arg(0u).arg(0u);
+    d.arg(u32(static_cast<int64_t>(bytes / 16), c)).arg(0u).arg(0u).arg(0u);
     grid_1d(ceil_div(bytes / 16, 1024), ctx, d.groups);
     out.dispatches.push_back(std::move(d));
     return;
   }
-  copy_dispatch(c, bcast_strides(c.in[0].shape(), c.out[0].shape()), ctx, out);
+  copy_dispatch(c, bcast_strides(c.in[0].shape(), c), ctx, out);
 }
 
-void enc_expand_copy(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
-  copy_dispatch(c, bcast_strides(c.in[0].shape(), c.out[0].shape()), ctx, out);
+void encode_expand_copy(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
+  copy_dispatch(c, bcast_strides(c.in[0].shape(), c), ctx, out);
 }
 
-void enc_permute_copy(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
-  const Shape& xs = c.in[0].shape();
-  const int r = xs.rank();
-  int64_t st[kMaxRank];
-  int64_t acc = 1;
-  for (int i = r - 1; i >= 0; --i) {
-    st[i] = acc;
-    acc *= xs[i];
-  }
-  Shape4 stride;
-  for (uint32_t& v : stride.dims) v = 0;
-  for (int i = 0; i < r; ++i) {
-    int d = static_cast<int>(c.ints[i] < 0 ? c.ints[i] + r : c.ints[i]);
-    stride.dims[4 - r + i] = u32(st[d]);
-  }
-  copy_dispatch(c, stride, ctx, out);
+void encode_permute_copy(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
+  copy_dispatch(c, permuted_strides(c.in[0].shape(), c.ints, c), ctx, out);
 }
 
 // x [R, C] into out [S, C] at the per-replay row offset (float 0); out is bound read_write and keeps the
 // rows that are not written.
-void enc_write_rows(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
+void encode_write_rows(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   const Tensor &x = c.in[0], &o = c.out[0];
   const int64_t C = x.shape().last();
   if (C == 0 || x.numel() == 0 || o.numel() == 0) return;
@@ -91,22 +78,10 @@ void enc_write_rows(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   Dispatch d(ET_WG_KERNEL(write_rows));
   d.constant("ES", static_cast<double>(es)).constant("WG", 64);
   d.in(0).out(0).scalars().uniform();
-  d.arg(u32(R)).arg(u32(S)).arg(u32(C)).arg(ctx.float_index[0]).arg(u32(threads)).arg(u32(out_words));
+  d.arg(u32(R, c)).arg(u32(S, c)).arg(u32(C, c)).arg(ctx.float_index[0]).arg(u32(threads, c)).arg(u32(out_words, c));
   d.arg(0u).arg(0u);
   grid_1d(ceil_div(static_cast<uint64_t>(threads), 64), ctx, d.groups);
   out.dispatches.push_back(std::move(d));
-}
-
-}  // namespace
-
-Encoder copy_encoder(Op op) {
-  switch (op) {
-    case Op::dim_order_copy: return enc_dim_order_copy;
-    case Op::expand_copy: return enc_expand_copy;
-    case Op::permute_copy: return enc_permute_copy;
-    case Op::write_rows: return enc_write_rows;
-    default: return nullptr;
-  }
 }
 
 }  // namespace edgetrain::wg

@@ -1,15 +1,13 @@
-// WebGPU encoders of the elementwise ops: broadcasting arithmetic, scale, where, silu_mul (+ backward),
-// comparisons with a scalar, logical_not and fill.
-#include "compare.wgsl.h"
+// WebGPU encoders of the elementwise ops: broadcasting arithmetic, scale, where, comparisons with a scalar,
+// logical_not and fill. elementwise_map also serves silu_mul and its backward (ops_llama.cpp).
 #include "elementwise.wgsl.h"
-#include "fill.wgsl.h"
+#include "ew_compare.wgsl.h"
+#include "ew_fill.wgsl.h"
 #include "webgpu/kernel.h"
 
 namespace edgetrain::wg {
-namespace {
 
-// kind: the elementwise.wgsl OP code.
-void enc_map(const OpCall& c, const EncodeContext& ctx, Encoded& out, uint32_t kind) {
+void elementwise_map(const OpCall& c, const EncodeContext& ctx, Encoded& out, uint32_t kind) {
   const Shape& os = c.out[0].shape();
   const int64_t n = os.numel();
   if (n == 0) return;
@@ -34,89 +32,61 @@ void enc_map(const OpCall& c, const EncodeContext& ctx, Encoded& out, uint32_t k
     d.scratch(0);
   }
   d.scalars().uniform();
-  d.arg(u32(n)).arg(ctx.float_index.empty() ? 0u : ctx.float_index[0]).arg(0u).arg(0u);
-  arg4(d, shape4(os));
+  d.arg(u32(n, c)).arg(ctx.float_index.empty() ? 0u : ctx.float_index[0]).arg(0u).arg(0u);
+  d.arg(pad4(os, c));
   for (int slot = 0; slot < 3; ++slot) {
-    Shape4 s;
-    for (uint32_t& v : s.dims) v = 0;
-    if (slot < static_cast<int>(ins.size())) s = bcast_strides(c.in[ins[slot]].shape(), os);
-    arg4(d, s);
+    Dims4 s;
+    for (uint32_t& v : s.d) v = 0;
+    if (slot < static_cast<int>(ins.size())) s = bcast_strides(c.in[ins[slot]].shape(), c);
+    d.arg(s);
   }
   grid_1d(ceil_div(static_cast<uint64_t>(n), wg), ctx, d.groups);
   out.dispatches.push_back(std::move(d));
 }
 
-void enc_add(const OpCall& c, const EncodeContext& x, Encoded& o) { enc_map(c, x, o, 0); }
-void enc_sub(const OpCall& c, const EncodeContext& x, Encoded& o) { enc_map(c, x, o, 1); }
-void enc_mul(const OpCall& c, const EncodeContext& x, Encoded& o) { enc_map(c, x, o, 2); }
-void enc_div(const OpCall& c, const EncodeContext& x, Encoded& o) { enc_map(c, x, o, 3); }
-void enc_where(const OpCall& c, const EncodeContext& x, Encoded& o) { enc_map(c, x, o, 4); }
-void enc_scale(const OpCall& c, const EncodeContext& x, Encoded& o) { enc_map(c, x, o, 5); }
-void enc_silu_mul(const OpCall& c, const EncodeContext& x, Encoded& o) { enc_map(c, x, o, 6); }
-void enc_silu_mul_backward(const OpCall& c, const EncodeContext& x, Encoded& o) { enc_map(c, x, o, 7); }
+void encode_add(const OpCall& c, const EncodeContext& x, Encoded& o) { elementwise_map(c, x, o, 0); }
+void encode_sub(const OpCall& c, const EncodeContext& x, Encoded& o) { elementwise_map(c, x, o, 1); }
+void encode_mul(const OpCall& c, const EncodeContext& x, Encoded& o) { elementwise_map(c, x, o, 2); }
+void encode_div(const OpCall& c, const EncodeContext& x, Encoded& o) { elementwise_map(c, x, o, 3); }
+void encode_where(const OpCall& c, const EncodeContext& x, Encoded& o) { elementwise_map(c, x, o, 4); }
+void encode_scale(const OpCall& c, const EncodeContext& x, Encoded& o) { elementwise_map(c, x, o, 5); }
 
-void enc_compare(const OpCall& c, const EncodeContext& ctx, Encoded& out, uint32_t kind) {
+namespace {
+
+// kind: ew_compare.wgsl's OP code (eq, ne, lt, le, gt, ge, logical_not).
+void compare(const OpCall& c, const EncodeContext& ctx, Encoded& out, uint32_t kind) {
   const int64_t n = c.in[0].numel();
   if (n == 0) return;
   const uint64_t words = ceil_div(static_cast<uint64_t>(n), 4);
-  Dispatch d(ET_WG_KERNEL(compare));
+  Dispatch d(ET_WG_KERNEL(ew_compare));
   d.constant("OP", kind).constant("X_INT", c.in[0].dtype() == DType::i32 ? 1 : 0);
   d.in(0).out(0).scalars().uniform();
-  d.arg(u32(n)).arg(ctx.float_index.empty() ? 0u : ctx.float_index[0]).arg(u32(static_cast<int64_t>(words))).arg(0u);
-  grid_1d(ceil_div(words, 64), ctx, d.groups);
-  out.dispatches.push_back(std::move(d));
-}
-
-void enc_eq(const OpCall& c, const EncodeContext& x, Encoded& o) { enc_compare(c, x, o, 0); }
-void enc_ne(const OpCall& c, const EncodeContext& x, Encoded& o) { enc_compare(c, x, o, 1); }
-void enc_lt(const OpCall& c, const EncodeContext& x, Encoded& o) { enc_compare(c, x, o, 2); }
-void enc_le(const OpCall& c, const EncodeContext& x, Encoded& o) { enc_compare(c, x, o, 3); }
-void enc_gt(const OpCall& c, const EncodeContext& x, Encoded& o) { enc_compare(c, x, o, 4); }
-void enc_ge(const OpCall& c, const EncodeContext& x, Encoded& o) { enc_compare(c, x, o, 5); }
-void enc_logical_not(const OpCall& c, const EncodeContext& x, Encoded& o) { enc_compare(c, x, o, 6); }
-
-void enc_fill(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
-  const Tensor& t = c.out[0];
-  if (t.numel() == 0) return;
-  uint32_t dt = 0;
-  switch (t.dtype()) {
-    case DType::f32: dt = 0; break;
-    case DType::i32: dt = 1; break;
-    case DType::u32: dt = 2; break;
-    case DType::u8: dt = 3; break;
-    case DType::boolean: dt = 4; break;
-  }
-  const uint64_t words = ceil_div(t.nbytes(), 4);
-  Dispatch d(ET_WG_KERNEL(fill));
-  d.constant("DT", dt);
-  d.out(0).scalars().uniform();
-  d.arg(u32(static_cast<int64_t>(words))).arg(ctx.float_index[0]).arg(0u).arg(0u);
+  d.arg(u32(n, c)).arg(ctx.float_index.empty() ? 0u : ctx.float_index[0]).arg(u32(static_cast<int64_t>(words), c)).arg(0u);
   grid_1d(ceil_div(words, 64), ctx, d.groups);
   out.dispatches.push_back(std::move(d));
 }
 
 }  // namespace
 
-Encoder elementwise_encoder(Op op) {
-  switch (op) {
-    case Op::add: return enc_add;
-    case Op::sub: return enc_sub;
-    case Op::mul: return enc_mul;
-    case Op::div: return enc_div;
-    case Op::where: return enc_where;
-    case Op::scale: return enc_scale;
-    case Op::silu_mul: return enc_silu_mul;
-    case Op::silu_mul_backward: return enc_silu_mul_backward;
-    case Op::eq: return enc_eq;
-    case Op::ne: return enc_ne;
-    case Op::lt: return enc_lt;
-    case Op::le: return enc_le;
-    case Op::gt: return enc_gt;
-    case Op::ge: return enc_ge;
-    case Op::logical_not: return enc_logical_not;
-    case Op::fill: return enc_fill;
-    default: return nullptr;
-  }
+void encode_eq(const OpCall& c, const EncodeContext& x, Encoded& o) { compare(c, x, o, 0); }
+void encode_ne(const OpCall& c, const EncodeContext& x, Encoded& o) { compare(c, x, o, 1); }
+void encode_lt(const OpCall& c, const EncodeContext& x, Encoded& o) { compare(c, x, o, 2); }
+void encode_le(const OpCall& c, const EncodeContext& x, Encoded& o) { compare(c, x, o, 3); }
+void encode_gt(const OpCall& c, const EncodeContext& x, Encoded& o) { compare(c, x, o, 4); }
+void encode_ge(const OpCall& c, const EncodeContext& x, Encoded& o) { compare(c, x, o, 5); }
+void encode_logical_not(const OpCall& c, const EncodeContext& x, Encoded& o) { compare(c, x, o, 6); }
+
+void encode_fill(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
+  const Tensor& t = c.out[0];
+  if (t.numel() == 0) return;
+  const uint32_t dt = gpu::dtype_code(t.dtype());
+  const uint64_t words = ceil_div(t.nbytes(), 4);
+  Dispatch d(ET_WG_KERNEL(ew_fill));
+  d.constant("DT", dt);
+  d.out(0).scalars().uniform();
+  d.arg(u32(static_cast<int64_t>(words), c)).arg(ctx.float_index[0]).arg(0u).arg(0u);
+  grid_1d(ceil_div(words, 64), ctx, d.groups);
+  out.dispatches.push_back(std::move(d));
 }
 
 }  // namespace edgetrain::wg

@@ -1,24 +1,23 @@
 // WebGPU encoders of the dense matrix products (mm, bmm, linear), all on the strided tiled GEMMs (gemm.wgsl,
 // gemm_big.wgsl for large products).
-#include <cstdlib>
-#include <string>
-
 #include "gemm.wgsl.h"
 #include "gemm_big.wgsl.h"
 #include "webgpu/kernel.h"
 
 namespace edgetrain::wg {
 
-// EDGETRAIN_WG_GEMM_BIG picks when gemm_big.wgsl (128x128 tiles, 8x8 per thread) runs: "0" never, "all"
-// every product (to test tile edges on small shapes), unset: products of at least 128 x 128 x 64. The large
-// 4-bit GEMMs follow the same switch (ops_train.cpp).
+Tuning Tuning::from_env() {
+  Tuning t;
+  t.gemm_big = gpu::force_from_env("EDGETRAIN_WG_GEMM_BIG", false);
+  return t;
+}
+
 bool big_gemm(const GemmShape& g, const EncodeContext& ctx) {
-  static const int mode = [] {
-    const char* e = std::getenv("EDGETRAIN_WG_GEMM_BIG");
-    return !e ? 1 : std::string(e) == "0" ? 0 : std::string(e) == "all" ? 2 : 1;
-  }();
-  if (mode == 0 || ctx.max_invocations < 256 || ctx.max_size_x < 256 || ctx.max_shared_bytes < 2 * 528 * 16) return false;
-  return mode == 2 || (g.M >= 128 && g.N >= 128 && g.K >= 64);
+  const gpu::Force force = ctx.tuning.gemm_big;
+  if (force == gpu::Force::never || ctx.max_invocations < 256 || ctx.max_size_x < 256 ||
+      ctx.max_shared_bytes < 2 * 528 * 16)
+    return false;
+  return force == gpu::Force::all || (g.M >= 128 && g.N >= 128 && g.K >= 64);
 }
 
 Dispatch gemm_dispatch(const GemmShape& g, Bind a, Bind b, Bind bias, Bind c, const EncodeContext& ctx) {
@@ -34,10 +33,6 @@ Dispatch gemm_dispatch(const GemmShape& g, Bind a, Bind b, Bind bias, Bind c, co
   d.groups[0] = static_cast<uint32_t>(ceil_div(g.N, tile));
   d.groups[1] = static_cast<uint32_t>(ceil_div(g.M, tile));
   d.groups[2] = g.batch;
-  for (int i = 0; i < 3; ++i)
-    ET_CHECK_KIND(ErrorKind::unsupported, d.groups[i] <= ctx.max_groups, "webgpu gemm: grid ", d.groups[0], "x",
-                  d.groups[1], "x", d.groups[2], " exceeds the device limit ", ctx.max_groups, " (M=", g.M, " N=", g.N,
-                  " batch=", g.batch, ")");
   return d;
 }
 
@@ -54,43 +49,45 @@ void mm_strides(GemmShape& g, bool ta, bool tb) {
   g.b_sj = tb ? g.K : 1;
 }
 
-void enc_mm(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
+}  // namespace
+
+void encode_mm(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   const Shape& o = c.out[0].shape();
   bool ta = c.ints[0] != 0, tb = c.ints[1] != 0;
   GemmShape g{};
-  g.M = u32(o[0]);
-  g.N = u32(o[1]);
-  g.K = u32(ta ? c.in[0].shape()[0] : c.in[0].shape()[1]);
+  g.M = u32(o[0], c);
+  g.N = u32(o[1], c);
+  g.K = u32(ta ? c.in[0].shape()[0] : c.in[0].shape()[1], c);
   mm_strides(g, ta, tb);
   g.alpha_index = static_cast<int>(ctx.float_index[0]);
   out.dispatches.push_back(gemm_dispatch(g, kA, kB, kDummy, kOut, ctx));
 }
 
-void enc_bmm(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
+void encode_bmm(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   const Shape& o = c.out[0].shape();
   const Shape& a = c.in[0].shape();
   int r = o.rank();
   bool ta = c.ints[0] != 0, tb = c.ints[1] != 0;
   GemmShape g{};
-  g.M = u32(o[r - 2]);
-  g.N = u32(o[r - 1]);
-  g.K = u32(ta ? a[r - 2] : a[r - 1]);
+  g.M = u32(o[r - 2], c);
+  g.N = u32(o[r - 1], c);
+  g.K = u32(ta ? a[r - 2] : a[r - 1], c);
   int64_t batch = 1;
   for (int i = 0; i < r - 2; ++i) batch *= o[i];
-  g.batch = u32(batch);
+  g.batch = u32(batch, c);
   mm_strides(g, ta, tb);
-  g.a_batch = u32(int64_t{g.M} * g.K);
-  g.b_batch = u32(int64_t{g.K} * g.N);
-  g.c_batch = u32(int64_t{g.M} * g.N);
+  g.a_batch = u32(int64_t{g.M} * g.K, c);
+  g.b_batch = u32(int64_t{g.K} * g.N, c);
+  g.c_batch = u32(int64_t{g.M} * g.N, c);
   g.alpha_index = static_cast<int>(ctx.float_index[0]);
   out.dispatches.push_back(gemm_dispatch(g, kA, kB, kDummy, kOut, ctx));
 }
 
-void enc_linear(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
+void encode_linear(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   GemmShape g{};
-  g.M = u32(c.in[0].shape().rows());
-  g.K = u32(c.in[0].shape().last());
-  g.N = u32(c.in[1].shape()[0]);
+  g.M = u32(c.in[0].shape().rows(), c);
+  g.K = u32(c.in[0].shape().last(), c);
+  g.N = u32(c.in[1].shape()[0], c);
   g.a_si = g.K;
   g.a_sc = 1;
   g.b_sc = 1;      // B(c,j) = w[j, c]
@@ -98,17 +95,6 @@ void enc_linear(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   g.bias = c.in.size() > 2 && c.in[2].defined();
   Bind bias = g.bias ? Bind{Src::input, 2, Access::read} : kDummy;
   out.dispatches.push_back(gemm_dispatch(g, kA, kB, bias, kOut, ctx));
-}
-
-}  // namespace
-
-Encoder gemm_encoder(Op op) {
-  switch (op) {
-    case Op::mm: return enc_mm;
-    case Op::bmm: return enc_bmm;
-    case Op::linear: return enc_linear;
-    default: return nullptr;
-  }
 }
 
 }  // namespace edgetrain::wg

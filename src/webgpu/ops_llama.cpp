@@ -1,5 +1,5 @@
-// WebGPU encoders of the Llama-block ops: rms_norm (+ backward), rope (+ backward), embedding (+ backward)
-// and gather. (silu_mul and its backward are elementwise kernels, in ops_elementwise.cpp.)
+// WebGPU encoders of the Llama-block ops: rms_norm (+ backward), rope (+ backward), silu_mul (+ backward,
+// on elementwise.wgsl), embedding (+ backward) and gather.
 #include <algorithm>
 #include <cmath>
 
@@ -10,22 +10,21 @@
 #include "webgpu/kernel.h"
 
 namespace edgetrain::wg {
-namespace {
 
-void enc_rms_norm(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
+void encode_rms_norm(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   const Shape& s = c.in[0].shape();
   const int64_t D = s.last(), rows = s.rows();
   if (rows == 0 || D == 0) return;
   Dispatch d(ET_WG_KERNEL(rms_norm));
   d.constant("BACKWARD", 0).constant("WG", ctx.wg_size(D >= 256 ? 256 : 64));
   d.in(0).in(1).dummy().dummy().out(0).out(1).scalars().uniform();
-  d.arg(u32(rows)).arg(u32(D)).arg(ctx.float_index[0]).arg(0u);
+  d.arg(u32(rows, c)).arg(u32(D, c)).arg(ctx.float_index[0]).arg(0u);
   grid_1d(static_cast<uint64_t>(rows), ctx, d.groups);
   out.dispatches.push_back(std::move(d));
 }
 
 // Inputs dy, x, w, rstd; outputs dx, dw.
-void enc_rms_norm_backward(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
+void encode_rms_norm_backward(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   const Shape& s = c.in[1].shape();
   const int64_t D = s.last(), rows = s.rows();
   if (D == 0) return;
@@ -34,17 +33,19 @@ void enc_rms_norm_backward(const OpCall& c, const EncodeContext& ctx, Encoded& o
     d.constant("BACKWARD", 1).constant("WG", ctx.wg_size(D >= 256 ? 256 : 64));
     out.scratch_bytes.push_back(16);
     d.in(1).in(2).in(0).in(3).out(0).scratch(0).scalars().uniform();
-    d.arg(u32(rows)).arg(u32(D)).arg(0u).arg(0u);
+    d.arg(u32(rows, c)).arg(u32(D, c)).arg(0u).arg(0u);
     grid_1d(static_cast<uint64_t>(rows), ctx, d.groups);
     out.dispatches.push_back(std::move(d));
   }
   Dispatch w(ET_WG_KERNEL(rms_norm_dw));
   w.constant("WG", ctx.wg_size(64));
   w.in(0).in(1).in(3).out(1).uniform();
-  w.arg(u32(rows)).arg(u32(D)).arg(static_cast<uint32_t>(c.ints[0])).arg(0u);
+  w.arg(u32(rows, c)).arg(u32(D, c)).arg(static_cast<uint32_t>(c.ints[0])).arg(0u);
   grid_1d(static_cast<uint64_t>(D), ctx, w.groups);
   out.dispatches.push_back(std::move(w));
 }
+
+namespace {
 
 // rope.wgsl's frequency table holds this many pairs; wider heads take one dispatch per block of pairs.
 constexpr int64_t kRopeTablePairs = 512;
@@ -71,7 +72,7 @@ void rope_like(const OpCall& c, const EncodeContext& ctx, Encoded& out, bool bac
   const int64_t T = s[r - 3], H = s[r - 2], D = s[r - 1], pairs = D / 2;
   const int64_t BT = H * D == 0 ? 0 : s.numel() / (H * D);
   if (BT == 0 || pairs == 0 || H == 0) return;
-  u32(s.numel());
+  u32(s.numel(), c);
   const bool slot = c.floats[0].is_slot();
   for (int64_t first = 0; first < pairs; first += kRopeTablePairs) {
     const int64_t n_pairs = std::min(kRopeTablePairs, pairs - first);
@@ -79,7 +80,7 @@ void rope_like(const OpCall& c, const EncodeContext& ctx, Encoded& out, bool bac
     Dispatch d(ET_WG_KERNEL(rope));
     d.constant("BACKWARD", backward ? 1 : 0).constant("THETA_SLOT", slot ? 1 : 0).constant("WG", 64);
     d.in(0).out(0).scalars().uniform();
-    d.arg(u32(static_cast<int64_t>(n))).arg(u32(T)).arg(u32(H)).arg(u32(D)).arg(u32(first)).arg(u32(n_pairs));
+    d.arg(u32(static_cast<int64_t>(n), c)).arg(u32(T, c)).arg(u32(H, c)).arg(u32(D, c)).arg(u32(first, c)).arg(u32(n_pairs, c));
     d.arg(ctx.float_index[0]).arg(ctx.float_index[1]);
     for (int64_t j = 0; j < kRopeTablePairs; ++j) {
       uint32_t f[2] = {0, 0};
@@ -91,8 +92,16 @@ void rope_like(const OpCall& c, const EncodeContext& ctx, Encoded& out, bool bac
   }
 }
 
-void enc_rope(const OpCall& c, const EncodeContext& ctx, Encoded& out) { rope_like(c, ctx, out, false); }
-void enc_rope_backward(const OpCall& c, const EncodeContext& ctx, Encoded& out) { rope_like(c, ctx, out, true); }
+}  // namespace
+
+void encode_rope(const OpCall& c, const EncodeContext& ctx, Encoded& out) { rope_like(c, ctx, out, false); }
+void encode_rope_backward(const OpCall& c, const EncodeContext& ctx, Encoded& out) { rope_like(c, ctx, out, true); }
+
+// silu_mul and its backward run elementwise.wgsl (OP 6 and 7).
+void encode_silu_mul(const OpCall& c, const EncodeContext& x, Encoded& o) { elementwise_map(c, x, o, 6); }
+void encode_silu_mul_backward(const OpCall& c, const EncodeContext& x, Encoded& o) { elementwise_map(c, x, o, 7); }
+
+namespace {
 
 Dispatch index_dispatch(uint32_t op, uint64_t threads, const EncodeContext& ctx) {
   Dispatch d(ET_WG_KERNEL(embedding));
@@ -101,64 +110,43 @@ Dispatch index_dispatch(uint32_t op, uint64_t threads, const EncodeContext& ctx)
   return d;
 }
 
-void enc_embedding(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
+}  // namespace
+
+void encode_embedding(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   const int64_t V = c.in[0].shape()[0], D = c.in[0].shape()[1], n = c.out[0].numel();
   if (n == 0) return;
   Dispatch d = index_dispatch(0, static_cast<uint64_t>(n), ctx);
   d.in(0).in(1).out(0).uniform();
-  d.arg(u32(n)).arg(u32(V)).arg(u32(D)).arg(0u).arg(0u).arg(kNanBits).arg(0u).arg(0u);
-  arg4(d, Shape4{});
-  arg4(d, Shape4{});
+  d.arg(u32(n, c)).arg(u32(V, c)).arg(u32(D, c)).arg(0u).arg(0u).arg(kNanBits).arg(0u).arg(0u);
+  d.arg(Dims4{}).arg(Dims4{});
   out.dispatches.push_back(std::move(d));
 }
 
-void enc_embedding_backward(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
+void encode_embedding_backward(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   const int64_t V = c.out[0].shape()[0], D = c.out[0].shape()[1], count = c.in[1].numel();
   if (V * D == 0) return;
   Dispatch d = index_dispatch(2, static_cast<uint64_t>(D), ctx);
   d.in(0).in(1).out(0).uniform();
-  d.arg(u32(D)).arg(u32(V)).arg(u32(D)).arg(0u).arg(static_cast<uint32_t>(c.ints[0])).arg(kNanBits);
-  d.arg(u32(count)).arg(0u);
-  arg4(d, Shape4{});
-  arg4(d, Shape4{});
+  d.arg(u32(D, c)).arg(u32(V, c)).arg(u32(D, c)).arg(0u).arg(static_cast<uint32_t>(c.ints[0])).arg(kNanBits);
+  d.arg(u32(count, c)).arg(0u);
+  d.arg(Dims4{}).arg(Dims4{});
   out.dispatches.push_back(std::move(d));
 }
 
-void enc_gather(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
+void encode_gather(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   const Shape &xs = c.in[0].shape(), &is = c.in[1].shape();
   const int r = xs.rank();
   const int64_t n = is.numel();
   if (n == 0) return;
   int dim = static_cast<int>(c.ints[0] < 0 ? c.ints[0] + r : c.ints[0]);
-  Shape4 stride;
-  for (uint32_t& v : stride.dims) v = 0;
-  int64_t st = 1;
-  for (int i = r - 1; i >= 0; --i) {
-    stride.dims[4 - r + i] = u32(st);
-    st *= xs[i];
-  }
+  u32(xs.numel(), c);
+  const Dims4 stride = row_strides(xs, c);
   Dispatch d = index_dispatch(1, static_cast<uint64_t>(n), ctx);
   d.in(0).in(1).out(0).uniform();
-  d.arg(u32(n)).arg(u32(xs[dim])).arg(1u).arg(static_cast<uint32_t>(4 - r + dim)).arg(0u).arg(kNanBits);
+  d.arg(u32(n, c)).arg(u32(xs[dim], c)).arg(1u).arg(static_cast<uint32_t>(4 - r + dim)).arg(0u).arg(kNanBits);
   d.arg(0u).arg(0u);
-  arg4(d, shape4(is));
-  arg4(d, stride);
+  d.arg(pad4(is, c)).arg(stride);
   out.dispatches.push_back(std::move(d));
-}
-
-}  // namespace
-
-Encoder llama_encoder(Op op) {
-  switch (op) {
-    case Op::rms_norm: return enc_rms_norm;
-    case Op::rms_norm_backward: return enc_rms_norm_backward;
-    case Op::rope: return enc_rope;
-    case Op::rope_backward: return enc_rope_backward;
-    case Op::embedding: return enc_embedding;
-    case Op::embedding_backward: return enc_embedding_backward;
-    case Op::gather: return enc_gather;
-    default: return nullptr;
-  }
 }
 
 }  // namespace edgetrain::wg

@@ -1,48 +1,50 @@
 // WebGPU encoders of the training ops: q4gsw forward (tiled GEMM, or GEMV at M = 1), q4gsw input
-// gradient, dense weight gradient, fused cross-entropy (+ the loss sum) and requantization into W_4X8.
+// gradient, dense weight gradient, fused cross-entropy (+ the loss sum), requantization into W_4X8, the
+// clipped straight-through gradient of a QAT weight and in-place AdamW.
+#include "adamw_step.wgsl.h"
 #include "edgetrain/q4gsw.h"
 #include "fused_ce.wgsl.h"
 #include "fused_ce_reg.wgsl.h"
+#include "grad_norm.wgsl.h"
+#include "linear_q4gsw.wgsl.h"
+#include "linear_q4gsw_gemv.wgsl.h"
 #include "q4_dequant.wgsl.h"
-#include "q4_gemm.wgsl.h"
-#include "q4_gemv.wgsl.h"
-#include "q4_requant.wgsl.h"
+#include "q4gsw_requant.wgsl.h"
 #include "q4gsw_ste_grad.wgsl.h"
-#include "sum_partials.wgsl.h"
 #include "webgpu/kernel.h"
 
 namespace edgetrain::wg {
 namespace {
 
-// Bindings 0..5 of q4_gemm / q4_gemv: A, W, scales, bias (or dummy), Y, params.
-void q4_common(Dispatch& d, const q4::Geometry& g, uint32_t M, bool bias) {
+// Bindings 0..5 of linear_q4gsw.wgsl / linear_q4gsw_gemv.wgsl: A, W, scales, bias (or dummy), Y, params.
+void q4_common(Dispatch& d, const q4::Geometry& g, uint32_t M, bool bias, const OpCall& c) {
   d.in(0).in(1).in(2);
   if (bias) d.in(3);
   else d.dummy();
   d.out(0).uniform();
   if (M != UINT32_MAX) d.arg(M);
-  d.arg(u32(g.N)).arg(u32(g.K)).arg(u32(g.group_size)).arg(u32(g.N8())).arg(u32(g.K4())).arg(bias ? 1u : 0u);
+  d.arg(u32(g.N, c)).arg(u32(g.K, c)).arg(u32(g.group_size, c)).arg(u32(g.N8(), c)).arg(u32(g.K4(), c)).arg(bias ? 1u : 0u);
 }
 
 // Large 4-bit GEMMs: W dequantized into an fp32 [N, K] scratch (q4_dequant.wgsl), then the dense large-tile
 // GEMM with B(c, j) read from it through strides. False (nothing appended) when the shape does not qualify.
-bool q4_via_dense(const q4::Geometry& g, int64_t M, bool backward, bool bias, const EncodeContext& ctx,
-                  Encoded& out) {
+bool q4_via_dense(const q4::Geometry& g, int64_t M, bool backward, bool bias, const OpCall& c,
+                  const EncodeContext& ctx, Encoded& out) {
   if (M <= 1 || g.N * g.K >= (int64_t(1) << 32) || uint64_t(g.N * g.K) * 4 > ctx.max_binding_bytes) return false;
   GemmShape gs{};
-  gs.M = u32(M);
-  gs.N = u32(backward ? g.K : g.N);
-  gs.K = u32(backward ? g.N : g.K);
+  gs.M = u32(M, c);
+  gs.N = u32(backward ? g.K : g.N, c);
+  gs.K = u32(backward ? g.N : g.K, c);
   gs.a_si = gs.K;  // A = x [M, K] or dy [M, N], contraction contiguous
   gs.a_sc = 1;
   // B(c, j) = Wd[n * K + k]: forward c = k, j = n; backward c = n, j = k.
-  gs.b_sc = backward ? u32(g.K) : 1;
-  gs.b_sj = backward ? 1 : u32(g.K);
+  gs.b_sc = backward ? u32(g.K, c) : 1;
+  gs.b_sj = backward ? 1 : u32(g.K, c);
   gs.bias = bias;
   if (!big_gemm(gs, ctx)) return false;
   Dispatch dq(ET_WG_KERNEL(q4_dequant));
   dq.in(1).in(2).scratch(0).uniform();
-  dq.arg(u32(g.N)).arg(u32(g.K)).arg(u32(g.group_size)).arg(u32(g.N8()));
+  dq.arg(u32(g.N, c)).arg(u32(g.K, c)).arg(u32(g.group_size, c)).arg(u32(g.N8(), c));
   grid_1d(ceil_div(static_cast<uint64_t>(g.N * g.K), 256), ctx, dq.groups);
   out.dispatches.push_back(std::move(dq));
   out.dispatches.push_back(gemm_dispatch(gs, {Src::input, 0, Access::read}, {Src::scratch, 0, Access::read},
@@ -52,56 +54,54 @@ bool q4_via_dense(const q4::Geometry& g, int64_t M, bool backward, bool bias, co
   return true;
 }
 
-void enc_linear_q4gsw(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
+// The 4-bit GEMM (M > 1) forward or backward: through a dequantized W and the large-tile GEMM when the
+// shape qualifies, else linear_q4gsw.wgsl (32x32 output tiles over [M, N] forward, [M, K] backward).
+void q4_gemm(const q4::Geometry& g, int64_t M, bool backward, bool bias, const OpCall& c, const EncodeContext& ctx,
+             Encoded& out) {
+  if (q4_via_dense(g, M, backward, bias, c, ctx, out)) return;
+  Dispatch d(ET_WG_KERNEL(linear_q4gsw));
+  d.constant("BACKWARD", backward ? 1 : 0);
+  q4_common(d, g, u32(M, c), bias, c);
+  d.arg(0u);
+  d.groups[0] = static_cast<uint32_t>(ceil_div(backward ? g.K : g.N, 32));
+  d.groups[1] = static_cast<uint32_t>(ceil_div(M, 32));
+  out.dispatches.push_back(std::move(d));
+}
+
+}  // namespace
+
+void encode_linear_q4gsw(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   const Shape& xs = c.in[0].shape();
   q4::Geometry g(c.in[2].shape()[1], xs.last(), c.ints[0]);
   const int64_t M = xs.rows();
   bool bias = c.in.size() > 3 && c.in[3].defined();
   if (M == 0) return;
   if (M == 1) {
-    Dispatch d(ET_WG_KERNEL(q4_gemv));
+    Dispatch d(ET_WG_KERNEL(linear_q4gsw_gemv));
     uint32_t wg = ctx.wg_size(64);
     d.constant("WG", wg);
-    q4_common(d, g, UINT32_MAX, bias);
+    q4_common(d, g, UINT32_MAX, bias, c);
     d.arg(0u).arg(0u);
     grid_1d(static_cast<uint64_t>(g.N8()), ctx, d.groups);
     out.dispatches.push_back(std::move(d));
     return;
   }
-  if (q4_via_dense(g, M, false, bias, ctx, out)) return;
-  Dispatch d(ET_WG_KERNEL(q4_gemm));
-  d.constant("BACKWARD", 0);
-  q4_common(d, g, u32(M), bias);
-  d.arg(0u);
-  d.groups[0] = static_cast<uint32_t>(ceil_div(g.N, 32));
-  d.groups[1] = static_cast<uint32_t>(ceil_div(M, 32));
-  ET_CHECK_KIND(ErrorKind::unsupported, d.groups[0] <= ctx.max_groups && d.groups[1] <= ctx.max_groups,
-                "webgpu linear_q4gsw: M=", M, " N=", g.N, " exceed the device grid");
-  out.dispatches.push_back(std::move(d));
+  q4_gemm(g, M, false, bias, c, ctx, out);
 }
 
-void enc_linear_q4gsw_backward(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
+void encode_linear_q4gsw_backward(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   q4::Geometry g(c.in[2].shape()[1], c.ints[1], c.ints[0]);
   const int64_t M = c.in[0].shape().rows();
   if (M == 0) return;
-  if (q4_via_dense(g, M, true, false, ctx, out)) return;
-  Dispatch d(ET_WG_KERNEL(q4_gemm));
-  d.constant("BACKWARD", 1);
-  q4_common(d, g, u32(M), false);
-  d.arg(0u);
-  d.groups[0] = static_cast<uint32_t>(ceil_div(g.K, 32));
-  d.groups[1] = static_cast<uint32_t>(ceil_div(M, 32));
-  ET_CHECK_KIND(ErrorKind::unsupported, d.groups[0] <= ctx.max_groups && d.groups[1] <= ctx.max_groups,
-                "webgpu linear_q4gsw_backward: M=", M, " K=", g.K, " exceed the device grid");
-  out.dispatches.push_back(std::move(d));
+  q4_gemm(g, M, true, false, c, ctx, out);
 }
 
 // dw[n,k] (+)= sum_m dy[m,n] x[m,k]: the dense GEMM with A(i=n, c=m) = dy[m*N + n], B(c=m, j=k) = x[m*K + k].
-void enc_linear_dW(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
+void encode_linear_dW(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   GemmShape g{};
-  g.M = u32(c.in[0].shape().last());
-  g.N = u32(c.in[1].shape().last());
-  g.K = u32(c.in[0].shape().rows());
+  g.M = u32(c.in[0].shape().last(), c);
+  g.N = u32(c.in[1].shape().last(), c);
+  g.K = u32(c.in[0].shape().rows(), c);
   g.a_si = 1;
   g.a_sc = g.M;
   g.b_sc = g.N;
@@ -112,7 +112,7 @@ void enc_linear_dW(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
                                          ctx));
 }
 
-void enc_fused_ce(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
+void encode_fused_ce(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   const int64_t R = c.in[0].shape()[0], V = c.in[0].shape()[1];
   const bool in_place = c.out[1].same_memory(c.in[0]);
   out.scratch_bytes.push_back(static_cast<size_t>(R) * 4);  // per-row loss terms
@@ -124,51 +124,51 @@ void enc_fused_ce(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   if (in_place) rows.dummy();
   else rows.in(0);
   rows.in(1).out(1).scratch(0).scalars().uniform();
-  rows.arg(u32(R)).arg(u32(V)).arg(ctx.float_index[0]).arg(kNanBits);
+  rows.arg(u32(R, c)).arg(u32(V, c)).arg(ctx.float_index[0]).arg(kNanBits);
   grid_1d(static_cast<uint64_t>(R), ctx, rows.groups);
   if (R > 0) out.dispatches.push_back(std::move(rows));
-  Dispatch sum(ET_WG_KERNEL(sum_partials));
+  Dispatch sum(ET_WG_KERNEL(grad_norm));
   sum.constant("WG", ctx.wg_size(256));
   sum.scratch(0, Access::read).out(0).uniform();
-  sum.arg(u32(R)).arg(kNanBits).arg(0u).arg(0u);
+  sum.arg(u32(R, c)).arg(kNanBits).arg(0u).arg(0u);
   out.dispatches.push_back(std::move(sum));
 }
 
-void enc_q4gsw_requant(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
+void encode_q4gsw_requant(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   const Shape& ls = c.in[0].shape();
   q4::Geometry g(ls[0], ls[1], c.ints[0]);
-  Dispatch d(ET_WG_KERNEL(q4_requant));
+  Dispatch d(ET_WG_KERNEL(q4gsw_requant));
   d.in(0).in(1).out(0).uniform();
-  d.arg(u32(g.N)).arg(u32(g.K)).arg(u32(g.group_size)).arg(u32(g.N8())).arg(u32(g.words()));
+  d.arg(u32(g.N, c)).arg(u32(g.K, c)).arg(u32(g.group_size, c)).arg(u32(g.N8(), c)).arg(u32(g.words(), c));
   grid_1d(ceil_div(static_cast<uint64_t>(g.words()), 64), ctx, d.groups);
   out.dispatches.push_back(std::move(d));
 }
 
 // The clipped straight-through gradient, in place, one thread per element.
-void enc_q4gsw_ste_grad(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
+void encode_q4gsw_ste_grad(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   const Shape& s = c.in[1].shape();
   const uint64_t n = static_cast<uint64_t>(s[0] * s[1]);
   const uint32_t wg = ctx.wg_size(256);
   Dispatch d(ET_WG_KERNEL(q4gsw_ste_grad));
   d.constant("WG", wg);
   d.out(0).in(1).in(2).uniform();
-  d.arg(u32(s[0])).arg(u32(s[1])).arg(u32(c.ints[0])).arg(u32(static_cast<int64_t>(n)));
+  d.arg(u32(s[0], c)).arg(u32(s[1], c)).arg(u32(c.ints[0], c)).arg(u32(static_cast<int64_t>(n), c));
   grid_1d(ceil_div(n, wg), ctx, d.groups);
   out.dispatches.push_back(std::move(d));
 }
 
-}  // namespace
-
-Encoder train_encoder(Op op) {
-  switch (op) {
-    case Op::linear_q4gsw: return enc_linear_q4gsw;
-    case Op::linear_q4gsw_backward: return enc_linear_q4gsw_backward;
-    case Op::linear_dW: return enc_linear_dW;
-    case Op::fused_ce: return enc_fused_ce;
-    case Op::q4gsw_requant: return enc_q4gsw_requant;
-    case Op::q4gsw_ste_grad: return enc_q4gsw_ste_grad;
-    default: return nullptr;
-  }
+// In-place AdamW, one element per invocation.
+void encode_adamw_step(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
+  const int64_t n = c.in[0].numel();
+  if (n == 0) return;
+  Dispatch d(ET_WG_KERNEL(adamw_step));
+  uint32_t wg = ctx.wg_size(256);
+  d.constant("WG", wg);
+  d.out(0).out(1).out(2).in(3).scalars().uniform();
+  d.arg(u32(n, c));
+  for (int i = 0; i < 7; ++i) d.arg(ctx.float_index[i]);
+  grid_1d(ceil_div(static_cast<uint64_t>(n), wg), ctx, d.groups);
+  out.dispatches.push_back(std::move(d));
 }
 
 }  // namespace edgetrain::wg

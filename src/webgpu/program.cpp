@@ -154,6 +154,10 @@ void WebGpuProgram::on_finalize() {
       if (g) d.BindGroupRelease(g);
       throw;
     }
+    for (int i = 0; i < 3; ++i)
+      ET_CHECK_KIND(ErrorKind::unsupported, dsp.groups[i] <= ectx.max_groups[i], "webgpu: kernel ", dsp.kernel.name,
+                    " needs ", dsp.groups[i], " workgroups on axis ", i, ", more than the device's ",
+                    ectx.max_groups[i], " (call ", c.str(), ")");
     if (dsp.groups[0] && dsp.groups[1] && dsp.groups[2])
       steps_.push_back({pl.pipeline, g, {dsp.groups[0], dsp.groups[1], dsp.groups[2]}});
     else
@@ -384,11 +388,13 @@ const Pipeline& WebGpuBackend::pipeline(const Dispatch& dsp) {
 EncodeContext WebGpuBackend::encode_context() const {
   const wgpu::Limits& l = ctx_->limits;
   EncodeContext e;
-  e.max_groups = l.maxComputeWorkgroupsPerDimension;
+  e.backend = "webgpu";
+  for (uint32_t& g : e.max_groups) g = l.maxComputeWorkgroupsPerDimension;
   e.max_invocations = l.maxComputeInvocationsPerWorkgroup;
   e.max_size_x = l.maxComputeWorkgroupSizeX;
   e.max_shared_bytes = l.maxComputeWorkgroupStorageSize;
   e.max_binding_bytes = l.maxStorageBufferBindingSize;
+  e.tuning = tuning_;
   return e;
 }
 

@@ -68,6 +68,7 @@ class WebGpuBackend : public Backend {
   wgpu::Buffer dummy_ = nullptr;
   std::map<std::string, wgpu::ShaderModule> modules_;
   std::map<std::string, Pipeline> pipelines_;
+  Tuning tuning_ = Tuning::from_env();
 };
 
 }  // namespace edgetrain::wg

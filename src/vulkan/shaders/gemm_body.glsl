@@ -1,24 +1,26 @@
-// The body of gemm.comp / gemm8.comp (ET_TILE outputs per thread per dimension), described below:
-// Tiled fp32 GEMM for mm, bmm, linear and linear_dW: C[b] (+)= alpha * op(A[b]) @ op(B[b]) (+ bias).
-// A (16*TM)x(16*TN) output tile per 16x16 workgroup (64x64 with 4x4 per thread, or 128x128 with 8x8 for
-// big products), outputs strided by 16 so shared reads and global stores stay contiguous, and a 16-deep
-// slice of A and B staged in shared memory per step. General
-// row/contraction strides in push constants cover transposes; spec constants only pick coalesced load maps.
+// The fp32 GEMM of mm, bmm, linear and linear_dW, included by gemm.comp (64x64 tiles) and gemm_big.comp
+// (128x128, large products on GPUs): C[b] (+)= alpha * op(A[b]) @ op(B[b]) (+ bias) on the main loop of
+// gemm_core.glsl. Row and contraction strides in push constants cover the transposes; spec constants pick
+// the coalesced load maps, vec4 loads where runs are 16-byte aligned, the binding layout, and split-K
+// (z = a K slice whose raw partial sums go to scratch for gemm_splitk_reduce.comp).
 #include "common.glsl"
 
 layout(constant_id = 0) const uint A_RED_CONTIG = 1;  // A's contraction index has stride 1
 layout(constant_id = 1) const uint B_COL_CONTIG = 1;  // B's column index has stride 1
-layout(constant_id = 2) const uint LAYOUT = 0;        // 0: a,b,out,scalars  1: x,w,bias,y,scalars
-const uint TM = ET_TILE;  // rows per thread
-const uint TN = ET_TILE;  // columns per thread
+layout(constant_id = 2) const uint LAYOUT = 0;        // 0: a,b,out,scalars(,scratch)  1: x,w,bias,y,scalars
+layout(constant_id = 3) const uint VEC_A = 0;         // A's contiguous runs: aligned, whole vec4s in range
+layout(constant_id = 4) const uint VEC_B = 0;         // same for B
+layout(constant_id = 5) const uint SPLIT = 0;         // 1: z = K slice, raw partials to binding 4 (layout 0)
 
-layout(local_size_x = 16, local_size_y = 16) in;
+layout(local_size_x = 256) in;
 
 layout(set = 0, binding = 0) readonly buffer BufA { float A[]; };
+layout(set = 0, binding = 0) readonly buffer BufA4 { vec4 A4[]; };
 layout(set = 0, binding = 1) readonly buffer BufB { float B[]; };
+layout(set = 0, binding = 1) readonly buffer BufB4 { vec4 B4[]; };
 layout(set = 0, binding = 2) buffer Buf2 { float P2[]; };  // out (LAYOUT 0) or bias (LAYOUT 1)
 layout(set = 0, binding = 3) buffer Buf3 { float P3[]; };  // scalars (LAYOUT 0) or y (LAYOUT 1)
-layout(set = 0, binding = 4) buffer Buf4 { float P4[]; };  // scalars (LAYOUT 1)
+layout(set = 0, binding = 4) buffer Buf4 { float P4[]; };  // scratch partials (LAYOUT 0) or scalars (1)
 
 layout(push_constant) uniform Push {
   uint M, N, K;                  // C is [M, N], contraction K
@@ -27,65 +29,62 @@ layout(push_constant) uniform Push {
   uint a_batch, b_batch, c_batch;
   uint alpha_idx;                // scalar-block index of alpha, or 0xffffffff for 1
   uint flags;                    // bit 0: add bias[n]; bit 1: accumulate into C
+  uint k_chunk;                  // SPLIT: contraction length per slice (multiple of 16)
 } pc;
 
-const uint BM = 16 * TM, BN = 16 * TN, BK = 16;
-shared float As[BK][BM + 1];
-shared float Bs[BK][BN + 1];
+#define ET_M pc.M
+#define ET_SA_ROW pc.sa_row
+#define ET_SA_RED pc.sa_red
+#define ET_A_RED_CONTIG (A_RED_CONTIG == 1)
+#define ET_VEC_A (VEC_A == 1)
+#define ET_B_FP32
+#define ET_N pc.N
+#define ET_SB_RED pc.sb_red
+#define ET_SB_COL pc.sb_col
+#define ET_B_COL_CONTIG (B_COL_CONTIG == 1)
+#define ET_VEC_B (VEC_B == 1)
+#include "gemm_core.glsl"
+
+float alpha;
+uint coff;
 
 float scalar_at(uint i) { return LAYOUT == 0 ? P3[i] : P4[i]; }
 
-void main() {
-  const uint tx = gl_LocalInvocationID.x, ty = gl_LocalInvocationID.y, tid = ty * 16 + tx;
-  const uint row0 = gl_WorkGroupID.y * BM, col0 = gl_WorkGroupID.x * BN, b = gl_WorkGroupID.z;
-  const uint aoff = b * pc.a_batch, boff = b * pc.b_batch, coff = b * pc.c_batch;
-  float acc[TM][TN];
-  for (uint i = 0; i < TM; ++i)
-    for (uint j = 0; j < TN; ++j) acc[i][j] = 0.0;
-
-  for (uint k0 = 0; k0 < pc.K; k0 += BK) {
-    for (uint i = 0; i < TM; ++i) {
-      uint e = tid + 256 * i;
-      uint r = A_RED_CONTIG == 1 ? e / BK : e % BM;
-      uint ka = A_RED_CONTIG == 1 ? e % BK : e / BM;
-      uint gr = row0 + r, gk = k0 + ka;
-      As[ka][r] = (gr < pc.M && gk < pc.K) ? A[aoff + gr * pc.sa_row + gk * pc.sa_red] : 0.0;
-    }
-    for (uint i = 0; i < TN; ++i) {
-      uint e = tid + 256 * i;
-      uint c = B_COL_CONTIG == 1 ? e % BN : e / BK;
-      uint kb = B_COL_CONTIG == 1 ? e / BN : e % BK;
-      uint gc = col0 + c, gkb = k0 + kb;
-      Bs[kb][c] = (gc < pc.N && gkb < pc.K) ? B[boff + gkb * pc.sb_red + gc * pc.sb_col] : 0.0;
-    }
-    barrier();
-    for (uint kk = 0; kk < BK; ++kk) {
-      float a[TM], bv[TN];
-      for (uint i = 0; i < TM; ++i) a[i] = As[kk][ty + 16 * i];
-      for (uint j = 0; j < TN; ++j) bv[j] = Bs[kk][tx + 16 * j];
-      for (uint i = 0; i < TM; ++i)
-        for (uint j = 0; j < TN; ++j) acc[i][j] += a[i] * bv[j];
-    }
-    barrier();
+void begin_tile() {
+  uint b = gl_WorkGroupID.z;
+  kbeg = 0;
+  kend = pc.K;
+  coff = b * pc.c_batch;
+  if (SPLIT == 1) {  // one batch; z picks the K slice and its partial-sum plane
+    kbeg = b * pc.k_chunk;
+    kend = min(pc.K, kbeg + pc.k_chunk);
+    coff = b * pc.M * pc.N;
+    b = 0;
   }
+  aoff = b * pc.a_batch;
+  boff = b * pc.b_batch;
+  alpha = (SPLIT == 1 || pc.alpha_idx == 0xffffffffu) ? 1.0 : scalar_at(pc.alpha_idx);
+}
 
-  const float alpha = pc.alpha_idx == 0xffffffffu ? 1.0 : scalar_at(pc.alpha_idx);
-  for (uint i = 0; i < TM; ++i) {
-    uint r = row0 + ty + 16 * i;
-    if (r >= pc.M) continue;
-    for (uint j = 0; j < TN; ++j) {
-      uint c = col0 + tx + 16 * j;
-      if (c >= pc.N) continue;
-      float v = alpha == 1.0 ? acc[i][j] : alpha * acc[i][j];
-      uint idx = coff + r * pc.N + c;
-      if (LAYOUT == 0) {
-        if ((pc.flags & 2u) != 0u) v = P2[idx] + v;
-        P2[idx] = v;
-      } else {
-        if ((pc.flags & 1u) != 0u) v += P2[c];
-        if ((pc.flags & 2u) != 0u) v = P3[idx] + v;
-        P3[idx] = v;
-      }
+void store_c(uint r, uint c, vec4 v) {
+  if (r >= pc.M) return;
+  [[unroll]] for (uint j = 0; j < 4; ++j) {
+    uint cc = c + j;
+    if (cc >= pc.N) continue;
+    uint idx = r * pc.N + cc;
+    if (SPLIT == 1) {
+      P4[coff + idx] = v[j];
+      continue;
+    }
+    float x = alpha == 1.0 ? v[j] : alpha * v[j];
+    idx += coff;
+    if (LAYOUT == 0) {
+      if ((pc.flags & 2u) != 0u) x = P2[idx] + x;
+      P2[idx] = x;
+    } else {
+      if ((pc.flags & 1u) != 0u) x += P2[cc];
+      if ((pc.flags & 2u) != 0u) x = P3[idx] + x;
+      P3[idx] = x;
     }
   }
 }

@@ -1,5 +1,174 @@
-// The tensor-core GEMM (see gemm_coop_body.glsl), staging shared memory as float16_t.
+// Tensor-core GEMM with fp32 accuracy (VK_NV_cooperative_matrix, chosen by ops_gemm_coop.cpp on GPUs that
+// have it): C[b] (+)= alpha * A[b] @ B[b] (+ bias) from operands that gemm_split.comp prepared in scratch.
+//
+// Each fp32 operand row r (a row of A, a column of B) was scaled by 2^-e[r] and split into two fp16 parts,
+// a = 2^e (hi + lo), hi = a 2^-e cut to 11 significant bits, lo = fp16(a 2^-e - hi); e puts the row's
+// largest magnitude in [2^14, 2^15), so both parts are normal fp16 numbers for everything within 2^-18 of
+// the row's maximum, and hi + lo carries ~21 bits. The product keeps three of the four part products,
+// hi*hi + hi*lo + lo*hi (lo*lo is below 2^-20 of |a||b|), accumulated in fp32 by the tensor cores; the
+// epilogue multiplies by 2^(e_m + e_n) exactly.
+// Padded operands (rows to a multiple of 128, the contraction to a multiple of 32, zeros) mean the main
+// loop has no bounds checks; only the epilogue tests m < M and n < N.
+//
+// 128x128 output tile per 256-thread workgroup (8 subgroups of 32, each 32x64 = 2x4 tiles of 16x16), 32-deep
+// k slices staged in shared memory as uvec4s (8 halves per 16-byte store; k-contiguous rows, pitch 40
+// halves keeps 16-byte alignment and spreads banks), the next slice loaded into registers during the
+// products. Measured and dropped (docs/PERFORMANCE.md): staging as float16_t stores (3.04 vs 2.86 ms at
+// mm 4096^3), no register prefetch (same speed).
 #version 450
-#extension GL_GOOGLE_include_directive : require
-#define ET_VEC_SHARED 0
-#include "gemm_coop_body.glsl"
+#extension GL_EXT_control_flow_attributes : require
+#extension GL_NV_cooperative_matrix : require
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#extension GL_KHR_shader_subgroup_basic : require
+
+layout(constant_id = 0) const uint OUT_BIND = 2;     // binding of C
+layout(constant_id = 1) const uint BIAS_BIND = 255;  // binding of bias[N], 255: none
+layout(constant_id = 2) const uint SCALAR_BIND = 3;  // the scalar block (alpha)
+layout(constant_id = 3) const uint SCR_BIND = 4;     // the scratch that gemm_split.comp filled
+
+layout(local_size_x = 256) in;
+
+// Every binding a call may use, as fp32 (C, bias, scalars) and as the scratch views (4..6).
+layout(set = 0, binding = 0) buffer F0 { float f0[]; };
+layout(set = 0, binding = 1) buffer F1 { float f1[]; };
+layout(set = 0, binding = 2) buffer F2 { float f2[]; };
+layout(set = 0, binding = 3) buffer F3 { float f3[]; };
+layout(set = 0, binding = 4) buffer F4 { float f4[]; };
+layout(set = 0, binding = 5) buffer F5 { float f5[]; };
+layout(set = 0, binding = 6) buffer F6 { float f6[]; };
+layout(set = 0, binding = 4) readonly buffer S4 { uvec4 s4[]; };
+layout(set = 0, binding = 5) readonly buffer S5 { uvec4 s5[]; };
+layout(set = 0, binding = 6) readonly buffer S6 { uvec4 s6[]; };
+layout(set = 0, binding = 4) readonly buffer E4 { int e4[]; };
+layout(set = 0, binding = 5) readonly buffer E5 { int e5[]; };
+layout(set = 0, binding = 6) readonly buffer E6 { int e6[]; };
+
+layout(push_constant) uniform Push {
+  uint M, N;          // C is [M, N] per batch
+  uint Kp;            // padded contraction (multiple of 32)
+  uint Mp, Np;        // padded rows of the A and B parts (multiples of 128)
+  uint c_batch;       // C elements between batches
+  uint alpha_idx;     // scalar-block index of alpha, 0xffffffff for 1
+  uint flags;         // bit 0: add bias[n]; bit 1: accumulate into C
+  uint a_hi, a_lo;    // uvec4 offsets of A's parts: [batch][Mp][Kp] halves each
+  uint b_hi, b_lo;    // same for B: [batch][Np][Kp]
+  uint a_exp, b_exp;  // int offsets of the exponents: [batch][Mp], [batch][Np]
+} pc;
+
+float ld(uint bind, uint i) {
+  switch (bind) {
+    case 0: return f0[i];
+    case 1: return f1[i];
+    case 2: return f2[i];
+    case 3: return f3[i];
+    case 4: return f4[i];
+    case 5: return f5[i];
+    default: return f6[i];
+  }
+}
+void st(uint bind, uint i, float v) {
+  switch (bind) {
+    case 0: f0[i] = v; break;
+    case 1: f1[i] = v; break;
+    case 2: f2[i] = v; break;
+    case 3: f3[i] = v; break;
+    case 4: f4[i] = v; break;
+    case 5: f5[i] = v; break;
+    default: f6[i] = v; break;
+  }
+}
+uvec4 part(uint i) { return SCR_BIND == 4 ? s4[i] : SCR_BIND == 5 ? s5[i] : s6[i]; }
+int expo(uint i) { return SCR_BIND == 4 ? e4[i] : SCR_BIND == 5 ? e5[i] : e6[i]; }
+
+const uint BM = 128, BN = 128, BK = 32, PITCH = BK + 8;  // PITCH in halves: 80 bytes per row
+// Cooperative loads count offsets and strides in uvec4s.
+const uint PV = PITCH / 8;
+shared uvec4 sAh[BM * PV], sAl[BM * PV], sBh[BN * PV], sBl[BN * PV];
+#define SH_AT(row, k) ((row) * PV + (k) / 8)
+#define SH_STRIDE PV
+shared float stage[8 * 256];  // one 16x16 fp32 tile per subgroup for the epilogue
+
+#define ACC fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>
+#define HALF fcoopmatNV<16, gl_ScopeSubgroup, 16, 16>
+
+void main() {
+  const uint tid = gl_LocalInvocationID.x, sg = gl_SubgroupID, lane = gl_SubgroupInvocationID;
+  const uint wm = sg >> 1, wn = sg & 1u;  // this subgroup's 32x64 block of the tile
+  const uint row0 = gl_WorkGroupID.y * BM, col0 = gl_WorkGroupID.x * BN, b = gl_WorkGroupID.z;
+  const uint kq = pc.Kp / 8;  // uvec4s per padded row
+
+  // Load slots: thread t moves uvec4 column (t & 3) of rows (t >> 2) and (t >> 2) + 64 of each part.
+  const uint lr = tid >> 2, lc = tid & 3u;
+  const uint arow = (b * pc.Mp + row0 + lr) * kq + lc, brow = (b * pc.Np + col0 + lr) * kq + lc;
+  const uint half_rows = 64 * kq;
+  uvec4 ah0, ah1, al0, al1, bh0, bh1, bl0, bl1;
+#define LOAD_SLICE(kv)                                                                        \
+  ah0 = part(pc.a_hi + arow + (kv)); ah1 = part(pc.a_hi + arow + half_rows + (kv));         \
+  al0 = part(pc.a_lo + arow + (kv)); al1 = part(pc.a_lo + arow + half_rows + (kv));         \
+  bh0 = part(pc.b_hi + brow + (kv)); bh1 = part(pc.b_hi + brow + half_rows + (kv));         \
+  bl0 = part(pc.b_lo + brow + (kv)); bl1 = part(pc.b_lo + brow + half_rows + (kv));
+
+  ACC acc[2][4];
+  [[unroll]] for (uint i = 0; i < 2; ++i)
+    [[unroll]] for (uint j = 0; j < 4; ++j) acc[i][j] = ACC(0.0);
+
+  const uint s0 = SH_AT(lr, lc * 8), s1 = SH_AT(lr + 64, lc * 8);
+  LOAD_SLICE(0)
+  for (uint k0 = 0; k0 < pc.Kp; k0 += BK) {
+    sAh[s0] = ah0; sAh[s1] = ah1;
+    sAl[s0] = al0; sAl[s1] = al1;
+    sBh[s0] = bh0; sBh[s1] = bh1;
+    sBl[s0] = bl0; sBl[s1] = bl1;
+    barrier();
+    if (k0 + BK < pc.Kp) {
+      LOAD_SLICE((k0 + BK) / 8)
+    }
+    [[unroll]] for (uint kk = 0; kk < BK; kk += 16) {
+      HALF ahf[2], alf[2];
+      [[unroll]] for (uint i = 0; i < 2; ++i) {
+        uint at = SH_AT(wm * 32 + i * 16, kk);
+        coopMatLoadNV(ahf[i], sAh, at, SH_STRIDE, false);
+        coopMatLoadNV(alf[i], sAl, at, SH_STRIDE, false);
+      }
+      [[unroll]] for (uint j = 0; j < 4; ++j) {
+        // B(k, n) sits at row n, column k of the staged part: a column-major K x N tile.
+        uint at = SH_AT(wn * 64 + j * 16, kk);
+        HALF bhf, blf;
+        coopMatLoadNV(bhf, sBh, at, SH_STRIDE, true);
+        coopMatLoadNV(blf, sBl, at, SH_STRIDE, true);
+        [[unroll]] for (uint i = 0; i < 2; ++i) {
+          acc[i][j] = coopMatMulAddNV(alf[i], bhf, acc[i][j]);
+          acc[i][j] = coopMatMulAddNV(ahf[i], blf, acc[i][j]);
+          acc[i][j] = coopMatMulAddNV(ahf[i], bhf, acc[i][j]);
+        }
+      }
+    }
+    barrier();
+  }
+
+  // Epilogue: each 16x16 tile goes through this subgroup's stage, then lanes write 8 elements each.
+  const float alpha = pc.alpha_idx == 0xffffffffu ? 1.0 : ld(SCALAR_BIND, pc.alpha_idx);
+  const bool bias = BIAS_BIND != 255u && (pc.flags & 1u) != 0u, accumulate = (pc.flags & 2u) != 0u;
+  [[unroll]] for (uint i = 0; i < 2; ++i) {
+    [[unroll]] for (uint j = 0; j < 4; ++j) {
+      coopMatStoreNV(acc[i][j], stage, sg * 256, 16, false);
+      subgroupMemoryBarrierShared();
+      subgroupBarrier();
+      [[unroll]] for (uint e = 0; e < 8; ++e) {
+        uint idx = lane + 32 * e, r = idx >> 4, c = idx & 15u;
+        uint m = row0 + wm * 32 + i * 16 + r, n = col0 + wn * 64 + j * 16 + c;
+        if (m < pc.M && n < pc.N) {
+          float v = ldexp(ldexp(stage[sg * 256 + idx], expo(pc.a_exp + b * pc.Mp + m)),
+                          expo(pc.b_exp + b * pc.Np + n));
+          if (alpha != 1.0) v *= alpha;
+          if (bias) v += ld(BIAS_BIND, n);
+          uint o = b * pc.c_batch + m * pc.N + n;
+          if (accumulate) v = ld(OUT_BIND, o) + v;
+          st(OUT_BIND, o, v);
+        }
+      }
+      subgroupBarrier();
+    }
+  }
+}

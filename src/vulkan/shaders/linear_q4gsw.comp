@@ -1,7 +1,7 @@
-// linear_q4gsw with 4x4 outputs per thread (64x64 workgroup tiles); the kernel is linear_q4gsw_body.glsl.
-// The tile is a compile-time constant (not a spec constant) so drivers fully unroll the register tile
-// and keep it in registers.
+// linear_q4gsw with 64x64 workgroup tiles, 4x4 outputs per thread.
+// The kernel is linear_q4gsw_body.glsl on the main loop of gemm_core.glsl.
 #version 450
 #extension GL_GOOGLE_include_directive : require
-#define ET_TILE 4u
+#extension GL_EXT_control_flow_attributes : require
+#define ET_TILE 4
 #include "linear_q4gsw_body.glsl"

@@ -1,27 +1,13 @@
 // Fused cross-entropy, one workgroup per row (rows folded over a 2-D grid): each lane streams a strided
 // slice of the row once with an online softmax (running max m and sum l of exp(x - m)), the lanes merge
 // (m, l) pairs in a tree, then a second pass writes dlogits = (softmax - onehot) / n_valid. Lane 0 writes
-// the row's loss term to `partial`; sum_partials.wgsl adds them. Labels < 0 ignore the row (zeros),
-// labels >= V give a NaN row and loss. IN_PLACE: dlogits is the logits buffer, bound once read_write
-// (WebGPU forbids a writable binding aliasing another), and the logits binding holds a dummy.
+// the row's loss term to `partial`; grad_norm.wgsl (a plain sum) adds them. Labels < 0 ignore the row
+// (zeros), labels >= V give a NaN row and loss. Parameters, bindings and IN_PLACE: fused_ce_io.wgsl.
+#include "fused_ce_io.wgsl"
 override WG: u32 = 256u;
-override IN_PLACE: bool = false;
-struct Params { R: u32, V: u32, n_valid_idx: u32, nan_bits: u32 }  // nan_bits: WGSL has no NaN constant
-@group(0) @binding(0) var<storage, read> logits: array<f32>;
-@group(0) @binding(1) var<storage, read> labels: array<i32>;
-@group(0) @binding(2) var<storage, read_write> dlogits: array<f32>;
-@group(0) @binding(3) var<storage, read_write> partial: array<f32>;
-@group(0) @binding(4) var<storage, read> scalars: array<f32>;
-@group(0) @binding(5) var<uniform> p: Params;
-
 var<workgroup> wm: array<f32, WG>;
 var<workgroup> wl: array<f32, WG>;
 var<workgroup> xy: f32;
-
-fn ld(i: u32) -> f32 {
-  if (IN_PLACE) { return dlogits[i]; }
-  return logits[i];
-}
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -31,13 +17,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   let base = r * p.V;
   let y = labels[r];
   let inv_n = 1.0 / scalars[p.n_valid_idx];
-  if (y < 0 || u32(y) >= p.V) {
-    var v = 0.0;
-    if (y >= 0) { v = bitcast<f32>(p.nan_bits); }  // label >= V: a NaN row makes the mistake visible
-    for (var j = li; j < p.V; j += WG) { dlogits[base + j] = v; }
-    if (li == 0u) { partial[r] = v; }
-    return;
-  }
+  if (label_outside(r, base, y, li)) { return; }
   var m = -3.4e38;
   var l = 0.0;
   for (var j = li; j < p.V; j += WG) {

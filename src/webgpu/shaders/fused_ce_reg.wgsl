@@ -3,23 +3,11 @@
 // is read once and dlogits written once, instead of streaming it twice like fused_ce.wgsl. Exact max,
 // then the sum of exp(x - max), both merged in a fixed tree (deterministic). Labels < 0 ignore the row,
 // labels >= V give a NaN row and loss; IN_PLACE binds the logits once read_write (as fused_ce.wgsl).
+#include "fused_ce_io.wgsl"
+#include "workgroup_reduce.wgsl"
 override WG: u32 = 1024u;
-override IN_PLACE: bool = false;
-struct Params { R: u32, V: u32, n_valid_idx: u32, nan_bits: u32 }
-@group(0) @binding(0) var<storage, read> logits: array<f32>;
-@group(0) @binding(1) var<storage, read> labels: array<i32>;
-@group(0) @binding(2) var<storage, read_write> dlogits: array<f32>;
-@group(0) @binding(3) var<storage, read_write> partial: array<f32>;
-@group(0) @binding(4) var<storage, read> scalars: array<f32>;
-@group(0) @binding(5) var<uniform> p: Params;
-
-var<workgroup> red: array<f32, WG>;
 var<workgroup> xy: f32;
 
-fn ld(i: u32) -> f32 {
-  if (IN_PLACE) { return dlogits[i]; }
-  return logits[i];
-}
 // Logit j of the row at base, -3.4e38 past the row's end.
 fn lg(base: u32, j: u32) -> f32 {
   if (j < p.V) { return ld(base + j); }
@@ -44,13 +32,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   let base = r * p.V;
   let y = labels[r];
   let inv_n = 1.0 / scalars[p.n_valid_idx];
-  if (y < 0 || u32(y) >= p.V) {
-    var v = 0.0;
-    if (y >= 0) { v = bitcast<f32>(p.nan_bits); }
-    for (var j = li; j < p.V; j += WG) { dlogits[base + j] = v; }
-    if (li == 0u) { partial[r] = v; }
-    return;
-  }
+  if (label_outside(r, base, y, li)) { return; }
   // 32 named registers, not an indexed array: compilers behind Dawn may put indexed function arrays in
   // local memory.
   let x0 = lg(base, li + 0u * WG);
@@ -117,15 +99,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   m = max(m, x30);
   m = max(m, x31);
   if (li == 0u) { xy = ld(base + u32(y)); }
-  red[li] = m;
   storageBarrier();  // every read of the logits happens before any lane overwrites them in place
-  workgroupBarrier();
-  for (var s = WG / 2u; s > 0u; s /= 2u) {
-    if (li < s) { red[li] = max(red[li], red[li + s]); }
-    workgroupBarrier();
-  }
-  let mu = red[0];
-  workgroupBarrier();
+  let mu = wg_max(m, li);
   var l = 0.0;
   l += ex(x0, li + 0u * WG, mu);
   l += ex(x1, li + 1u * WG, mu);
@@ -159,13 +134,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   l += ex(x29, li + 29u * WG, mu);
   l += ex(x30, li + 30u * WG, mu);
   l += ex(x31, li + 31u * WG, mu);
-  red[li] = l;
-  workgroupBarrier();
-  for (var s = WG / 2u; s > 0u; s /= 2u) {
-    if (li < s) { red[li] += red[li + s]; }
-    workgroupBarrier();
-  }
-  let z = red[0];
+  let z = wg_sum(l, li);
   let xt = xy;
   put(base, li + 0u * WG, x0, mu, z, u32(y), inv_n);
   put(base, li + 1u * WG, x1, mu, z, u32(y), inv_n);

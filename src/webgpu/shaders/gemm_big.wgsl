@@ -1,22 +1,12 @@
 // Large-shape fp32 GEMM, the WGSL twin of src/vulkan/shaders/gemm_big.comp (chosen by ops_gemm.cpp for
-// products of at least 128 x 128 x 64): same operation, parameters and bindings as gemm.wgsl, with a
-// 128x128 tile per 256-thread workgroup, an 8x8 register tile per thread held in 16 vec4 accumulators,
-// 16-deep k slices staged k-major in workgroup memory so both operands are read as vec4s, and the next
+// products of at least 128 x 128 x 64): the operation, parameters and bindings of gemm.wgsl
+// (gemm_io.wgsl) with a 128x128 tile per 256-thread workgroup, an 8x8 register tile per thread held in 16
+// vec4 accumulators, 16-deep k slices staged k-major in workgroup memory so both operands are read as vec4s, and the next
 // slice loaded into registers while the current one is multiplied. Override constants pick load maps
 // that keep global reads coalesced: A_K (A's contraction is contiguous), B_N (B's columns are).
+#include "gemm_io.wgsl"
 override A_K: bool = true;
 override B_N: bool = true;
-struct Params {
-  M: u32, N: u32, K: u32, flags: u32,  // flags: 1 = bias, 2 = accumulate into C, 4 = alpha from scalars
-  a_si: u32, a_sc: u32, b_sc: u32, b_sj: u32,  // element strides of A(i,c) and B(c,j)
-  a_batch: u32, b_batch: u32, c_batch: u32, alpha_idx: u32,
-}
-@group(0) @binding(0) var<storage, read> A: array<f32>;
-@group(0) @binding(1) var<storage, read> B: array<f32>;
-@group(0) @binding(2) var<storage, read> bias: array<f32>;
-@group(0) @binding(3) var<storage, read_write> C: array<f32>;
-@group(0) @binding(4) var<storage, read> scalars: array<f32>;
-@group(0) @binding(5) var<uniform> p: Params;
 
 const PITCH = 33u;  // vec4s per k row: 32 + 1 against bank conflicts
 var<workgroup> As: array<vec4<f32>, 528>;  // As[k * PITCH + m / 4][m % 4] = A(row0 + m, k0 + k)
@@ -62,16 +52,7 @@ fn stb(e: u32, v: f32) {
 
 // Outputs (r, c..c+3) of this workgroup.
 fn st4(r: u32, c: u32, v: vec4<f32>, alpha: f32, zoff: u32) {
-  if (r >= p.M) { return; }
-  for (var q = 0u; q < 4u; q++) {
-    let j = c + q;
-    if (j >= p.N) { continue; }
-    var o = alpha * v[q];
-    if ((p.flags & 1u) != 0u) { o += bias[j]; }
-    let idx = zoff + r * p.N + j;
-    if ((p.flags & 2u) != 0u) { o += C[idx]; }
-    C[idx] = o;
-  }
+  for (var q = 0u; q < 4u; q++) { put_c(r, c + q, zoff, v[q], alpha); }
 }
 
 @compute @workgroup_size(256)
@@ -119,8 +100,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     }
     workgroupBarrier();
   }
-  var alpha = 1.0;
-  if ((p.flags & 4u) != 0u) { alpha = scalars[p.alpha_idx]; }
+  let alpha = alpha_value();
   let zoff = wid.z * p.c_batch;
   let rb = row0 + ty * 4u;
   let cb = col0 + tx * 4u;

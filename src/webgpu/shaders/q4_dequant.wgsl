@@ -1,6 +1,6 @@
 // W[n,k] = (code - 8) * scales[k/gs, n] of a W_4X8 weight into a dense fp32 [N, K] buffer (scratch), one
 // thread per element, k fastest so writes are coalesced: large 4-bit GEMMs then run on gemm_big.wgsl
-// (ops_train.cpp), which outruns the 32x32 q4_gemm.wgsl by far on GPUs.
+// (ops_train.cpp), which outruns the 32x32 linear_q4gsw.wgsl by far on GPUs.
 struct Params { N: u32, K: u32, gs: u32, N8: u32 }
 @group(0) @binding(0) var<storage, read> W: array<u32>;
 @group(0) @binding(1) var<storage, read> S: array<f32>;

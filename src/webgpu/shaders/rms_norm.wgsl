@@ -2,6 +2,7 @@
 // grid). BACKWARD = false: rstd = 1/sqrt(mean(x^2) + eps), y = x * rstd * w. BACKWARD = true (inputs dy,
 // x, w, rstd): dx = r * (g - xh * mean(g * xh)) with g = dy * w, xh = x * r. The weight gradient is
 // rms_norm_dw.wgsl.
+#include "workgroup_reduce.wgsl"
 override BACKWARD: bool = false;
 override WG: u32 = 256u;
 struct Params { rows: u32, D: u32, eps_idx: u32, pad: u32 }
@@ -13,8 +14,6 @@ struct Params { rows: u32, D: u32, eps_idx: u32, pad: u32 }
 @group(0) @binding(5) var<storage, read_write> R: array<f32>; // forward: rstd; backward: unused scratch
 @group(0) @binding(6) var<storage, read> scalars: array<f32>;
 @group(0) @binding(7) var<uniform> p: Params;
-
-var<workgroup> red: array<f32, WG>;
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -30,13 +29,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   } else {
     for (var k = li; k < p.D; k += WG) { acc = fma(X[base + k], X[base + k], acc); }
   }
-  red[li] = acc;
-  workgroupBarrier();
-  for (var s = WG / 2u; s > 0u; s /= 2u) {
-    if (li < s) { red[li] += red[li + s]; }
-    workgroupBarrier();
-  }
-  let total = red[0];
+  let total = wg_sum(acc, li);
   if (BACKWARD) {
     let mean_gx = total / f32(p.D);
     for (var k = li; k < p.D; k += WG) {

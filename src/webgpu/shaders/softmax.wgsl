@@ -2,6 +2,7 @@
 // (max, sum, write) with tree reductions in workgroup memory. MODE: 0 softmax, 1 log_softmax,
 // 2 softmax_backward (dx = y * (dy - sum(y*dy))), 3 causal_softmax (row t of each [T, S] matrix sees
 // columns j <= t + S - T, scaled by the scalar; masked entries are 0).
+#include "workgroup_reduce.wgsl"
 override MODE: u32 = 0u;
 override WG: u32 = 256u;
 struct Params { rows: u32, n: u32, T: u32, scale_idx: u32, neg_inf: u32, pad0: u32, pad1: u32, pad2: u32 }
@@ -10,22 +11,6 @@ struct Params { rows: u32, n: u32, T: u32, scale_idx: u32, neg_inf: u32, pad0: u
 @group(0) @binding(2) var<storage, read_write> O: array<f32>;
 @group(0) @binding(3) var<storage, read> scalars: array<f32>;
 @group(0) @binding(4) var<uniform> p: Params;
-
-var<workgroup> red: array<f32, WG>;
-
-fn reduce(v: f32, li: u32, is_max: bool) -> f32 {
-  red[li] = v;
-  workgroupBarrier();
-  for (var s = WG / 2u; s > 0u; s /= 2u) {
-    if (li < s) {
-      if (is_max) { red[li] = max(red[li], red[li + s]); } else { red[li] += red[li + s]; }
-    }
-    workgroupBarrier();
-  }
-  let r = red[0];
-  workgroupBarrier();
-  return r;
-}
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -36,7 +21,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   if (MODE == 2u) {
     var d = 0.0;
     for (var j = li; j < p.n; j += WG) { d = fma(X[base + j], DY[base + j], d); }
-    let dotv = reduce(d, li, false);
+    let dotv = wg_sum(d, li);
     for (var j = li; j < p.n; j += WG) { O[base + j] = X[base + j] * (DY[base + j] - dotv); }
     return;
   }
@@ -48,10 +33,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   }
   var m = bitcast<f32>(p.neg_inf);
   for (var j = li; j < visible; j += WG) { m = max(m, scale * X[base + j]); }
-  m = reduce(m, li, true);
+  m = wg_max(m, li);
   var z = 0.0;
   for (var j = li; j < visible; j += WG) { z += exp(scale * X[base + j] - m); }
-  z = reduce(z, li, false);
+  z = wg_sum(z, li);
   if (MODE == 1u) {
     let lse = m + log(z);
     for (var j = li; j < p.n; j += WG) { O[base + j] = X[base + j] - lse; }

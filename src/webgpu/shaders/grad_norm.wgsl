@@ -1,7 +1,8 @@
-// Sums n floats into out[out_idx] with one workgroup (a fixed-order tree, so results are deterministic).
-// SQUARE = true sums squares; ROOT = true writes the square root (grad_norm: squares per input, then the
-// root of the sum of those partials).
+// grad_norm in one-workgroup passes: sums n floats into out[out_idx] (a fixed-order tree, so results are
+// deterministic). SQUARE = true sums squares; ROOT = true writes the square root (grad_norm: squares per
+// input, then the root of the sum of those partials). fused_ce's loss is the plain sum of its row terms.
 // A NaN anywhere gives NaN, tested on the bits so no fast-math assumption can drop it.
+#include "workgroup_reduce.wgsl"
 override WG: u32 = 256u;
 override SQUARE: bool = false;
 override ROOT: bool = false;
@@ -10,7 +11,6 @@ struct Params { n: u32, nan_bits: u32, out_idx: u32, pad: u32 }  // nan_bits: WG
 @group(0) @binding(1) var<storage, read_write> out: array<f32>;
 @group(0) @binding(2) var<uniform> p: Params;
 
-var<workgroup> red: array<f32, WG>;
 var<workgroup> nan_seen: atomic<u32>;
 
 fn is_nan(x: f32) -> bool {
@@ -28,15 +28,9 @@ fn main(@builtin(local_invocation_index) li: u32) {
     if (SQUARE) { acc = fma(x, x, acc); } else { acc += x; }
   }
   if (bad) { atomicStore(&nan_seen, 1u); }
-  red[li] = acc;
-  workgroupBarrier();
-  for (var s = WG / 2u; s > 0u; s /= 2u) {
-    if (li < s) { red[li] += red[li + s]; }
-    workgroupBarrier();
-  }
+  var r = wg_sum(acc, li);
   let any_nan = atomicLoad(&nan_seen);
   if (li == 0u) {
-    var r = red[0];
     if (ROOT) { r = sqrt(r); }
     if (any_nan != 0u) { r = bitcast<f32>(p.nan_bits); }
     out[p.out_idx] = r;

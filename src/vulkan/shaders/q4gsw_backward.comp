@@ -1,7 +1,0 @@
-// q4gsw_backward with 4x4 outputs per thread (64x64 workgroup tiles); the kernel is q4gsw_backward_body.glsl.
-// The tile is a compile-time constant (not a spec constant) so drivers fully unroll the register tile
-// and keep it in registers.
-#version 450
-#extension GL_GOOGLE_include_directive : require
-#define ET_TILE 4u
-#include "q4gsw_backward_body.glsl"

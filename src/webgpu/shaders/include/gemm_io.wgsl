@@ -1,0 +1,30 @@
+// The interface of the dense fp32 GEMMs gemm.wgsl and gemm_big.wgsl (one encoder, gemm_dispatch, picks
+// either): parameters, bindings and the epilogue. C[b,i,j] = alpha * sum_c A(i,c) B(c,j) (+ bias[j])
+// (+ C when accumulating), with A(i,c) = A[b*a_batch + i*a_si + c*a_sc], B(c,j) = B[b*b_batch + c*b_sc +
+// j*b_sj] and b = workgroup z.
+struct Params {
+  M: u32, N: u32, K: u32, flags: u32,  // flags: 1 = bias, 2 = accumulate into C, 4 = alpha from scalars
+  a_si: u32, a_sc: u32, b_sc: u32, b_sj: u32,  // element strides of A(i,c) and B(c,j)
+  a_batch: u32, b_batch: u32, c_batch: u32, alpha_idx: u32,
+}
+@group(0) @binding(0) var<storage, read> A: array<f32>;
+@group(0) @binding(1) var<storage, read> B: array<f32>;
+@group(0) @binding(2) var<storage, read> bias: array<f32>;
+@group(0) @binding(3) var<storage, read_write> C: array<f32>;
+@group(0) @binding(4) var<storage, read> scalars: array<f32>;
+@group(0) @binding(5) var<uniform> p: Params;
+
+fn alpha_value() -> f32 {
+  if ((p.flags & 4u) != 0u) { return scalars[p.alpha_idx]; }
+  return 1.0;
+}
+
+// Output (i, j) of batch plane zoff = b * c_batch from the sum v; nothing past the matrix.
+fn put_c(i: u32, j: u32, zoff: u32, v: f32, alpha: f32) {
+  if (i >= p.M || j >= p.N) { return; }
+  var r = alpha * v;
+  if ((p.flags & 1u) != 0u) { r += bias[j]; }
+  let o = zoff + i * p.N + j;
+  if ((p.flags & 2u) != 0u) { r += C[o]; }
+  C[o] = r;
+}
