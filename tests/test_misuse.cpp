@@ -45,7 +45,8 @@ TEST_F(Misuse, LinearQ4gswWrongScalesShape) {
 TEST_F(Misuse, GroupSizeNotMultipleOf4) {
   expect_error({Op::linear_q4gsw, {f32({4, 8}), q4w(8, 8), f32({2, 8})}, {f32({4, 8})}, {6}, {}},
                {"linear_q4gsw", "group_size", "multiple of 4", "6"});
-  expect_error({Op::q4gsw_requant, {f32({8, 8}), f32({2, 8})}, {q4w(8, 8)}, {6}, {}},
+  Tensor lat = f32({8, 8});
+  expect_error({Op::q4gsw_requant, {lat, f32({2, 8})}, {q4w(8, 8), lat}, {6}, {}},
                {"q4gsw_requant", "group_size", "6"});
 }
 
@@ -69,8 +70,12 @@ TEST_F(Misuse, FusedCeLabels) {
 TEST_F(Misuse, WrongOutputShape) {
   expect_error({Op::linear, {f32({4, 8}), f32({6, 8})}, {f32({4, 5})}, {}, {}},
                {"linear", "f32[4, 6]", "f32[4, 5]"});
-  expect_error({Op::q4gsw_requant, {f32({8, 8}), f32({1, 8})}, {b->zeros(Shape{8}, DType::i32)}, {8}, {}},
+  Tensor lat = f32({8, 8});
+  expect_error({Op::q4gsw_requant, {lat, f32({1, 8})}, {b->zeros(Shape{8}, DType::i32), lat}, {8}, {}},
                {"q4gsw_requant", "u32[8]", "i32[8]"});
+  // The latent output must be the latent itself.
+  expect_error({Op::q4gsw_requant, {lat, f32({1, 8})}, {q4w(8, 8), f32({8, 8})}, {8}, {}},
+               {"q4gsw_requant", "output 1", "in place"});
 }
 
 TEST_F(Misuse, AdamwOutputsMustAliasInputs) {

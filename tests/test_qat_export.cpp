@@ -18,6 +18,7 @@
 #include "edgetrain/interop.h"
 #include "edgetrain/q4gsw.h"
 #include "edgetrain/safetensors.h"
+#include "harness/model_helpers.h"
 #include "io/gguf.h"
 
 namespace fs = std::filesystem;
@@ -50,26 +51,8 @@ std::vector<float> logits(Model& m) {
   return m.next_logits(prompt());
 }
 
-// Moves a third of every 4-bit linear's masters 10 to 60 scales out (signs kept), then re-derives the
-// codes: the codes saturate where the masters went, as after long pass-through QAT. The model changes
-// (that is the point); its masters no longer describe it.
 void plant_drift(Model& m) {
-  for (Param& p : m.params()) {
-    if (!p.quantized()) continue;
-    auto w = m.backend().to_vector<float>(p.value);
-    auto s = m.backend().to_vector<float>(p.scales);
-    const int64_t N = p.value.shape()[0], K = p.value.shape()[1], gs = m.config().group_size;
-    for (int64_t n = 0; n < N; ++n)
-      for (int64_t k = 0; k < K; ++k)
-        if ((n * 7 + k * 3) % 3 == 0) {
-          float& x = w[n * K + k];
-          x = std::copysign(static_cast<float>(10 + (n + k) % 50), x) * s[(k / gs) * N + n];
-        }
-    m.backend().upload(p.value, w.data(), w.size() * sizeof(float));
-  }
-  m.requantize();
-  const q4::RangeStats r = m.range_stats();
-  ASSERT_GT(r.outside, r.total / 4) << "the planted drift must put many masters out of range";
+  ASSERT_GT(plant_master_drift(m), 0.25) << "the planted drift must put many masters out of range";
 }
 
 void expect_same_codes_and_scales(Model& a, Model& b) {
@@ -254,6 +237,88 @@ TEST(QatExport, InfoReportsTheShareOfMastersOutsideTheRange) {
                 100.0 * static_cast<double>(r.outside) / static_cast<double>(r.total));
   EXPECT_NE(d.find(want), std::string::npos) << d;
   EXPECT_NE(d.find("layers.0.attention.wq.weight"), std::string::npos) << d;
+}
+
+// One deterministic batch per step of tiny on a fixed token pattern.
+void train_steps(Model& m, const OptimConfig& opt, int from, int to) {
+  std::vector<int32_t> tokens(4 * 16), labels(tokens.size());
+  for (int step = from; step <= to; ++step) {
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      tokens[i] = static_cast<int32_t>((i * 13 + static_cast<size_t>(step) * 7) % 64);
+      labels[i] = static_cast<int32_t>((i * 13 + static_cast<size_t>(step) * 7 + 1) % 64);
+    }
+    m.accumulate(tokens, labels, 4, 16, static_cast<int64_t>(tokens.size()));
+    m.update(opt, step);
+  }
+}
+
+OptimConfig qat_opt(int steps, int64_t rescale_every) {
+  OptimConfig opt;
+  opt.lr = 3e-3f;
+  opt.warmup_steps = 0;
+  opt.total_steps = steps;
+  opt.q4_rescale_every = rescale_every;
+  return opt;
+}
+
+// Training keeps every master within half a step of the weight it stands for (requant clamps it into
+// [-8.5s, 7.5s]); without that, this run leaves ~30% of the masters outside, up to ~50 scales out.
+TEST(QatTraining, MastersStayWithinHalfAStepOfTheirWeights) {
+  auto be = make_cpu_backend();
+  for (int64_t rescale : {0, 100}) {
+    Model m(*be, tiny(TrainMode::qat));
+    m.init(10);
+    train_steps(m, qat_opt(250, rescale), 1, 250);
+    const q4::RangeStats r = m.range_stats();
+    EXPECT_EQ(r.outside, 0) << "rescale every " << rescale;
+    EXPECT_LE(r.max_ratio, 8.5) << "rescale every " << rescale;
+    // The masters really were pushed against the bounds (otherwise this test shows nothing).
+    EXPECT_GT(r.max_ratio, 7.0) << "rescale every " << rescale;
+  }
+}
+
+// Every q4_rescale_every updates the scales are re-derived from the masters (max|w|/7, fp16); in between
+// they stay as they are.
+TEST(QatTraining, ScalesAreRederivedEveryRescaleInterval) {
+  auto be = make_cpu_backend();
+  Model m(*be, tiny(TrainMode::qat));
+  m.init(12);
+  const OptimConfig opt = qat_opt(100, 50);
+  Param& p = m.param("layers.0.feed_forward.w2.weight");
+  const auto s0 = be->to_vector<float>(p.scales);
+  train_steps(m, opt, 1, 49);
+  EXPECT_EQ(be->to_vector<float>(p.scales), s0) << "scales changed before the first rescale";
+  train_steps(m, opt, 50, 50);
+  const auto s50 = be->to_vector<float>(p.scales);
+  EXPECT_NE(s50, s0);
+  q4::Geometry g(p.value.shape()[0], p.value.shape()[1], 32);
+  const auto masters = be->to_vector<float>(p.value);
+  EXPECT_EQ(s50, q4::quantize(g, masters.data(), /*keep_q4_values=*/false).scales);
+  for (float x : s50) EXPECT_EQ(round_to_f16(x), x);
+  train_steps(m, opt, 51, 99);
+  EXPECT_EQ(be->to_vector<float>(p.scales), s50);
+}
+
+// A run resumed from a checkpoint taken before a rescale ends bit-identical to the uninterrupted run.
+TEST(QatTraining, ResumeAcrossARescaleIsExact) {
+  auto be = make_cpu_backend();
+  const OptimConfig opt = qat_opt(130, 50);
+  Model straight(*be, tiny(TrainMode::qat));
+  straight.init(13);
+  train_steps(straight, opt, 1, 130);
+  Model first(*be, tiny(TrainMode::qat));
+  first.init(13);
+  train_steps(first, opt, 1, 70);
+  const std::string ck = tmp("resume_rescale.safetensors");
+  save_checkpoint(ck, first);
+  Model resumed(*be, tiny(TrainMode::qat));
+  load_checkpoint(ck, resumed);
+  train_steps(resumed, opt, 71, 130);
+  auto a = straight.state_tensors(), b = resumed.state_tensors();
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(be->to_vector<uint8_t>(a[i].tensor), be->to_vector<uint8_t>(b[i].tensor)) << a[i].name;
+  }
 }
 
 }  // namespace

@@ -196,7 +196,7 @@ Step build_step(Backend& b, const std::vector<float>& x, const std::vector<float
   s.bc1 = s.p->slot("bc1", 0.1f);
   s.bc2 = s.p->slot("bc2", 0.001f);
   s.nvalid = s.p->slot("n_valid", static_cast<float>(M));
-  s.p->record({Op::q4gsw_requant, {s.latent, s.scales}, {s.w}, {gs}, {}});
+  s.p->record({Op::q4gsw_requant, {s.latent, s.scales}, {s.w, s.latent}, {gs}, {}});
   s.p->record({Op::linear_q4gsw, {s.x, s.w, s.scales, Tensor()}, {s.y}, {gs}, {}});
   s.p->record({Op::fused_ce, {s.y, s.labels}, {s.loss, s.y}, {}, {s.nvalid}});  // dlogits in place
   s.p->record({Op::linear_dW, {s.y, s.x}, {s.dw}, {0}, {}});
@@ -275,7 +275,8 @@ TEST(VulkanRuntime, RequantBitExactNearTies) {
   c.name = "near_ties";
   c.op = Op::q4gsw_requant;
   c.in = {lat, scales};
-  c.out = {zeros(Shape{g.words()}, DType::u32)};
+  c.out = {zeros(Shape{g.words()}, DType::u32), zeros(lat.shape(), DType::f32)};
+  c.out_alias = {-1, 0};  // the latent, clamped in place
   c.ints = {gs};
   c.tol = tol::exact;
   auto want = run_reference(c);

@@ -145,7 +145,8 @@ TEST(WebGpuRuntime, RequantIsExactNearTies) {
   c.name = "near_ties";
   c.op = Op::q4gsw_requant;
   c.in = {lat, scales};
-  c.out = {zeros(Shape{g.words()}, DType::u32)};
+  c.out = {zeros(Shape{g.words()}, DType::u32), zeros(lat.shape(), DType::f32)};
+  c.out_alias = {-1, 0};  // the latent, clamped in place
   c.ints = {gs};
   auto want = run_reference(c);
   auto got = run_on(webgpu(), c);

@@ -88,10 +88,12 @@ Case requant_case(int64_t N, int64_t K, int64_t gs) {
   q4::Geometry g(N, K, gs);
   return {Op::q4gsw_requant, dims({{"N", N}, {"K", K}, {"gs", gs}}), "GB/s",
           4.0 * N * K + 4.0 * g.groups() * N + 0.5 * N * K,
-          "bytes = 4*N*K (read latent) + 4*G*N (scales) + N*K/2 (write codes)", [=](Backend& b, Rng& r) {
+          "bytes = 4*N*K (read latent; written back only where clamped, which after the first repetition is "
+          "nowhere) + 4*G*N (scales) + N*K/2 (write codes)", [=](Backend& b, Rng& r) {
             Tensor scales = random_f32(b, Shape{g.groups(), N}, r, 0.01f, 0.1f);
             Tensor w = b.zeros(Shape{g.words()}, DType::u32);
-            return make_call(b, Op::q4gsw_requant, {random_f32(b, Shape{N, K}, r, -0.5f, 0.5f), scales}, {gs}, {}, {w});
+            Tensor latent = random_f32(b, Shape{N, K}, r, -0.5f, 0.5f);
+            return make_call(b, Op::q4gsw_requant, {latent, scales}, {gs}, {}, {w, latent});
           }};
 }
 

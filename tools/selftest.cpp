@@ -78,8 +78,9 @@ std::vector<Probe> probes() {
       {"q4gsw_requant (bit-exact)", 0.0, [=](Backend& b) {
          Graph gr(b);
          Tensor w = b.zeros(Shape{geo.words()}, DType::u32);
-         gr.q4gsw_requant(b.from_vector(Shape{N, K}, DType::f32, grad), b.from_vector(Shape{geo.groups(), N}, DType::f32, q.scales), gs, w);
-         return as_floats(b, w);
+         Tensor latent = b.from_vector(Shape{N, K}, DType::f32, grad);
+         gr.q4gsw_requant(latent, b.from_vector(Shape{geo.groups(), N}, DType::f32, q.scales), gs, w);
+         return concat(as_floats(b, w), as_floats(b, latent));
        }},
       {"adamw_step", 1e-6, [=](Backend& b) {
          Graph gr(b);

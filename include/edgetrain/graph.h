@@ -34,9 +34,8 @@ class Graph {
   // Returns {loss [1], dlogits}; with in_place the gradient overwrites the logits buffer.
   std::pair<Tensor, Tensor> fused_ce(const Tensor& logits, const Tensor& labels, Scalar n_valid,
                                      bool in_place = false);
+  // Clamps latent in place into the range its codes round from, then writes the codes w.
   void q4gsw_requant(const Tensor& latent, const Tensor& scales, int64_t group_size, const Tensor& w);
-  // Zeroes, in place, the gradient of weights whose latent lies outside the quantizer's range (clipped STE).
-  void q4gsw_ste_grad(const Tensor& grad, const Tensor& latent, const Tensor& scales, int64_t group_size);
   void adamw_step(const Tensor& p, const Tensor& m, const Tensor& v, const Tensor& g, Scalar lr, Scalar beta1,
                   Scalar beta2, Scalar eps, Scalar weight_decay, Scalar bc1, Scalar bc2);
 

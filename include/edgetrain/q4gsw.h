@@ -45,13 +45,19 @@ struct Quantized {
   std::vector<float> scales;   // [G, N]
   std::vector<uint8_t> codes;  // [N, K]
 };
-Quantized quantize(const Geometry& g, const float* w);
+// keep_q4_values = false: always max|w| / 7 (periodic QAT rescaling, which must let a saturated grid grow).
+Quantized quantize(const Geometry& g, const float* w, bool keep_q4_values = true);
 // The requant rule of OPS.md section 6 for one value.
 uint8_t requant_code(float latent, float scale);
-// Whether the quantizer follows a latent value: -8.5*s <= latent < 7.5*s, the interval that rounds into
-// codes -8..7. Outside it the code is clamped, and the clipped straight-through gradient (q4gsw_ste_grad)
-// is 0. False for s == 0 and for NaN.
-inline bool in_range(float latent, float scale) { return latent >= -8.5f * scale && latent < 7.5f * scale; }
+// Whether the quantizer follows a latent value: -8.5*s <= latent <= 7.5*s, the interval that rounds into
+// codes -8..7 (7.5*s itself rounds to 8 and clamps to 7). Training keeps every latent in it (q4gsw_requant
+// clamps them), so a master is always within half a step s/2 of the weight it stands for; an older
+// checkpoint's masters may lie outside. False for NaN; for s == 0 only a zero latent is in range.
+inline bool in_range(float latent, float scale) { return latent >= -8.5f * scale && latent <= 7.5f * scale; }
+// latent clamped into that interval (NaN stays NaN): what q4gsw_requant writes back.
+inline float clamp_to_range(float latent, float scale) {
+  return latent != latent ? latent : latent < -8.5f * scale ? -8.5f * scale : latent > 7.5f * scale ? 7.5f * scale : latent;
+}
 // How many latents of [N, K] lie outside their group's range (see in_range), and the largest |latent / s|.
 struct RangeStats {
   int64_t outside = 0, total = 0;

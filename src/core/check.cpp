@@ -119,6 +119,10 @@ void sig_q4gsw_requant(Ctx& x) {
   if (scales.shape() != Shape{g.groups(), N})
     x.bad("scales must be [ceil(K/group_size), N] = [", g.groups(), ", ", N, "], got ", scales.str());
   x.out(Shape{g.words()}, DType::u32);
+  x.out(lat.shape(), DType::f32);
+  if (!x.inferring && x.c.out.size() > 1 && !x.c.out[1].same_memory(lat))
+    x.bad("output 1 must be the latent tensor itself (q4gsw_requant clamps it in place)");
+  if (x.inferring) x.bad("output 1 is the latent input (in place); use Graph::q4gsw_requant");
 }
 
 void sig_linear_dW(Ctx& x) {
@@ -142,26 +146,6 @@ void sig_fused_ce(Ctx& x) {
   if (lg.shape()[1] < 1) x.bad("logits must have V >= 1 columns, got ", lg.str());
   x.out(Shape{}, DType::f32);
   x.out(lg.shape(), DType::f32);
-}
-
-void sig_q4gsw_ste_grad(Ctx& x) {
-  const Tensor &grad = x.in(0), &lat = x.in(1), &scales = x.in(2);
-  x.dtype(grad, DType::f32, "grad");
-  x.dtype(lat, DType::f32, "latent");
-  x.dtype(scales, DType::f32, "scales");
-  x.rank_is(lat, 2, "latent");
-  x.rank_is(scales, 2, "scales");
-  if (grad.shape() != lat.shape()) x.bad("grad must have latent's shape ", lat.str(), ", got ", grad.str());
-  int64_t N = lat.shape()[0], K = lat.shape()[1], gs = x.ival(0);
-  if (gs <= 0 || gs % 4 != 0) x.bad("group_size must be a positive multiple of 4, got ", gs);
-  if (N < 1 || K < 1) x.bad("latent must be non-empty, got ", lat.str());
-  q4::Geometry g(N, K, gs);
-  if (scales.shape() != Shape{g.groups(), N})
-    x.bad("scales must be [ceil(K/group_size), N] = [", g.groups(), ", ", N, "], got ", scales.str());
-  x.out(grad.shape(), DType::f32);
-  if (!x.inferring && !x.c.out.empty() && !x.c.out[0].same_memory(grad))
-    x.bad("the output must be the grad tensor itself (q4gsw_ste_grad updates in place)");
-  if (x.inferring) x.bad("the output is the grad input (in place); use Graph::q4gsw_ste_grad");
 }
 
 void sig_adamw_step(Ctx& x) {
@@ -538,7 +522,7 @@ void check_call(const OpCall& c) {
       if (!c.out[i].same_memory(c.in[j])) continue;
       bool elementwise = c.op == Op::scale || c.op == Op::add || c.op == Op::sub || c.op == Op::mul ||
                          c.op == Op::div;
-      bool allowed = (c.op == Op::adamw_step && i == j) || (c.op == Op::q4gsw_ste_grad && i == 0 && j == 0) || (c.op == Op::fused_ce && i == 1 && j == 0) ||
+      bool allowed = (c.op == Op::adamw_step && i == j) || (c.op == Op::q4gsw_requant && i == 1 && j == 0) || (c.op == Op::fused_ce && i == 1 && j == 0) ||
                      (elementwise && c.in[j].shape() == c.out[i].shape());
       if (!allowed)
         fail(info.name, ": output ", i, " shares memory with input ", j, ", which this op does not allow");

@@ -43,12 +43,8 @@ std::pair<Tensor, Tensor> Graph::fused_ce(const Tensor& logits, const Tensor& la
   return {loss, logits};
 }
 void Graph::q4gsw_requant(const Tensor& latent, const Tensor& scales, int64_t gs, const Tensor& w) {
-  call(Op::q4gsw_requant, {latent, scales}, {w}, {gs});
+  call(Op::q4gsw_requant, {latent, scales}, {w, latent}, {gs});
 }
-void Graph::q4gsw_ste_grad(const Tensor& grad, const Tensor& latent, const Tensor& scales, int64_t gs) {
-  call(Op::q4gsw_ste_grad, {grad, latent, scales}, {grad}, {gs});
-}
-
 void Graph::adamw_step(const Tensor& p, const Tensor& m, const Tensor& v, const Tensor& g, Scalar lr, Scalar b1,
                        Scalar b2, Scalar eps, Scalar wd, Scalar bc1, Scalar bc2) {
   call(Op::adamw_step, {p, m, v, g}, {p, m, v}, {}, {lr, b1, b2, eps, wd, bc1, bc2});

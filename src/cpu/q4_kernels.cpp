@@ -163,13 +163,15 @@ void linear_q4gsw_backward(const ref::Call& c) {
   });
 }
 
-// latent [N, K], scales [G, N], ints {group_size}; every W_4X8 word, codes by q4::requant_code, padding 8.
-// Each task owns whole 8-row blocks, so it writes whole words and no two tasks touch the same word.
+// latent [N, K] (clamped in place, output 1), scales [G, N], ints {group_size}; every W_4X8 word, codes by
+// q4::requant_code of the clamped latent, padding 8. Each task owns whole 8-row blocks, so it writes whole
+// words (and their latents) and no two tasks touch the same word.
 void q4gsw_requant(const ref::Call& c) {
   const ref::View& lat = c.in[0];
   const int64_t N = lat.shape[0], K = lat.shape[1], gs = c.ints[0];
   const int64_t N8 = (N + 7) / 8, K4 = (K + 3) / 4;
-  const float *lp = lat.as<float>(), *s = c.in[1].as<float>();
+  const float* s = c.in[1].as<float>();
+  float* lp = c.out[1].as<float>();
   uint32_t* w = c.out[0].as<uint32_t>();
   parallel_for(N8, 1, [&](int64_t a8, int64_t b8) {
     for (int64_t n8 = a8; n8 < b8; ++n8)
@@ -182,7 +184,10 @@ void q4gsw_requant(const ref::Call& c) {
             for (int b = 0; b < 4; ++b) {
               const int64_t k = 4 * k4 + b;
               if (k >= K) break;
-              const uint32_t code = q4::requant_code(lp[n * K + k], s[(k / gs) * N + n]);
+              const float sc = s[(k / gs) * N + n];
+              float& x = lp[n * K + k];
+              const uint32_t code = q4::requant_code(x, sc);
+              x = q4::clamp_to_range(x, sc);
               const int sh = 8 * b + 4 * p;
               word = (word & ~(0xFu << sh)) | (code << sh);
             }

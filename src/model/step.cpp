@@ -7,8 +7,6 @@
 // group against its keys, and in the backward the same bmms (dK = dS^T Q, dV = P^T dO) sum over the
 // group's query heads in their contraction. Nothing is broadcast or materialized; G = 1 is plain MHA.
 #include <cmath>
-#include <cstdlib>
-#include <string>
 
 #include "model/model_impl.h"
 
@@ -226,11 +224,6 @@ static void record_optimizer(Model& model, Model::Impl& m) {
   m.norm_prog = b.new_program();
   {
     Graph g(b, *m.norm_prog);
-    // QAT: the clipped straight-through estimator, before the norm sees the gradients.
-    const char* ste = std::getenv("EDGETRAIN_QAT_STE");  // MEASUREMENT ONLY: pass | clip
-    if (!(ste && std::string(ste) == "pass"))
-      for (Param& q : model.params())
-        if (q.trainable && q.quantized()) g.q4gsw_ste_grad(q.grad, q.value, q.scales, model.config().group_size);
     m.grad_norm = g.grad_norm(grads);
     m.norm_prog->finalize();
   }
@@ -288,22 +281,10 @@ float Model::update(const OptimConfig& opt, int64_t step, bool apply) {
   p.set(m.bc2, static_cast<float>(1.0 - std::pow(static_cast<double>(opt.beta2), t)));
   p.set(m.max_norm, opt.grad_clip > 0 ? opt.grad_clip : INFINITY);
   p.replay();
-  // MEASUREMENT ONLY: project masters into the range after every update.
-  if (std::getenv("EDGETRAIN_QAT_PROJECT") && cfg_.mode == TrainMode::qat)
-    for (Param& q : params_) {
-      if (!q.quantized()) continue;
-      auto w = backend_.to_vector<float>(q.value), s = backend_.to_vector<float>(q.scales);
-      const int64_t N = q.value.shape()[0], K = q.value.shape()[1], gs = cfg_.group_size;
-      for (int64_t n = 0; n < N; ++n)
-        for (int64_t k = 0; k < K; ++k) {
-          const float sc = s[(k / gs) * N + n];
-          w[n * K + k] = std::fmin(std::fmax(w[n * K + k], -8.0f * sc), 7.0f * sc);
-        }
-      backend_.upload(q.value, w.data(), w.size() * sizeof(float));
-    }
-  // MEASUREMENT ONLY: re-derive scales from the masters every N steps.
-  if (const char* e = std::getenv("EDGETRAIN_QAT_RESCALE_EVERY"); e && cfg_.mode == TrainMode::qat && step % std::atoi(e) == 0)
-    quantize_from_masters();
+  // QAT: the scales follow the weights. Every q4_rescale_every applied updates, each group's scale is
+  // re-derived from its masters (max|w|/7, fp16), so a group whose weights grew or shrank gets a grid that
+  // fits again; between rescales requant keeps every master within half a step of its weight.
+  if (cfg_.mode == TrainMode::qat && opt.q4_rescale_every > 0 && adam_steps % opt.q4_rescale_every == 0) rescale();
   return norm;
 }
 

@@ -119,39 +119,29 @@ void fused_ce(const Call& c) {
   *c.out[0].as<float>() = static_cast<float>(loss);
 }
 
-// latent [N, K] f32, scales [G, N] (never changed), ints {group_size}; w: every W_4X8 word of [N, K].
-// c[n,k] = q4::requant_code(latent[n,k], scales[k/gs, n]) = clamp(roundEven(latent/s), -8, 7) + 8, with
-// s == 0 or a NaN latent giving code 8; padding nibbles (n >= N or k >= K) are written as code 8.
+// latent [N, K] f32 (in place: output 1), scales [G, N] (not changed), ints {group_size}; w: every W_4X8
+// word of [N, K]. c[n,k] = q4::requant_code(latent, s) = clamp(roundEven(latent/s), -8, 7) + 8 with
+// s = scales[k/gs, n], s == 0 or a NaN latent giving code 8; padding nibbles (n >= N or k >= K) are code 8.
+// Then latent[n,k] = q4::clamp_to_range(latent, s) = clamp(latent, -8.5s, 7.5s) (NaN stays NaN): the
+// latent never leaves the interval its code rounds from, so it keeps describing the weight; clamping never
+// changes the code. The bounds are single products: exact for fp16 scales (never fp32-denormal), correctly
+// rounded on every backend (a GPU that flushes denormals may differ only for scales below 1e-38).
 void q4gsw_requant(const Call& c) {
   const View& lat = c.in[0];
   const int64_t N = lat.shape[0], K = lat.shape[1], gs = c.ints[0];
   const int64_t N8 = (N + 7) / 8;
-  const float *lp = lat.as<float>(), *s = c.in[1].as<float>();
+  const float* s = c.in[1].as<float>();
+  float* lp = c.out[1].as<float>();  // the latent itself
   uint32_t* w = c.out[0].as<uint32_t>();
   for (int64_t i = 0; i < c.out[0].numel(); ++i) w[i] = 0x88888888u;
   for (int64_t n = 0; n < N; ++n)
     for (int64_t k = 0; k < K; ++k) {
-      uint32_t code = q4::requant_code(lp[n * K + k], s[(k / gs) * N + n]);
+      const float sc = s[(k / gs) * N + n];
+      uint32_t code = q4::requant_code(lp[n * K + k], sc);
+      lp[n * K + k] = q4::clamp_to_range(lp[n * K + k], sc);
       uint32_t& word = w[q4::w4x8_word(n, k, N8)];
       int sh = q4::w4x8_shift(n, k);
       word = (word & ~(0xFu << sh)) | (code << sh);
-    }
-}
-
-// grad, latent [N, K] f32, scales [G, N], ints {group_size}; the output is grad itself (in place).
-// The clipped straight-through estimator: the quantizer's output stops following the latent once
-// roundEven(latent/s) leaves [-8, 7], so the gradient stops there too: grad[n,k] = 0 unless
-// -8.5*s <= latent[n,k] < 7.5*s (in exact arithmetic the interval that rounds into [-8, 7]). The bounds are
-// products, exact for fp16 scales and correctly rounded on every backend, so every backend keeps the same
-// elements. s == 0 keeps nothing: that group's weights are 0 whatever the latent. A NaN latent keeps nothing.
-void q4gsw_ste_grad(const Call& c) {
-  const View& lat = c.in[1];
-  const int64_t N = lat.shape[0], K = lat.shape[1], gs = c.ints[0];
-  const float *lp = lat.as<float>(), *s = c.in[2].as<float>();
-  float* g = c.out[0].as<float>();
-  for (int64_t n = 0; n < N; ++n)
-    for (int64_t k = 0; k < K; ++k) {
-      if (!q4::in_range(lp[n * K + k], s[(k / gs) * N + n])) g[n * K + k] = 0.0f;
     }
 }
 

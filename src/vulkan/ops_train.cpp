@@ -15,7 +15,6 @@
 #include "linear_q4gsw_big.spv.h"
 #include "linear_q4gsw_gemv.spv.h"
 #include "q4gsw_requant.spv.h"
-#include "q4gsw_ste_grad.spv.h"
 #include "vulkan/kernel.h"
 #include "vulkan/ops_gemm.h"
 
@@ -134,7 +133,7 @@ void encode_fused_ce(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   out.scratch_bytes.push_back(static_cast<size_t>(R) * sizeof(float));
 }
 
-// W_4X8 codes from fp32 latents, one thread per word.
+// W_4X8 codes from fp32 latents (clamped in place, output 1), one thread per word.
 void encode_q4gsw_requant(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   const Shape& s = c.in[0].shape();
   q4::Geometry g(s[0], s[1], c.ints[0]);
@@ -142,16 +141,6 @@ void encode_q4gsw_requant(const OpCall& c, const EncodeContext& ctx, Encoded& ou
   d.arg(u32(g.N, c)).arg(u32(g.K, c)).arg(u32(g.N8(), c)).arg(u32(g.K4(), c));
   d.arg(u32(g.groups(), c)).arg(u32(g.group_size, c)).arg(u32(g.words(), c));
   grid_1d((g.words() + 63) / 64, ctx, d.groups);
-  out.dispatches.push_back(std::move(d));
-}
-
-// The clipped straight-through gradient, in place, one thread per element.
-void encode_q4gsw_ste_grad(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
-  const Shape& s = c.in[1].shape();
-  const int64_t n = s[0] * s[1];
-  Dispatch d{ET_VK_KERNEL(q4gsw_ste_grad)};
-  d.arg(u32(s[0], c)).arg(u32(s[1], c)).arg(u32(c.ints[0], c)).arg(u32(n, c));
-  grid_1d((n + 255) / 256, ctx, d.groups);
   out.dispatches.push_back(std::move(d));
 }
 

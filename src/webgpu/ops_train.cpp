@@ -10,7 +10,6 @@
 #include "linear_q4gsw_gemv.wgsl.h"
 #include "q4_dequant.wgsl.h"
 #include "q4gsw_requant.wgsl.h"
-#include "q4gsw_ste_grad.wgsl.h"
 #include "webgpu/kernel.h"
 
 namespace edgetrain::wg {
@@ -138,22 +137,9 @@ void encode_q4gsw_requant(const OpCall& c, const EncodeContext& ctx, Encoded& ou
   const Shape& ls = c.in[0].shape();
   q4::Geometry g(ls[0], ls[1], c.ints[0]);
   Dispatch d(ET_WG_KERNEL(q4gsw_requant));
-  d.in(0).in(1).out(0).uniform();
+  d.out(1).in(1).out(0).uniform();  // the latent, clamped in place, is output 1
   d.arg(u32(g.N, c)).arg(u32(g.K, c)).arg(u32(g.group_size, c)).arg(u32(g.N8(), c)).arg(u32(g.words(), c));
   grid_1d(ceil_div(static_cast<uint64_t>(g.words()), 64), ctx, d.groups);
-  out.dispatches.push_back(std::move(d));
-}
-
-// The clipped straight-through gradient, in place, one thread per element.
-void encode_q4gsw_ste_grad(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
-  const Shape& s = c.in[1].shape();
-  const uint64_t n = static_cast<uint64_t>(s[0] * s[1]);
-  const uint32_t wg = ctx.wg_size(256);
-  Dispatch d(ET_WG_KERNEL(q4gsw_ste_grad));
-  d.constant("WG", wg);
-  d.out(0).in(1).in(2).uniform();
-  d.arg(u32(s[0], c)).arg(u32(s[1], c)).arg(u32(c.ints[0], c)).arg(u32(static_cast<int64_t>(n), c));
-  grid_1d(ceil_div(n, wg), ctx, d.groups);
   out.dispatches.push_back(std::move(d));
 }
 

@@ -1,6 +1,8 @@
-// q4gsw_requant: latent fp32 [N,K] -> W_4X8 codes, one thread per u32 word (4 k x 2 n). Bit-exact with the
-// reference c = clamp(roundEven(fl(latent/s)), -8, 7) + 8 even at .5 ties: GLSL division may be off by a
-// few ulp, so the correctly rounded quotient is rebuilt with integer long division on the mantissas.
+// q4gsw_requant: latent fp32 [N,K] -> W_4X8 codes, one thread per u32 word (4 k x 2 n). Each latent is first
+// clamped in place into [-8.5s, 7.5s] (the bounds are single products, so the same on every backend; NaN
+// stays), and written back only where that changed it. Bit-exact with the reference
+// c = clamp(roundEven(fl(latent/s)), -8, 7) + 8 even at .5 ties: GLSL division may be off by a few ulp, so
+// the correctly rounded quotient is rebuilt with integer long division on the mantissas.
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
@@ -10,6 +12,7 @@ layout(local_size_x = 64) in;
 layout(set = 0, binding = 0) readonly buffer BufL { float L[]; };
 layout(set = 0, binding = 1) readonly buffer BufS { float S[]; };
 layout(set = 0, binding = 2) writeonly buffer BufW { uint W[]; };
+layout(set = 0, binding = 3) writeonly buffer BufLo { float Lo[]; };  // the same buffer as binding 0
 
 layout(push_constant) uniform Push {
   uint N, K, N8, K4, G, gs, words;
@@ -79,7 +82,14 @@ void main() {
     for (uint bk = 0; bk < 4; ++bk) {
       uint k = 4 * k4 + bk;
       uint c = 8u;
-      if (n < pc.N && k < pc.K) c = requant_code(L[n * pc.K + k], S[(k / pc.gs) * pc.N + n]);
+      if (n < pc.N && k < pc.K) {
+        const uint i = n * pc.K + k;
+        precise const float s = S[(k / pc.gs) * pc.N + n], x = L[i];
+        precise const float lo = -8.5 * s, hi = 7.5 * s;
+        const float xc = x < lo ? lo : (x > hi ? hi : x);
+        if (xc != x) Lo[i] = xc;
+        c = requant_code(x, s);  // the same code as xc's: clamping stays within the code's rounding interval
+      }
       word |= c << (8 * bk + 4 * p);
     }
   }

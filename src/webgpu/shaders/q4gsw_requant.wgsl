@@ -1,11 +1,13 @@
-// Re-quantizes fp32 latent weights [N, K] into W_4X8 words with frozen scales: code =
-// clamp(roundEven(latent / s), -8, 7) + 8, code 8 where s == 0, latent is NaN, or the nibble is padding.
+// Re-quantizes fp32 latent weights [N, K] into W_4X8 words with frozen scales. Each latent is first clamped
+// in place into [-8.5s, 7.5s] (single products, so the same bounds as every backend; NaN stays) and written
+// back only where that changed it; then code = clamp(roundEven(latent / s), -8, 7) + 8, code 8 where s == 0,
+// latent is NaN, or the nibble is padding.
 // One thread per output word. WGSL division need not be correctly rounded, and a quotient one ulp off
 // flips an exact .5 tie, so the quotient is computed exactly: a 24-bit integer long division of the
 // mantissas gives the correctly rounded fp32 quotient whenever it matters (0.5 <= |q| < 16); outside that
 // range the code is 8 or the clamp limit regardless of rounding.
 struct Params { N: u32, K: u32, gs: u32, N8: u32, words: u32, pad0: u32, pad1: u32, pad2: u32 }
-@group(0) @binding(0) var<storage, read> L: array<f32>;
+@group(0) @binding(0) var<storage, read_write> L: array<f32>;
 @group(0) @binding(1) var<storage, read> S: array<f32>;
 @group(0) @binding(2) var<storage, read_write> Wout: array<u32>;
 @group(0) @binding(3) var<uniform> p: Params;
@@ -77,7 +79,17 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     for (var h = 0u; h < 2u; h++) {
       let n = n8 * 8u + 2u * jw + h;
       var c = 8u;
-      if (n < p.N && k < p.K) { c = code_of(L[n * p.K + k], S[(k / p.gs) * p.N + n]); }
+      if (n < p.N && k < p.K) {
+        let i = n * p.K + k;
+        let s = S[(k / p.gs) * p.N + n];
+        let x = L[i];
+        let lo = -8.5 * s;
+        let hi = 7.5 * s;
+        var xc = x;
+        if (x < lo) { xc = lo; } else if (x > hi) { xc = hi; }
+        if (xc != x) { L[i] = xc; }
+        c = code_of(x, s);  // the same code as xc's: clamping stays within the code's rounding interval
+      }
       word |= c << (8u * b + 4u * h);
     }
   }
