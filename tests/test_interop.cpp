@@ -3,7 +3,8 @@
 // through GGUF and HF (and bad key/value head counts), the ExecuTorch interchange export, and corrupt GGUF
 // files (truncations, huge counts, bad fields, a fixed-seed mutation loop). GGUF tokenizer metadata: export ->
 // import keeps it, malformed metadata is rejected naming the key, and `train --init x.gguf` trains, generates
-// and converts with the file's own tokenizer.
+// and converts with the file's own tokenizer. The Llama tensor name table against Model's parameters, and
+// --init's fp32 masters of a GGUF file (read without a backend).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -25,6 +26,7 @@
 #include "edgetrain/half.h"
 #include "edgetrain/safetensors.h"
 #include "io/gguf.h"
+#include "io/llama_names.h"
 #include "harness/gguf_vocab.h"
 
 namespace fs = std::filesystem;
@@ -441,6 +443,85 @@ TEST(Interop, HfBadKvHeadCountIsRejected) {
       EXPECT_NE(std::string(e.what()).find("num_key_value_heads = " + std::to_string(kv) + " does not divide"),
                 std::string::npos) << e.what();
     }
+  }
+}
+
+// ---- the Llama tensor mapping (io/llama_names) ----
+
+// The table the GGUF and HF importers share lists exactly the tensors of Model that files hold, in Model's
+// order and with Model's shapes, for every shape of model: tied head, grouped-query attention, adapters.
+TEST(Interop, LlamaNameTableMatchesModelParams) {
+  auto be = make_cpu_backend();
+  ModelConfig all_adapters = tiny(TrainMode::qlora);
+  all_adapters.lora_targets = "q,k,v,o,gate,up,down";
+  for (const ModelConfig& c : {tiny(TrainMode::fp32), tiny(TrainMode::qat, /*tied=*/true), tiny_gqa(TrainMode::qat, 2),
+                               all_adapters}) {
+    SCOPED_TRACE(c.to_json());
+    Model m(*be, c);
+    std::vector<std::string> want, got;
+    for (Param& p : m.params())
+      if (p.name.find(".lora_") == std::string::npos) want.push_back(p.name + " " + p.value.shape().str());
+    for (const auto& t : llama_names::base_tensors(c)) {
+      got.push_back(t.name + " " + t.shape.str());
+      EXPECT_EQ(llama_names::gguf_name(t.name), t.gguf);
+    }
+    EXPECT_EQ(got, want);
+  }
+  // The names llama.cpp and transformers use (what their loaders look up).
+  const auto t = llama_names::base_tensors(tiny_gqa(TrainMode::qat, 2));
+  EXPECT_EQ(t[0].gguf, "token_embd.weight");
+  EXPECT_EQ(t[0].hf, "model.embed_tokens.weight");
+  EXPECT_EQ(t[3].name, "layers.0.attention.wk.weight");
+  EXPECT_EQ(t[3].gguf, "blk.0.attn_k.weight");
+  EXPECT_EQ(t[3].hf, "model.layers.0.self_attn.k_proj.weight");
+  EXPECT_EQ(t[3].shape, (Shape{16, 32}));
+  EXPECT_EQ(t[9].gguf, "blk.0.ffn_down.weight");
+  EXPECT_EQ(t[9].hf, "model.layers.0.mlp.down_proj.weight");
+  EXPECT_EQ(t.back().gguf, "output.weight");
+  EXPECT_EQ(t.back().hf, "lm_head.weight");
+  EXPECT_EQ(llama_names::gguf_name("layers.1.attention.wq.weight.lora_a"), "");
+  EXPECT_THROW(llama_names::gguf_name("layers.1.attention.wz.weight"), Error);
+}
+
+// `train --init x.gguf` reads fp32 weights under our names without building a model: exactly the weights the
+// file holds (a 4-bit linear's dequantized codes), and a file missing a tensor is rejected naming it.
+TEST(Interop, GgufImportMastersAreTheFileWeights) {
+  auto be = make_cpu_backend();
+  for (GgufType type : {GgufType::F32, GgufType::Q4_0}) {
+    Model m(*be, tiny(TrainMode::qat));
+    m.init(5);
+    const std::string path = tmp("masters.gguf");
+    save_gguf(path, m, type);
+    ModelConfig c;
+    const auto masters = import_masters(path, &c);
+    EXPECT_EQ(c.dim, m.config().dim);
+    EXPECT_EQ(c.mode, TrainMode::fp32);
+    size_t n = 0;
+    for (Param& p : m.params()) {
+      if (p.name.find(".lora_") != std::string::npos) continue;
+      ++n;
+      const auto it = masters.find(p.name);
+      ASSERT_NE(it, masters.end()) << p.name;
+      const auto want = interop_detail::effective_weight(m, p);  // Q4_0 of a qat model is exact
+      ASSERT_EQ(it->second.size(), want.size()) << p.name;
+      EXPECT_EQ(0, std::memcmp(it->second.data(), want.data(), want.size() * 4)) << p.name;
+    }
+    EXPECT_EQ(masters.size(), n);
+  }
+  // The same file without blk.1.attn_v.weight.
+  const gguf::File f = gguf::File::open(tmp("masters.gguf"));
+  gguf::Writer w;
+  for (const auto& [k, v] : f.metadata()) w.add_kv(k, v);
+  for (const auto& t : f.tensors())
+    if (t.name != "blk.1.attn_v.weight")
+      w.add_tensor(t.name, t.ne, t.type, std::vector<uint8_t>(f.data(t), f.data(t) + t.nbytes));
+  w.save(tmp("missing.gguf"));
+  try {
+    import_masters(tmp("missing.gguf"));
+    FAIL() << "a GGUF file without blk.1.attn_v.weight was imported";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("missing tensor 'blk.1.attn_v.weight' (for layers.1.attention.wv.weight)"),
+              std::string::npos) << e.what();
   }
 }
 

@@ -33,6 +33,10 @@ namespace edgetrain::test {
 namespace {
 
 namespace fs = std::filesystem;
+
+// The CLI's exit status per error kind (tools/main.cpp, README).
+constexpr int kExitMisuse = 1, kExitUnsupported = 2, kExitDevice = 3, kExitIo = 4, kExitNumeric = 5;
+
 using Clock = std::chrono::steady_clock;
 
 using Reliability = CliTest;

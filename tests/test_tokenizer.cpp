@@ -2,6 +2,7 @@
 // implementation (tests/data/gpt2_cases.tsv), round trips, invalid UTF-8, load errors, speed on KJV. And the
 // tokenizers of GGUF vocabularies built here: SentencePiece-style merges worked by hand, byte fallback,
 // special tokens, random round trips, GPT-2 as a GGUF vocabulary against the files, malformed vocabularies.
+// Also the pre-tokenizer's ASCII classes against the Unicode tables, and the dependency-path lookup.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -22,8 +23,11 @@
 #include <thread>
 
 #include "edgetrain/error.h"
+#include "edgetrain/interop.h"
+#include "edgetrain/paths.h"
 #include "edgetrain/tokenizer.h"
 #include "harness/gguf_vocab.h"
+#include "text/unicode.h"
 
 namespace fs = std::filesystem;
 using edgetrain::Tokenizer;
@@ -110,6 +114,48 @@ TEST(ByteTokenizer, RoundTripsEveryByte) {
   EXPECT_TRUE(tok->encode("").empty());
   EXPECT_THROW(tok->decode({65, 256}), edgetrain::Error);
   EXPECT_THROW(tok->decode({-1}), edgetrain::Error);
+}
+
+// The pre-tokenizer classifies ASCII with an inline function: it must agree with the Unicode tables.
+TEST(Gpt2Tokenizer, AsciiClassesAgreeWithUnicodeTables) {
+  int letters = 0, numbers = 0, spaces = 0;
+  for (uint32_t c = 0; c < 128; ++c) {
+    const auto cls = edgetrain::text::classify(c);
+    EXPECT_EQ(edgetrain::text::ascii_class(static_cast<unsigned char>(c)), cls) << "code point " << c;
+    letters += cls == edgetrain::text::kLetter, numbers += cls == edgetrain::text::kNumber;
+    spaces += cls == edgetrain::text::kSpace;
+  }
+  EXPECT_EQ(letters, 52);
+  EXPECT_EQ(numbers, 10);
+  EXPECT_EQ(spaces, 6);  // \t \n \v \f \r and ' '
+  EXPECT_EQ(edgetrain::text::classify(0x00E9), edgetrain::text::kLetter);  // é
+  EXPECT_EQ(edgetrain::text::classify(0x0663), edgetrain::text::kNumber);  // Arabic-Indic three
+  EXPECT_EQ(edgetrain::text::classify(0x3000), edgetrain::text::kSpace);   // ideographic space
+  EXPECT_EQ(edgetrain::text::classify(0x2581), edgetrain::text::kOther);   // '▁'
+}
+
+// One lookup finds installed dependencies (GPT-2's files, Dawn, the corpus): $EDGETRAIN_DEPS first when the
+// file is there, then the folder configured at build time.
+TEST(Tokenizer, DependencyPathsHaveOneLookup) {
+  const char* old = std::getenv("EDGETRAIN_DEPS");
+  const std::string saved = old ? old : "";
+  const fs::path dir = fs::temp_directory_path() / ("edgetrain_deps_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  ::setenv("EDGETRAIN_DEPS", dir.c_str(), 1);
+  const auto c = edgetrain::deps_candidates("gpt2");
+  ASSERT_EQ(c.size(), 2u);
+  EXPECT_EQ(c[0], (dir / "gpt2").string());
+  EXPECT_NE(c[1], c[0]);  // the build's .deps
+  // Not in $EDGETRAIN_DEPS: the build's folder when it has one, else the first candidate (for messages).
+  EXPECT_EQ(edgetrain::default_gpt2_dir(), fs::exists(c[1]) ? c[1] : c[0]);
+  fs::create_directories(dir / "gpt2");
+  EXPECT_EQ(edgetrain::default_gpt2_dir(), (dir / "gpt2").string());
+  EXPECT_EQ(edgetrain::deps_path("gpt2"), (dir / "gpt2").string());
+  ::setenv("EDGETRAIN_DEPS", "", 1);
+  EXPECT_EQ(edgetrain::deps_candidates("gpt2"), std::vector<std::string>{c[1]});
+  if (old) ::setenv("EDGETRAIN_DEPS", saved.c_str(), 1);
+  else ::unsetenv("EDGETRAIN_DEPS");
+  fs::remove_all(dir);
 }
 
 TEST(Gpt2Tokenizer, Basics) {
@@ -662,8 +708,8 @@ TEST(GgufTokenizer, FactoryAndCheckpointSpecs) {
             (dir / "moved" / "tokenizer.gguf").string());
   EXPECT_EQ(edgetrain::checkpoint_tokenizer_spec("/old/run/other.gguf", (dir / "moved" / "c.safetensors").string()),
             "/old/run/other.gguf");
-  EXPECT_TRUE(edgetrain::is_gguf_path((dir / "moved" / "tokenizer.gguf").string()));
-  EXPECT_FALSE(edgetrain::is_gguf_path(dir.string()));
+  EXPECT_TRUE(edgetrain::is_gguf_file((dir / "moved" / "tokenizer.gguf").string()));
+  EXPECT_FALSE(edgetrain::is_gguf_file(dir.string()));
   EXPECT_ERROR_HAS(edgetrain::make_tokenizer((dir / "moved" / "tokenizer.gguf").string()), "tokenizer.gguf");
   fs::remove_all(dir);
 }

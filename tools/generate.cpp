@@ -4,6 +4,7 @@
 
 #include "edgetrain/backends.h"
 #include "edgetrain/checkpoint.h"
+#include "edgetrain/interop.h"
 #include "edgetrain/paths.h"
 #include "edgetrain/tokenizer.h"
 #include "edgetrain/trainer.h"

@@ -19,6 +19,17 @@ namespace edgetrain {
 GgufVocab read_gguf_vocab(const std::string& path);
 // Writes a GGUF file holding only tokenizer metadata (no tensors): what a run folder keeps as tokenizer.gguf.
 void save_gguf_tokenizer(const std::string& path, const GgufVocab& vocab);
+// make_gguf_tokenizer of a GGUF file's metadata (the whole file is read; a model file works).
+std::unique_ptr<Tokenizer> load_gguf_tokenizer(const std::string& path, std::vector<std::string>* warnings = nullptr);
+// True if `path` is a regular file starting with the GGUF magic: the one test of "is this a GGUF file".
+bool is_gguf_file(const std::string& path);
+
+// "bytes", "gpt2" (files from default_gpt2_dir()), a directory holding encoder.json and vocab.bpe, or a
+// GGUF file (its tokenizer metadata).
+std::unique_ptr<Tokenizer> make_tokenizer(const std::string& spec);
+// The tokenizer spec of a checkpoint's metadata ("tokenizer"; "bytes" when absent). A recorded GGUF file that
+// no longer exists (the run folder was moved) is looked for under its file name beside the checkpoint.
+std::string checkpoint_tokenizer_spec(const std::string& recorded, const std::string& checkpoint_path);
 
 // What an import read besides the weights.
 struct ImportInfo {
@@ -61,7 +72,6 @@ std::unique_ptr<Model> load_hf_llama(const std::string& dir, Backend& backend, T
 // fp32 weights of a GGUF file or HF folder under edgetrain's parameter names (q/k rows already in our
 // rope order), for `train --init`. `cfg_out` receives the file's config.
 std::map<std::string, std::vector<float>> import_masters(const std::string& path, ModelConfig* cfg_out = nullptr);
-bool is_gguf_file(const std::string& path);
 bool is_hf_folder(const std::string& path);
 
 // ExecuTorch: dir/weights.safetensors (per block linear: "<name>" u8 [N, Kp/2] interchange codes, K padded

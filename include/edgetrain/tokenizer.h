@@ -1,5 +1,7 @@
 // Tokenizers that turn training text into token ids and back: raw bytes (256 ids), GPT-2's byte-level BPE,
-// and the tokenizer stored in a GGUF file's metadata (byte-level BPE or SentencePiece-style).
+// and the tokenizer a GGUF vocabulary describes (byte-level BPE or SentencePiece-style). Implemented by the
+// text layer (src/text/), which reads no model files: reading a GGUF file's vocabulary, and the tokenizer
+// named by a spec that may be such a file (make_tokenizer), are in edgetrain/interop.h.
 #pragma once
 
 #include <cstdint>
@@ -69,8 +71,8 @@ std::unique_ptr<Tokenizer> make_byte_tokenizer();
 // character. Thread-safe: encode may be called concurrently.
 std::unique_ptr<Tokenizer> load_gpt2_tokenizer(const std::string& dir);
 
-// Where "gpt2" looks for its files: $EDGETRAIN_DEPS/gpt2 when that variable is set and not empty,
-// otherwise the .deps/gpt2 folder chosen at build time (EDGETRAIN_DEPS_DIR).
+// Where "gpt2" looks for its files: deps_path("gpt2") (edgetrain/paths.h): $EDGETRAIN_DEPS/gpt2 when that
+// variable is set and the folder exists, otherwise the .deps/gpt2 folder chosen at build time.
 std::string default_gpt2_dir();
 
 // The tokenizer of GGUF metadata: "gpt2" is byte-level BPE with GPT-2's pre-tokenizer regex (the algorithm
@@ -83,17 +85,4 @@ std::string default_gpt2_dir();
 // other than GPT-2's) are appended to `warnings` when given.
 std::unique_ptr<Tokenizer> make_gguf_tokenizer(const GgufVocab& vocab, const std::string& source,
                                                std::vector<std::string>* warnings = nullptr);
-// make_gguf_tokenizer of a GGUF file's metadata (the whole file is read; a model file works).
-std::unique_ptr<Tokenizer> load_gguf_tokenizer(const std::string& path, std::vector<std::string>* warnings = nullptr);
-// True if `path` is a file starting with the GGUF magic.
-bool is_gguf_path(const std::string& path);
-
-// "bytes", "gpt2" (files from default_gpt2_dir()), a directory holding encoder.json and vocab.bpe, or a
-// GGUF file (its tokenizer metadata).
-std::unique_ptr<Tokenizer> make_tokenizer(const std::string& spec);
-
-// The tokenizer spec of a checkpoint's metadata ("tokenizer"; "bytes" when absent). A recorded GGUF file that
-// no longer exists (the run folder was moved) is looked for under its file name beside the checkpoint.
-std::string checkpoint_tokenizer_spec(const std::string& recorded, const std::string& checkpoint_path);
-
 }  // namespace edgetrain

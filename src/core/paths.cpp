@@ -3,19 +3,24 @@
 
 #include <cstdlib>
 #include <filesystem>
-#include <vector>
 
 namespace edgetrain {
 
-std::string deps_path(const std::string& rel) {
-  std::vector<std::string> roots;
-  if (const char* env = std::getenv("EDGETRAIN_DEPS"); env && *env) roots.push_back(env);
+std::vector<std::string> deps_candidates(const std::string& rel) {
+  std::vector<std::string> c;
+  if (const char* env = std::getenv("EDGETRAIN_DEPS"); env && *env) c.push_back(std::string(env) + "/" + rel);
 #ifdef EDGETRAIN_DEPS_DIR
-  roots.push_back(EDGETRAIN_DEPS_DIR);
+  c.push_back(std::string(EDGETRAIN_DEPS_DIR) + "/" + rel);
 #endif
-  for (const std::string& r : roots)
-    if (std::filesystem::exists(r + "/" + rel)) return r + "/" + rel;
-  return roots.empty() ? rel : roots.front() + "/" + rel;
+  return c;
+}
+
+std::string deps_path(const std::string& rel) {
+  const std::vector<std::string> c = deps_candidates(rel);
+  std::error_code ec;
+  for (const std::string& p : c)
+    if (std::filesystem::exists(p, ec)) return p;
+  return c.empty() ? ".deps/" + rel : c.front();
 }
 
 }  // namespace edgetrain

@@ -1,6 +1,8 @@
-// GGUF (v3, little-endian) files: a bounds-checked reader that rejects every malformed file with an Error
-// naming it, tensor decoding (F32, F16, Q8_0, Q4_0) and the exact Q4_0 <-> q4gsw (group 32) conversion,
-// and a writer. Private to the library; the public entry points are in edgetrain/interop.h.
+// GGUF (v3, little-endian) files, private to io: the container (gguf_file.cpp: a bounds-checked reader that
+// rejects every malformed file with an Error naming it, and a writer), the tensor types' block codecs
+// (gguf_blocks.cpp: F32, F16, Q8_0, Q4_0 and the exact Q4_0 <-> q4gsw group-32 conversion), and the
+// tokenizer metadata as a GgufVocab (gguf_vocab.cpp). Llama models on top of these: gguf_llama.cpp. The
+// public entry points are in edgetrain/interop.h.
 #pragma once
 
 #include <cstdint>
@@ -20,7 +22,7 @@ constexpr int kMaxArrayDepth = 8;
 
 enum class VType : uint32_t { U8 = 0, I8, U16, I16, U32, I32, F32, BOOL, STRING, ARRAY, U64, I64, F64 };
 enum TType : uint32_t { F32 = 0, F16 = 1, Q4_0 = 2, Q8_0 = 8 };
-const char* type_name(uint32_t t);
+const char* type_name(uint32_t t);  // "F32", ..., "unsupported"
 
 // One metadata value. Integers are kept in `i` (signed) or `u` (unsigned), floats in `f`.
 struct Value {
@@ -93,6 +95,8 @@ class File {
   const uint8_t* data_ = nullptr;
 };
 
+// `numel` elements of a tensor type (F32, F16, Q4_0, Q8_0) decoded to f32; throws for another type.
+void decode_to_f32(uint32_t type, const uint8_t* src, uint64_t numel, float* dst);
 // Blocks of 32 decoded to f32.
 void decode_q4_0(const uint8_t* src, uint64_t numel, float* dst);
 void decode_q8_0(const uint8_t* src, uint64_t numel, float* dst);
@@ -102,15 +106,6 @@ void q4_0_to_q4gsw(const uint8_t* src, int64_t N, int64_t K, uint8_t* codes, flo
 std::vector<uint8_t> q4gsw_to_q4_0(int64_t N, int64_t K, const uint8_t* codes, const float* scales);
 // Quantizes fp32 rows to Q4_0 the way llama.cpp does it (d = max-magnitude value / -8).
 std::vector<uint8_t> quantize_q4_0(const float* w, uint64_t numel);
-
-class Writer;
-
-// The tokenizer.ggml.* keys of a file (model "" when tokenizer.ggml.model is absent). Throws Error naming the
-// file and key when one has the wrong type, an array the wrong element type, or scores/token_type a count
-// other than the tokens'. Ids and texts are checked by make_gguf_tokenizer.
-GgufVocab read_vocab(const File& f);
-// Adds the keys of `v` (those it has) to a writer, in llama.cpp's types.
-void add_vocab(Writer& w, const GgufVocab& v);
 
 class Writer {
  public:
@@ -130,5 +125,13 @@ class Writer {
   };
   std::vector<T> tensors_;
 };
+
+// The tokenizer.ggml.* keys of a file (model "" when tokenizer.ggml.model is absent). Throws Error naming the
+// file and key when one has the wrong type, an array the wrong element type, or scores/token_type a count
+// other than the tokens'. Ids and texts are checked by the text layer (make_gguf_tokenizer): io describes
+// the vocabulary, it never builds a tokenizer.
+GgufVocab read_vocab(const File& f);
+// Adds the keys of `v` (those it has) to a writer, in llama.cpp's types.
+void add_vocab(Writer& w, const GgufVocab& v);
 
 }  // namespace edgetrain::gguf

@@ -7,12 +7,12 @@
 #include <set>
 #include <sstream>
 
-#include "edgetrain/backends.h"
 #include "edgetrain/checkpoint.h"
 #include "edgetrain/interop.h"
 #include "edgetrain/q4gsw.h"
 #include "edgetrain/safetensors.h"
 #include "io/gguf.h"
+#include "io/llama_names.h"
 
 namespace fs = std::filesystem;
 
@@ -73,24 +73,6 @@ std::vector<float> permute_to_hf(const std::vector<float>& w, int64_t n_heads, i
 }  // namespace interop_detail
 
 namespace {
-
-// Our parameter name -> the Hugging Face Llama tensor name.
-std::string hf_name(const std::string& ours) {
-  if (ours == "tok_embeddings.weight") return "model.embed_tokens.weight";
-  if (ours == "norm.weight") return "model.norm.weight";
-  if (ours == "output.weight") return "lm_head.weight";
-  static const std::pair<const char*, const char*> table[] = {
-      {"attention_norm.weight", "input_layernorm.weight"}, {"attention.wq.weight", "self_attn.q_proj.weight"},
-      {"attention.wk.weight", "self_attn.k_proj.weight"},  {"attention.wv.weight", "self_attn.v_proj.weight"},
-      {"attention.wo.weight", "self_attn.o_proj.weight"},  {"ffn_norm.weight", "post_attention_layernorm.weight"},
-      {"feed_forward.w1.weight", "mlp.gate_proj.weight"},  {"feed_forward.w3.weight", "mlp.up_proj.weight"},
-      {"feed_forward.w2.weight", "mlp.down_proj.weight"}};
-  size_t dot = ours.find('.', 7);
-  ET_CHECK(ours.rfind("layers.", 0) == 0 && dot != std::string::npos, "hf: no HF name for '", ours, "'");
-  for (auto& [a, b] : table)
-    if (ours.substr(dot + 1) == a) return "model.layers." + ours.substr(7, dot - 7) + "." + b;
-  fail("hf: no HF name for '", ours, "'");
-}
 
 nlohmann::json read_json(const std::string& path) {
   std::ifstream in(path);
@@ -196,26 +178,22 @@ ModelConfig hf_config(const std::string& dir, const Shards* shards, TrainMode mo
 }
 
 std::map<std::string, std::vector<float>> hf_masters(const std::string& dir, const Shards& sh, const ModelConfig& c) {
-  auto backend = make_cpu_backend();
-  ModelConfig shape_cfg = c;
-  shape_cfg.mode = TrainMode::fp32;
-  Model shapes(*backend, shape_cfg);  // only for the parameter names and shapes
   std::map<std::string, std::vector<float>> out;
-  for (Param& p : shapes.params()) {
-    std::string hn = hf_name(p.name);
+  for (const llama_names::BaseTensor& t : llama_names::base_tensors(c)) {
+    const std::string& hn = t.hf;
     const safetensors::Reader* r = sh.find(hn);
-    ET_CHECK(r, "hf: ", dir, ": missing tensor '", hn, "' (for ", p.name, ")");
+    ET_CHECK(r, "hf: ", dir, ": missing tensor '", hn, "' (for ", t.name, ")");
     const auto& shape = r->info(hn).shape;
-    std::vector<int64_t> want(p.value.shape().data(), p.value.shape().data() + p.value.shape().rank());
-    ET_CHECK(shape == want, "file ", r->source(), ": tensor '", hn, "' has the wrong shape for ", p.name, " ",
-             p.value.shape().str());
+    const std::vector<int64_t> want(t.shape.data(), t.shape.data() + t.shape.rank());
+    ET_CHECK(shape == want, "file ", r->source(), ": tensor '", hn, "' has the wrong shape for ", t.name, " ",
+             t.shape.str());
     std::vector<float> v = r->to_f32(hn);
     // rotate_half -> adjacent pairs within each head: n_heads heads in q_proj, n_kv_heads in k_proj.
-    if (p.name.find("attention.wq") != std::string::npos)
+    if (t.name.find("attention.wq") != std::string::npos)
       v = interop_detail::permute_from_hf(v, c.n_heads, want[0], want[1]);
-    else if (p.name.find("attention.wk") != std::string::npos)
+    else if (t.name.find("attention.wk") != std::string::npos)
       v = interop_detail::permute_from_hf(v, c.kv_heads(), want[0], want[1]);
-    out[p.name] = std::move(v);
+    out[t.name] = std::move(v);
   }
   return out;
 }
@@ -245,12 +223,6 @@ std::unique_ptr<Model> load_hf_llama(const std::string& dir, Backend& backend, T
   return model;
 }
 
-bool is_gguf_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  char m[4] = {};
-  return in && in.read(m, 4) && std::string(m, 4) == "GGUF";
-}
-
 bool is_hf_folder(const std::string& path) { return fs::is_directory(path) && fs::exists(path + "/config.json"); }
 
 std::map<std::string, std::vector<float>> import_masters(const std::string& path, ModelConfig* cfg_out) {
@@ -261,13 +233,7 @@ std::map<std::string, std::vector<float>> import_masters(const std::string& path
     return hf_masters(path, sh, c);
   }
   ET_CHECK(is_gguf_file(path), "import: '", path, "' is neither a GGUF file nor a Hugging Face folder");
-  auto backend = make_cpu_backend();
-  ImportInfo info;
-  auto m = load_gguf_model(path, *backend, TrainMode::fp32, 32, &info);
-  if (cfg_out) *cfg_out = info.config;
-  std::map<std::string, std::vector<float>> out;
-  for (Param& p : m->params()) out[p.name] = backend->to_vector<float>(p.value);
-  return out;
+  return llama_names::gguf_masters(path, cfg_out);
 }
 
 std::string describe_model_file(const std::string& path) {

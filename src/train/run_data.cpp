@@ -48,7 +48,7 @@ std::unique_ptr<Tokenizer> open_tokenizer(TrainOptions& o) {
              "file, but ", o.init.empty() ? std::string("there is no --init") : "--init '" + o.init + "' is not one");
     spec = o.init;
   }
-  if (!vocab && !is_gguf_path(spec)) {
+  if (!vocab && !is_gguf_file(spec)) {
     o.tokenizer = spec;
     return make_tokenizer(spec);
   }

@@ -9,6 +9,8 @@
 #include <mutex>
 #include <vector>
 
+#include "edgetrain/paths.h"
+
 namespace edgetrain::wgpu {
 namespace {
 
@@ -26,10 +28,7 @@ std::string executable_dir() {
 std::vector<std::string> candidates() {
   std::vector<std::string> c;
   if (const char* e = std::getenv("EDGETRAIN_DAWN"); e && *e) c.push_back(e);
-  if (const char* e = std::getenv("EDGETRAIN_DEPS"); e && *e) c.push_back(std::string(e) + "/dawn/" + kLibName);
-#ifdef EDGETRAIN_DEPS_DIR
-  c.push_back(std::string(EDGETRAIN_DEPS_DIR) + "/dawn/" + kLibName);
-#endif
+  for (std::string& p : deps_candidates(std::string("dawn/") + kLibName)) c.push_back(std::move(p));
   std::string dir = executable_dir();
   if (!dir.empty()) c.push_back(dir + "/" + kLibName);
   return c;

@@ -15,6 +15,8 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "edgetrain/paths.h"
+
 extern char** environ;
 
 namespace edgetrain::test {
@@ -95,11 +97,7 @@ std::vector<double> logprob_row(const nlohmann::json& row, int64_t n_vocab, cons
 
 }  // namespace
 
-std::string llamacpp_dir() {
-  const char* deps = std::getenv("EDGETRAIN_DEPS");
-  const std::string base = deps && *deps ? std::string(deps) : std::string(EDGETRAIN_SOURCE_DIR) + "/.deps";
-  return base + "/llamacpp";
-}
+std::string llamacpp_dir() { return deps_path("llamacpp"); }
 
 std::string llamacpp_missing_reason() {
   const std::string pkg = llamacpp_dir() + "/node_modules/node-llama-cpp/package.json";

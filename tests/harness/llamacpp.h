@@ -25,8 +25,8 @@ struct LlamaRef {
   std::vector<std::vector<double>> generated_logprobs;  // after each generated token but the last
 };
 
-// The pinned install's folder: $EDGETRAIN_DEPS/llamacpp when EDGETRAIN_DEPS is set and not empty, else
-// <source>/.deps/llamacpp.
+// The pinned install's folder: deps_path("llamacpp") ($EDGETRAIN_DEPS/llamacpp when it exists, else the
+// build's .deps/llamacpp).
 std::string llamacpp_dir();
 // Why the llama.cpp tests cannot run ("" when they can): the pinned node-llama-cpp is not installed there.
 // Only this skips them; a broken install, a missing `node` or a failing run is a test failure.
