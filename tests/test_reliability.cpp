@@ -41,9 +41,6 @@ using Clock = std::chrono::steady_clock;
 
 using Reliability = CliTest;
 
-// The CLI's exit status per error kind (tools/main.cpp, README).
-constexpr int kExitMisuse = 1, kExitUnsupported = 2, kExitDevice = 3, kExitIo = 4, kExitNumeric = 5;
-
 // Every F32 tensor of the file is finite (masters, scales, AdamW moments).
 void expect_all_finite(const std::string& path) {
   auto r = safetensors::Reader::open(path);
