@@ -69,7 +69,6 @@ std::unique_ptr<Model> trained_tiny(Backend& be, TrainMode mode, int steps, floa
   opt.lr = lr;
   opt.warmup_steps = 0;
   opt.total_steps = steps;
-  opt.q4_rescale_every = 0;  // fixed scales: training pins many masters at the range bounds (qat)
   const std::string text = kText;
   const int64_t B = 4, T = c.max_seq;
   std::mt19937 rng(3);

@@ -113,9 +113,6 @@ Runner add_train(CLI::App& app) {
   sub->add_option("--beta1", o.optim.beta1, "AdamW beta1")->capture_default_str();
   sub->add_option("--beta2", o.optim.beta2, "AdamW beta2")->capture_default_str();
   sub->add_option("--grad-clip", o.optim.grad_clip, "Max global gradient norm (0 = off)")->capture_default_str();
-  sub->add_option("--rescale-every", o.optim.q4_rescale_every,
-                  "qat: re-derive the 4-bit scales from the masters every N updates (0 = keep the initial scales)")
-      ->capture_default_str();
   sub->add_option("--seed", o.seed, "Seed for initialisation, batches and the sample")->capture_default_str();
   sub->add_option("--eval-every", o.eval_every, "Steps between validation evaluations")->capture_default_str();
   sub->add_option("--eval-batches", o.eval_batches, "Batches per validation evaluation")->capture_default_str();

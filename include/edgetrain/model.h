@@ -58,9 +58,6 @@ struct OptimConfig {
   float beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f;
   float weight_decay = 0.1f;  // on 2-D weights only
   float grad_clip = 1.0f;     // max global gradient norm; 0 disables clipping
-  // qat: re-derive the 4-bit scales from the masters after every this many applied updates (0: the scales
-  // set at quantization stay). Measured on mini and small against fixed scales: docs/QAT.md.
-  int64_t q4_rescale_every = 100;
   float lr_at(int64_t step) const;  // warmup + cosine, step is 1-based
 };
 
@@ -96,10 +93,8 @@ class Model {
   void requantize();
   // Derives scales (max|w|/7 per group, fp16) and codes from the current masters: for a fresh model or
   // imported weights. Groups whose masters already are q4gsw values keep exactly those (q4::quantize).
+  // Training never changes the scales (measured against re-deriving them periodically: docs/QAT.md).
   void quantize_from_masters();
-  // QAT: fresh scales from the masters (max|w|/7 per group, fp16, even where the masters sit on a grid)
-  // and codes for them. Model::update calls it every OptimConfig::q4_rescale_every updates.
-  void rescale();
 
   // Training: tokens/labels are i32 [batch*seq] on the host; labels < 0 are ignored. The first call
   // records the programs; later calls replay them, uploading the batch and reading back one loss.
@@ -144,7 +139,6 @@ class Model {
   struct Impl;  // opaque: parameters by role and the recorded programs (src/model/model_impl.h)
 
  private:
-  void quantize_linears(bool keep_q4_values);
   Backend& backend_;
   ModelConfig cfg_;
   std::vector<Param> params_;

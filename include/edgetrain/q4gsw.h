@@ -45,8 +45,7 @@ struct Quantized {
   std::vector<float> scales;   // [G, N]
   std::vector<uint8_t> codes;  // [N, K]
 };
-// keep_q4_values = false: always max|w| / 7 (periodic QAT rescaling, which must let a saturated grid grow).
-Quantized quantize(const Geometry& g, const float* w, bool keep_q4_values = true);
+Quantized quantize(const Geometry& g, const float* w);
 // The requant rule of OPS.md section 6 for one value.
 uint8_t requant_code(float latent, float scale);
 // Whether the quantizer follows a latent value: -8.5*s <= latent <= 7.5*s, the interval that rounds into

@@ -97,7 +97,7 @@ float grid_scale(const float* w, int64_t n, float amax, bool amax_negative) {
 
 }  // namespace
 
-Quantized quantize(const Geometry& g, const float* w, bool keep_q4_values) {
+Quantized quantize(const Geometry& g, const float* w) {
   Quantized q;
   q.scales.assign(static_cast<size_t>(g.groups() * g.N), 0.0f);
   q.codes.assign(static_cast<size_t>(g.N * g.K), 8);
@@ -109,7 +109,7 @@ Quantized quantize(const Geometry& g, const float* w, bool keep_q4_values) {
       bool amax_negative = false;
       for (int64_t k = 0; k < k1 - k0; ++k)
         if (std::fabs(wg[k]) > amax) amax = std::fabs(wg[k]), amax_negative = wg[k] < 0;
-      float s = keep_q4_values ? grid_scale(wg, k1 - k0, amax, amax_negative) : 0.0f;
+      float s = grid_scale(wg, k1 - k0, amax, amax_negative);
       if (s == 0.0f) s = fresh_scale(amax);
       q.scales[gi * g.N + n] = s;
       for (int64_t k = k0; k < k1; ++k) q.codes[n * g.K + k] = requant_code(w[n * g.K + k], s);

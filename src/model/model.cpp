@@ -129,15 +129,12 @@ void Model::init(uint64_t seed) {
   adam_steps = 0;
 }
 
-void Model::quantize_from_masters() { quantize_linears(true); }
-void Model::rescale() { quantize_linears(false); }
-
-void Model::quantize_linears(bool keep_q4_values) {
+void Model::quantize_from_masters() {
   for (Param& p : params_) {
     if (!p.quantized()) continue;
     auto w = backend_.to_vector<float>(p.value);
     q4::Geometry g(p.value.shape()[0], p.value.shape()[1], cfg_.group_size);
-    auto q = q4::quantize(g, w.data(), keep_q4_values);
+    auto q = q4::quantize(g, w.data());
     auto words = q4::pack_w4x8(g, q.codes.data());
     backend_.upload(p.scales, q.scales.data(), q.scales.size() * sizeof(float));
     backend_.upload(p.codes, words.data(), words.size() * sizeof(uint32_t));

@@ -281,10 +281,6 @@ float Model::update(const OptimConfig& opt, int64_t step, bool apply) {
   p.set(m.bc2, static_cast<float>(1.0 - std::pow(static_cast<double>(opt.beta2), t)));
   p.set(m.max_norm, opt.grad_clip > 0 ? opt.grad_clip : INFINITY);
   p.replay();
-  // QAT: the scales follow the weights. Every q4_rescale_every applied updates, each group's scale is
-  // re-derived from its masters (max|w|/7, fp16), so a group whose weights grew or shrank gets a grid that
-  // fits again; between rescales requant keeps every master within half a step of its weight.
-  if (cfg_.mode == TrainMode::qat && opt.q4_rescale_every > 0 && adam_steps % opt.q4_rescale_every == 0) rescale();
   return norm;
 }
 

@@ -20,8 +20,6 @@ void validate_options(const TrainOptions& o) {
   ET_CHECK(o.optim.lr > 0 && std::isfinite(o.optim.lr), "train: --lr must be > 0, got ", o.optim.lr);
   ET_CHECK(o.optim.warmup_steps >= 0, "train: --warmup must be >= 0, got ", o.optim.warmup_steps);
   ET_CHECK(o.optim.grad_clip >= 0, "train: --grad-clip must be >= 0 (0 disables), got ", o.optim.grad_clip);
-  ET_CHECK(o.optim.q4_rescale_every >= 0, "train: --rescale-every must be >= 0 (0: fixed scales), got ",
-           o.optim.q4_rescale_every);
   ET_CHECK(o.optim.weight_decay >= 0, "train: --weight-decay must be >= 0, got ", o.optim.weight_decay);
   ET_CHECK(o.optim.beta1 >= 0 && o.optim.beta1 < 1, "train: --beta1 must be in [0, 1), got ", o.optim.beta1);
   ET_CHECK(o.optim.beta2 >= 0 && o.optim.beta2 < 1, "train: --beta2 must be in [0, 1), got ", o.optim.beta2);
@@ -49,8 +47,7 @@ std::string options_record(const TrainOptions& o) {
       {"val_fraction", o.val_fraction}, {"lr", o.optim.lr},         {"min_lr_ratio", o.optim.min_lr_ratio},
       {"warmup_steps", o.optim.warmup_steps}, {"total_steps", o.optim.total_steps},
       {"beta1", o.optim.beta1},       {"beta2", o.optim.beta2},     {"eps", o.optim.eps},
-      {"weight_decay", o.optim.weight_decay}, {"grad_clip", o.optim.grad_clip},
-      {"q4_rescale_every", o.optim.q4_rescale_every}};
+      {"weight_decay", o.optim.weight_decay}, {"grad_clip", o.optim.grad_clip}};
   return j.dump();
 }
 
@@ -63,7 +60,6 @@ void restore_options(TrainOptions& o, const std::string& record) {
   o.optim.lr = j.at("lr"), o.optim.min_lr_ratio = j.at("min_lr_ratio"), o.optim.warmup_steps = j.at("warmup_steps");
   o.optim.total_steps = j.at("total_steps"), o.optim.beta1 = j.at("beta1"), o.optim.beta2 = j.at("beta2");
   o.optim.eps = j.at("eps"), o.optim.weight_decay = j.at("weight_decay"), o.optim.grad_clip = j.at("grad_clip");
-  o.optim.q4_rescale_every = j.value("q4_rescale_every", int64_t{0});  // runs before it existed: fixed scales
 }
 
 std::string checkpoint_path(const TrainOptions& o) { return o.out_dir + "/checkpoint.safetensors"; }

@@ -198,12 +198,6 @@ void TrainRun::start_on(const BackendCandidate& c) {
               mode_name(o_.model.mode), static_cast<long>(o_.model.group_size), backend_->name().c_str(),
               backend_->device_name().c_str());
   if (!c.why.empty()) std::printf("  %s\n", c.why.c_str());
-  if (o_.model.mode == TrainMode::qat)
-    std::printf("  qat: 4-bit forward, fp32 masters kept within half a step of their weights; %s\n",
-                o_.optim.q4_rescale_every > 0
-                    ? ("scales re-derived from the masters every " + std::to_string(o_.optim.q4_rescale_every) +
-                       " updates").c_str()
-                    : "scales fixed at quantization (--rescale-every 0)");
   std::printf("  corpus %s: %ld tokens (%s), %ld for validation; %ld tokens per step; steps %ld..%ld\n",
               o_.corpus.c_str(), static_cast<long>(data_.size), data_.tok->name().c_str(),
               static_cast<long>(data_.val_len()), static_cast<long>(tokens_per_step_),

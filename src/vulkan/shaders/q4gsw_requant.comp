@@ -86,8 +86,10 @@ void main() {
         const uint i = n * pc.K + k;
         precise const float s = S[(k / pc.gs) * pc.N + n], x = L[i];
         precise const float lo = -8.5 * s, hi = 7.5 * s;
-        const float xc = x < lo ? lo : (x > hi ? hi : x);
-        if (xc != x) Lo[i] = xc;
+        // NaN is told by its bits: drivers may turn the selects below into min/max, which drop NaN.
+        float xc = x;
+        if ((floatBitsToUint(x) & 0x7fffffffu) <= 0x7f800000u) xc = x < lo ? lo : (x > hi ? hi : x);
+        if (floatBitsToUint(xc) != floatBitsToUint(x)) Lo[i] = xc;
         c = requant_code(x, s);  // the same code as xc's: clamping stays within the code's rounding interval
       }
       word |= c << (8 * bk + 4 * p);

@@ -85,9 +85,11 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
         let x = L[i];
         let lo = -8.5 * s;
         let hi = 7.5 * s;
-        var xc = x;
-        if (x < lo) { xc = lo; } else if (x > hi) { xc = hi; }
-        if (xc != x) { L[i] = xc; }
+        var xc = x;  // NaN (told by its bits: a compiler may turn the selects into min/max) stays
+        if ((bitcast<u32>(x) & 0x7FFFFFFFu) <= 0x7F800000u) {
+          if (x < lo) { xc = lo; } else if (x > hi) { xc = hi; }
+        }
+        if (bitcast<u32>(xc) != bitcast<u32>(x)) { L[i] = xc; }
         c = code_of(x, s);  // the same code as xc's: clamping stays within the code's rounding interval
       }
       word |= c << (8u * b + 4u * h);
