@@ -307,7 +307,7 @@ std::string describe_model_file(const std::string& path) {
     if (all.total > 0) {
       char buf[200];
       std::snprintf(buf, sizeof buf, "  4-bit linears: %.2f%% of masters outside the range their codes follow "
-                    "(-8.5*s <= w < 7.5*s; the weight is clamped there), max |w/s| %.1f\n",
+                    "(-8.5*s <= w <= 7.5*s; training keeps them inside), max |w/s| %.1f\n",
                     100.0 * static_cast<double>(all.outside) / static_cast<double>(all.total), all.max_ratio);
       os << buf << rows.str();
     }
