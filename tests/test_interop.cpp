@@ -27,6 +27,7 @@
 #include "edgetrain/safetensors.h"
 #include "io/gguf.h"
 #include "io/llama_names.h"
+#include "harness/temp_files.h"
 #include "harness/gguf_vocab.h"
 
 namespace fs = std::filesystem;
@@ -42,18 +43,7 @@ ModelConfig tiny(TrainMode mode, bool tied = false) {
   return c;
 }
 
-fs::path tmp_dir() { return fs::temp_directory_path() / ("edgetrain_interop_" + std::to_string(::getpid())); }
-struct RemoveTmpDirAtExit {
-  ~RemoveTmpDirAtExit() {
-    std::error_code ec;
-    fs::remove_all(tmp_dir(), ec);
-  }
-} remove_tmp_dir_at_exit;
-
-std::string tmp(const std::string& name) {
-  fs::create_directories(tmp_dir());
-  return (tmp_dir() / name).string();
-}
+std::string tmp(const std::string& name) { return temp_path("interop", name); }
 
 const std::vector<int32_t> kPrompt = {1, 5, 9, 33, 2, 60, 17};
 

@@ -18,6 +18,7 @@
 #include "edgetrain/interop.h"
 #include "edgetrain/tokenizer.h"
 #include "edgetrain/trainer.h"
+#include "harness/temp_files.h"
 #include "harness/llamacpp.h"
 #include "harness/model_helpers.h"
 
@@ -31,18 +32,7 @@ namespace {
     if (std::string why = llamacpp_missing_reason(); !why.empty()) GTEST_SKIP() << why; \
   } while (0)
 
-fs::path tmp_dir() { return fs::temp_directory_path() / ("edgetrain_llamacpp_" + std::to_string(::getpid())); }
-struct RemoveTmpDirAtExit {
-  ~RemoveTmpDirAtExit() {
-    std::error_code ec;
-    fs::remove_all(tmp_dir(), ec);
-  }
-} remove_tmp_dir_at_exit;
-
-std::string tmp(const std::string& name) {
-  fs::create_directories(tmp_dir());
-  return (tmp_dir() / name).string();
-}
+std::string tmp(const std::string& name) { return temp_path("llamacpp", name); }
 
 const char kText[] =
     "In the beginning God created the heaven and the earth. And the earth was without form, and void; and "

@@ -19,6 +19,7 @@
 #include "edgetrain/q4gsw.h"
 #include "edgetrain/safetensors.h"
 #include "harness/model_helpers.h"
+#include "harness/temp_files.h"
 #include "io/gguf.h"
 
 namespace fs = std::filesystem;
@@ -26,11 +27,7 @@ namespace fs = std::filesystem;
 namespace edgetrain::test {
 namespace {
 
-std::string tmp(const std::string& name) {
-  auto dir = fs::temp_directory_path() / ("edgetrain_qat_export_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  return (dir / name).string();
-}
+std::string tmp(const std::string& name) { return temp_path("qat_export", name); }
 
 ModelConfig tiny(TrainMode mode) {
   ModelConfig c = ModelConfig::preset("tiny");
