@@ -274,7 +274,8 @@ ET_OP_CASES(adamw_step, adamw_step_cases);
 std::vector<OpCase> grad_norm_cases() {
   Rng r(107);
   std::vector<std::vector<Shape>> sets = {
-      {Shape{1}}, {Shape{64, 64}}, {Shape{}, Shape{63}, Shape{3, 5, 7}}, {Shape{4097}, Shape{129, 65}}};
+      {Shape{1}}, {Shape{64, 64}}, {Shape{}, Shape{63}, Shape{3, 5, 7}}, {Shape{4097}, Shape{129, 65}},
+      {Shape{1000003}, Shape{0}, Shape{70001}}};  // many workgroups per tensor, an empty tensor
   std::vector<OpCase> cs;
   for (size_t i = 0; i < sets.size(); ++i) {
     OpCase c;

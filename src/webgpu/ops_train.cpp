@@ -129,7 +129,7 @@ void encode_fused_ce(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   Dispatch sum(ET_WG_KERNEL(grad_norm));
   sum.constant("WG", ctx.wg_size(256));
   sum.scratch(0, Access::read).out(0).uniform();
-  sum.arg(u32(R, c)).arg(kNanBits).arg(0u).arg(0u);
+  sum.arg(u32(R, c)).arg(kNanBits).arg(0u).arg(u32(R, c));  // one workgroup, one chunk of R row terms
   out.dispatches.push_back(std::move(sum));
 }
 
