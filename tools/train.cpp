@@ -10,6 +10,7 @@
 #include <memory>
 #include <sstream>
 
+#include "edgetrain/dist.h"
 #include "edgetrain/paths.h"
 #include "edgetrain/trainer.h"
 #include "tools/commands.h"
@@ -65,7 +66,9 @@ Runner add_train(CLI::App& app) {
       "  edgetrain train --resume --out runs/small --steps 4000   # continue exactly where it stopped\n"
       "  edgetrain train --init runs/small/checkpoint.safetensors --mode qlora --corpus my.txt --out runs/ft\n"
       "Ctrl-C or SIGTERM stops after the current step, writes the checkpoint and prints the --resume command\n"
-      "(exit status 130 or 143); a second one quits at once, leaving the previous checkpoint as it was.");
+      "(exit status 130 or 143); a second one quits at once, leaving the previous checkpoint as it was.\n"
+      "Data parallel over MPI: `mpirun -n 2 edgetrain train ...` (one process per device: the local rank picks\n"
+      "it; --batch is the global batch, split over the ranks; rank 0 writes the files).");
   struct Flags {
     TrainOptions o;
     std::string preset = "mini", config, mode = "qat";
@@ -73,6 +76,7 @@ Runner add_train(CLI::App& app) {
     float lora_alpha = 16;
     std::string lora_targets = "q,k,v,o";
     bool tied = false, no_progress = false;
+    double dist_timeout = 300;
   };
   auto f = std::make_shared<Flags>();
   TrainOptions& o = f->o;
@@ -134,6 +138,10 @@ Runner add_train(CLI::App& app) {
   sub->add_option("--sample-prompt", o.sample_prompt, "Prompt of the sample written at the end")->capture_default_str();
   sub->add_option("--sample-tokens", o.sample_tokens, "Length of that sample (0 = none)")->capture_default_str();
   sub->add_flag("--no-progress", f->no_progress, "Plain log lines even on a terminal");
+  sub->add_option("--dist-timeout", f->dist_timeout,
+                  "Under mpirun: end the job with an error when the other ranks do not answer a collective within "
+                  "this many seconds (a rank died or hangs); 0 = wait forever")
+      ->capture_default_str();
   return [f, seq_opt] {
     TrainOptions o = f->o;
     if (!f->config.empty()) {
@@ -162,9 +170,22 @@ Runner add_train(CLI::App& app) {
     // Past a file size limit (ulimit -f) the kernel's SIGXFSZ would kill us mid save without a word;
     // ignored, the write fails with EFBIG and the trainer reports it, keeping the previous checkpoint.
     std::signal(SIGXFSZ, SIG_IGN);
+    ET_CHECK(f->dist_timeout >= 0, "train: --dist-timeout must be >= 0 (0 = wait forever), got ", f->dist_timeout);
+    std::unique_ptr<Communicator> comm = make_communicator(f->dist_timeout);
+    if (comm->rank() != 0 && !std::freopen("/dev/null", "w", stdout))  // rank 0 alone prints the run's lines
+      fail_kind(ErrorKind::io, "train: rank ", comm->rank(), ": cannot silence stdout");
+    o.comm = comm.get();
     o.stop = &g_stop;
     catch_stop_signals();
-    const TrainResult r = train(o);
+    TrainResult r;
+    try {
+      r = train(o);
+    } catch (const Error& e) {
+      if (comm->size() == 1) throw;
+      // One rank failing must not leave the others waiting in a collective: say why, end the whole job.
+      std::fprintf(stderr, "edgetrain: error: rank %d of %d: %s\n", comm->rank(), comm->size(), e.what());
+      comm->abort(exit_status(e.kind()));
+    }
     default_action(SIGINT);
     default_action(SIGTERM);
     return r.stopped_by != 0 ? 128 + r.stopped_by : 0;  // the shell's convention for "ended by signal N"

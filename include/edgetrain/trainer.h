@@ -15,6 +15,7 @@
 namespace edgetrain {
 
 class Tokenizer;
+class Communicator;
 
 // A tokenized corpus: memory-mapped text (byte tokenizer: the bytes are the tokens) or a memory-mapped
 // token cache written once per (corpus, tokenizer). Never copies the corpus into memory.
@@ -55,6 +56,11 @@ struct TrainOptions {
   // the step under way: it writes the checkpoint (atomically), says how to --resume and returns with
   // TrainResult::stopped_by set. The CLI points it at its SIGINT/SIGTERM flag.
   const std::atomic<int>* stop = nullptr;
+  // Data-parallel training (include/edgetrain/dist.h): every rank runs train() with the same options; each
+  // takes batch / ranks of every micro-batch's sequences (the global batch and the learning rate stay what
+  // was set), the gradients are summed across ranks before clipping and AdamW, and rank 0 alone writes
+  // files. nullptr: one process.
+  Communicator* comm = nullptr;
 };
 
 struct TrainResult {

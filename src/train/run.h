@@ -40,11 +40,13 @@ struct RunData {
 // removes checkpoint temp files that writers killed mid save left behind.
 RunData open_data(TrainOptions& o);
 
-// The tokens and labels of micro-batch `micro` of `step`: o.batch windows of o.seq + 1 tokens at positions
-// drawn from a counter-based RNG keyed by (seed, step, micro), all inside the training split — so a resumed
-// run sees exactly the batches an uninterrupted one would.
+// The tokens and labels of micro-batch `micro` of `step`: windows first .. first + count - 1 of its o.batch
+// windows of o.seq + 1 tokens, at positions drawn from a counter-based RNG keyed by (seed, step, micro,
+// window), all inside the training split — so a resumed run sees exactly the batches an uninterrupted one
+// would, and a data-parallel rank takes its share of the same global batch whatever the rank count
+// (count < 0: all o.batch windows).
 void training_batch(const RunData& d, const TrainOptions& o, int64_t step, int64_t micro, std::vector<int32_t>& tokens,
-                    std::vector<int32_t>& labels);
+                    std::vector<int32_t>& labels, int64_t first = 0, int64_t count = -1);
 
 // When the loop evaluates, writes a checkpoint and prints a plain log line: every N steps and at the last.
 struct Cadence {

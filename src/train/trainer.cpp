@@ -16,9 +16,12 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
+#include <thread>
 
 #include "edgetrain/backends.h"
 #include "edgetrain/checkpoint.h"
+#include "edgetrain/dist.h"
+#include "train/data_parallel.h"
 #include "train/run.h"
 
 namespace edgetrain::training {
@@ -54,11 +57,15 @@ std::string meta_step(const std::string& path) {
   }
 }
 
-// One training step: its loss (summed over the micro-batches), gradient norm and wall time.
+// One training step: its loss (summed over the micro-batches and ranks), gradient norm and wall time, and
+// what every rank agreed on at its end: a stop request (the signal's number) and whether --time-limit ran out
+// (rank 0's clock), so all ranks leave the loop after the same step.
 struct StepOutcome {
   double loss = 0;
   float norm = 0;
   double seconds = 0;
+  int stop = 0;
+  bool out_of_time = false;
   bool finite() const { return std::isfinite(loss) && std::isfinite(norm); }
 };
 
@@ -86,10 +93,24 @@ std::set<int64_t> injected_nan_steps() {
 class TrainRun {
  public:
   explicit TrainRun(const TrainOptions& given)
-      : o_(resolve_options(given)), cadence_(o_), nan_steps_(injected_nan_steps()) {}
+      : o_(resolve_options(given)), cadence_(o_), nan_steps_(injected_nan_steps()) {
+    if (o_.comm == nullptr) own_comm_ = one_process();
+    comm_ = o_.comm != nullptr ? o_.comm : own_comm_.get();
+    root_ = comm_->rank() == 0;
+    const int64_t ranks = comm_->size();
+    ET_CHECK(o_.batch % ranks == 0, "train: --batch ", o_.batch, " cannot be split over ", ranks,
+             " ranks: use a multiple of ", ranks, " (the batch is the global one; each rank takes batch / ranks "
+             "sequences of every micro-batch)");
+    rank_batch_ = o_.batch / ranks;
+    rank_first_ = rank_batch_ * comm_->rank();
+  }
 
   TrainResult run() {  // the options were resolved by the constructor
+    // Rank 0 opens the data first (it may write the token cache and the tokenizer copy), then the others.
+    if (!root_) comm_->barrier("start-up");
     data_ = open_data(o_);
+    if (root_) comm_->barrier("start-up");
+    check_same_job(*comm_, o_, data_);
     start();
     open_metrics();
     loop();
@@ -104,6 +125,9 @@ class TrainRun {
   void loop();
   void skip(int64_t step, const StepOutcome& s);
   int stop_signal() const { return o_.stop != nullptr ? o_.stop->load() : 0; }
+  // The stop request every rank acts on: this process's signal, or with several ranks the one they agreed on
+  // at the end of the last step (a rank leaving the loop alone would leave the others waiting).
+  int stop_request() const { return comm_->size() == 1 ? stop_signal() : agreed_stop_; }
   bool record(int64_t step, const StepOutcome& s);
   void save(int64_t at_step);
   void save_if_behind();
@@ -117,6 +141,11 @@ class TrainRun {
 
   TrainOptions o_;  // resolved
   const Cadence cadence_;
+  std::unique_ptr<Communicator> own_comm_;  // one process, when the options bring none
+  Communicator* comm_ = nullptr;
+  bool root_ = true;                        // rank 0: writes the files and prints
+  int64_t rank_batch_ = 0, rank_first_ = 0; // this rank's windows of each micro-batch
+  int agreed_stop_ = 0;
   const std::set<int64_t> nan_steps_;  // EDGETRAIN_TRAIN_FAULT
   std::string ckpt_, metrics_path_;
   RunData data_;
@@ -149,10 +178,22 @@ StepOutcome TrainRun::train_step(int64_t step) {
   const auto t0 = Clock::now();
   StepOutcome s;
   for (int64_t a = 0; a < o_.accum; ++a) {
-    training_batch(data_, o_, step, a, tokens_, labels_);
-    s.loss += model_->accumulate(tokens_, labels_, o_.batch, o_.seq, tokens_per_step_);
+    training_batch(data_, o_, step, a, tokens_, labels_, rank_first_, rank_batch_);
+    s.loss += model_->accumulate(tokens_, labels_, rank_batch_, o_.seq, tokens_per_step_);
   }
   if (nan_steps_.count(step)) s.loss = std::nan("");
+  // Each rank's loss and gradients are its share of the global batch's mean (divided by the global token
+  // count): their sums over the ranks are the step's. The same sum carries the stop decisions.
+  double control[3] = {s.loss, static_cast<double>(stop_signal()),
+                       root_ && o_.time_limit_s > 0 && seconds_since(t_start_) > o_.time_limit_s ? 1.0 : 0.0};
+  if (comm_->size() > 1) {
+    comm_->sum(control, 3, "loss all-reduce");
+    sum_gradients(*model_, *comm_);
+  }
+  s.loss = control[0];
+  s.stop = control[1] > 0 ? (stop_signal() ? stop_signal() : SIGTERM) : 0;
+  s.out_of_time = control[2] > 0;
+  agreed_stop_ = s.stop;
   // A NaN/Inf loss never reaches the weights, even when the gradient norm happens to be finite.
   s.norm = model_->update(o_.optim, step, std::isfinite(s.loss));
   s.seconds = seconds_since(t0);
@@ -170,6 +211,11 @@ void TrainRun::start() {
   BackendOptions bo;
   bo.threads = o_.threads;
   bo.device = o_.device;
+  if (comm_->size() > 1) {  // one process per device: the local rank picks it (--device still wins)
+    if (bo.device.empty()) bo.device = std::to_string(comm_->local_rank());
+    if (bo.threads == 0)  // the CPU's cores shared by this machine's ranks
+      bo.threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / comm_->local_size());
+  }
   const std::vector<BackendCandidate> plan = backend_plan(o_.backend, bo);
   try {
     first_that_starts(plan, [this](const BackendCandidate& c) { start_on(c); }, " at start-up");
@@ -198,6 +244,13 @@ void TrainRun::start_on(const BackendCandidate& c) {
               mode_name(o_.model.mode), static_cast<long>(o_.model.group_size), backend_->name().c_str(),
               backend_->device_name().c_str());
   if (!c.why.empty()) std::printf("  %s\n", c.why.c_str());
+  if (comm_->size() > 1) {
+    const ReduceSize r = reduce_size(m);
+    std::printf("  data parallel: %s; %ld sequences per rank of the global batch %ld; all-reduce of %.1f MB per "
+                "step (%ld gradient tensors in %ld buckets of <= %zu MiB, host-staged)\n",
+                comm_->name().c_str(), static_cast<long>(rank_batch_), static_cast<long>(o_.batch), r.bytes / 1e6,
+                static_cast<long>(r.tensors), static_cast<long>(r.buckets), kBucketBytes >> 20);
+  }
   std::printf("  corpus %s: %ld tokens (%s), %ld for validation; %ld tokens per step; steps %ld..%ld\n",
               o_.corpus.c_str(), static_cast<long>(data_.size), data_.tok->name().c_str(),
               static_cast<long>(data_.val_len()), static_cast<long>(tokens_per_step_),
@@ -227,16 +280,20 @@ void TrainRun::open_metrics() {
       if (j.contains("val_loss")) val_curve_.push_back({j["step"], j["val_loss"].get<double>()});
     }
   }
-  {
-    std::ofstream out(metrics_path_, std::ios::trunc);
-    for (auto& l : kept) out << l << "\n";
+  tty_ = root_ && o_.progress && ::isatty(STDERR_FILENO);
+  if (root_) {  // rank 0 alone writes files
+    {
+      std::ofstream out(metrics_path_, std::ios::trunc);
+      for (auto& l : kept) out << l << "\n";
+    }
+    metrics_.open(metrics_path_, std::ios::app);
   }
-  metrics_.open(metrics_path_, std::ios::app);
-  tty_ = o_.progress && ::isatty(STDERR_FILENO);
   if (eval0_) {
     res_.first_val_loss = static_cast<float>(eval0_->loss);
     val_curve_.push_back({0, eval0_->loss});
-    metrics_ << nlohmann::json{{"step", 0}, {"val_loss", eval0_->loss}, {"val_ppl", eval0_->perplexity}}.dump() << "\n";
+    if (root_)
+      metrics_ << nlohmann::json{{"step", 0}, {"val_loss", eval0_->loss}, {"val_ppl", eval0_->perplexity}}.dump()
+               << "\n";
   }
 }
 
@@ -245,7 +302,7 @@ void TrainRun::open_metrics() {
 void TrainRun::loop() {
   last_step_ = start_step_;
   for (int64_t step = start_step_ + 1; step <= o_.optim.total_steps; ++step) {
-    if (step > start_step_ + 1 && stop_signal()) break;  // the first step ran at start-up: record it first
+    if (step > start_step_ + 1 && stop_request()) break;  // the first step ran at start-up: record it first
     const StepOutcome s = step == start_step_ + 1 && first_ ? *first_ : train_step(step);
     last_step_ = step;
     if (!s.finite()) {
@@ -307,7 +364,7 @@ bool TrainRun::record(int64_t step, const StepOutcome& s) {
                          {"elapsed_s", seconds_since(t_start_)},
                          {"rss_mb", rss_mb("VmRSS:")}};
   const bool do_eval = cadence_.evaluates(step);
-  const bool out_of_time = o_.time_limit_s > 0 && seconds_since(t_start_) > o_.time_limit_s;
+  const bool out_of_time = s.out_of_time;  // decided at the end of the step, by every rank alike
   if (do_eval || out_of_time) {
     EvalResult e = evaluate_split(*model_, *data_.tokens, data_.val_begin, data_.size, o_.batch, o_.seq, o_.eval_batches);
     line["val_loss"] = e.loss;
@@ -317,8 +374,10 @@ bool TrainRun::record(int64_t step, const StepOutcome& s) {
   }
   if (window_time_ > 0) tok_s_ = window_tokens_ / window_time_;
   line["tokens_per_s"] = tok_s_;
-  metrics_ << line.dump() << "\n";
-  metrics_.flush();
+  if (root_) {
+    metrics_ << line.dump() << "\n";
+    metrics_.flush();
+  }
   const double elapsed = seconds_since(t_start_);
   const long total = static_cast<long>(o_.optim.total_steps);
   const double eta =
@@ -345,6 +404,10 @@ bool TrainRun::record(int64_t step, const StepOutcome& s) {
 // A failed save (disk full, file size limit, I/O error) stops the run; the atomic writer has left the
 // previous checkpoint as it was, and the message says so.
 void TrainRun::save(int64_t at_step) {
+  if (!root_) {  // rank 0 writes the checkpoint; every rank holds the same weights
+    saved_step_ = model_->steps_done;
+    return;
+  }
   const bool had = fs::exists(ckpt_);
   try {
     save_checkpoint(ckpt_, *model_, {{"train_options", options_record(o_)}, {"tokenizer", o_.tokenizer}});
@@ -377,13 +440,14 @@ void TrainRun::close_result() {
   res_.checkpoint = ckpt_;
   res_.metrics = metrics_path_;
   res_.curve = o_.out_dir + "/loss.svg";
-  write_loss_svg(res_.curve, train_curve_, val_curve_,
+  if (root_)
+    write_loss_svg(res_.curve, train_curve_, val_curve_,
                  "edgetrain " + std::string(mode_name(o_.model.mode)) + ": loss on " +
                      fs::path(o_.corpus).filename().string());
 }
 
 TrainResult TrainRun::finish() {
-  if (const int sig = stop_signal()) return finish_stopped(sig);
+  if (const int sig = stop_request()) return finish_stopped(sig);
   if (skipped_in_a_row_ > 0) {  // the run ended on skipped steps
     save_if_behind();
     if (applied_ == 0)
@@ -395,7 +459,7 @@ TrainResult TrainRun::finish() {
                 static_cast<long>(skipped_in_a_row_), static_cast<long>(model_->steps_done));
   }
   close_result();
-  if (o_.sample_tokens > 0) {
+  if (o_.sample_tokens > 0 && root_) {
     SampleOptions so;
     so.max_tokens = o_.sample_tokens;
     so.seed = o_.seed;
