@@ -64,6 +64,7 @@ struct StepOutcome {
   double loss = 0;
   float norm = 0;
   double seconds = 0;
+  double reduce_seconds = 0;  // of `seconds`: the gradient sum across ranks (download, all-reduce, upload)
   int stop = 0;
   bool out_of_time = false;
   bool finite() const { return std::isfinite(loss) && std::isfinite(norm); }
@@ -146,6 +147,7 @@ class TrainRun {
   bool root_ = true;                        // rank 0: writes the files and prints
   int64_t rank_batch_ = 0, rank_first_ = 0; // this rank's windows of each micro-batch
   int agreed_stop_ = 0;
+  double reduce_time_ = 0;  // seconds spent summing gradients across ranks, over the applied steps
   const std::set<int64_t> nan_steps_;  // EDGETRAIN_TRAIN_FAULT
   std::string ckpt_, metrics_path_;
   RunData data_;
@@ -188,7 +190,9 @@ StepOutcome TrainRun::train_step(int64_t step) {
                        root_ && o_.time_limit_s > 0 && seconds_since(t_start_) > o_.time_limit_s ? 1.0 : 0.0};
   if (comm_->size() > 1) {
     comm_->sum(control, 3, "loss all-reduce");
+    const auto r0 = Clock::now();
     sum_gradients(*model_, *comm_);
+    s.reduce_seconds = seconds_since(r0);
   }
   s.loss = control[0];
   s.stop = control[1] > 0 ? (stop_signal() ? stop_signal() : SIGTERM) : 0;
@@ -311,6 +315,7 @@ void TrainRun::loop() {
     }
     skipped_in_a_row_ = 0;
     ++applied_;
+    reduce_time_ += s.reduce_seconds;
     const bool out_of_time = record(step, s);
     if (cadence_.checkpoints(step) || out_of_time) save(step);
     if (out_of_time) {
@@ -360,6 +365,7 @@ bool TrainRun::record(int64_t step, const StepOutcome& s) {
                          {"lr", lr},
                          {"grad_norm", s.norm},
                          {"step_s", s.seconds},
+                         {"reduce_s", s.reduce_seconds},
                          {"tokens", step * tokens_per_step_},
                          {"elapsed_s", seconds_since(t_start_)},
                          {"rss_mb", rss_mb("VmRSS:")}};
@@ -471,6 +477,10 @@ TrainResult TrainRun::finish() {
   std::printf("done: %ld steps in %s, %.0f tokens/s, final validation loss %.4f, peak memory %.0f MiB\n",
               static_cast<long>(res_.steps), fmt_duration(res_.seconds).c_str(), res_.tokens_per_s, res_.last_val_loss,
               rss_mb("VmHWM:"));
+  if (comm_->size() > 1 && applied_ > 0)
+    std::printf("  data parallel: %.1f ms per step summing the gradients across the ranks (download, all-reduce, "
+                "upload) of %.1f ms per step\n", 1e3 * reduce_time_ / static_cast<double>(applied_),
+                1e3 * window_time_ / std::max(1.0, window_tokens_ / static_cast<double>(tokens_per_step_)));
   std::printf("  checkpoint %s\n  metrics    %s\n  curve      %s\n", ckpt_.c_str(), metrics_path_.c_str(),
               res_.curve.c_str());
   if (!res_.sample.empty()) std::printf("  sample     %s\n", res_.sample.c_str());
