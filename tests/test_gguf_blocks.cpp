@@ -125,6 +125,28 @@ TEST(GgufBlocks, HandBuiltQ6KBlockDecodes) {
   }
 }
 
+// BF16: the top half of an f32. By hand, and every one of the 65536 values against ggml's conversion.
+TEST(GgufBlocks, Bf16Decodes) {
+  const std::vector<uint16_t> h = {0x3F80, 0xC040, 0x0001, 0x7F80, 0x8000};
+  std::vector<uint8_t> bytes(h.size() * 2);
+  std::memcpy(bytes.data(), h.data(), bytes.size());
+  const std::vector<float> y = decode(gguf::BF16, bytes, h.size());
+  EXPECT_EQ(y[0], 1.0f);
+  EXPECT_EQ(y[1], -3.0f);
+  EXPECT_EQ(y[2], std::ldexp(1.0f, -133));  // the smallest bf16 subnormal
+  EXPECT_EQ(y[3], INFINITY);
+  EXPECT_TRUE(y[4] == 0.0f && std::signbit(y[4]));
+  if (!llamacpp_missing_reason().empty()) return;
+  std::vector<uint16_t> all(65536);
+  for (uint32_t i = 0; i < all.size(); ++i) all[i] = static_cast<uint16_t>(i);
+  std::vector<uint8_t> all_bytes(all.size() * 2);
+  std::memcpy(all_bytes.data(), all.data(), all_bytes.size());
+  const std::vector<float> ours = decode(gguf::BF16, all_bytes, all.size());
+  std::vector<float> theirs(all.size());
+  ggml_ref().bf16_to_fp32_row(all.data(), theirs.data(), static_cast<int64_t>(all.size()));
+  EXPECT_EQ(0, std::memcmp(ours.data(), theirs.data(), ours.size() * 4));
+}
+
 TEST(GgufBlocks, TypeTableMatchesGgml) {
   SKIP_WITHOUT_LLAMACPP();
   const GgmlRef& g = ggml_ref();

@@ -106,6 +106,7 @@ const GgmlRef& ggml_ref() {
       ref.type_name = sym<const char* (*)(int)>(ref.base, "ggml_type_name");
       ref.fp32_to_fp16 = sym<uint16_t (*)(float)>(ref.base, "ggml_fp32_to_fp16");
       ref.fp16_to_fp32 = sym<float (*)(uint16_t)>(ref.base, "ggml_fp16_to_fp32");
+      ref.bf16_to_fp32_row = sym<void (*)(const uint16_t*, float*, int64_t)>(ref.base, "ggml_bf16_to_fp32_row");
       for (const auto& e : fs::directory_iterator(ref.dir)) {
         const std::string n = e.path().filename().string();
         if (n.rfind("libllama.", 0) == 0 && n.find(".so") != std::string::npos) ref.llama = open_lib(e.path().string());

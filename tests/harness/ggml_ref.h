@@ -19,6 +19,7 @@ struct GgmlRef {
   const char* (*type_name)(int type) = nullptr;
   uint16_t (*fp32_to_fp16)(float) = nullptr;
   float (*fp16_to_fp32)(uint16_t) = nullptr;
+  void (*bf16_to_fp32_row)(const uint16_t* x, float* y, int64_t n) = nullptr;
   // dequantize_row_<type> and quantize_row_<type>_ref by ggml type number; null for a type without one.
   RowToFloat dequantize(uint32_t type) const;
   RowFromFloat quantize_ref(uint32_t type) const;
