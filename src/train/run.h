@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "edgetrain/interop.h"
 #include "edgetrain/tokenizer.h"
 #include "edgetrain/trainer.h"
 
@@ -71,6 +72,9 @@ struct InitReport {
   bool kept = false;      // their codes and scales are the file's
   double rms_change = 0;  // --requantize: RMS of W_new - W_file over the 4-bit linears / RMS of W_file
   double max_change = 0;  //   and max |W_new - W_file| / RMS of W_file (W: dequantized weights)
+  // A GGUF file or Hugging Face folder: the q4gsw weights against the file's (printed: one summary line and
+  // the worst tensor).
+  WeightError import_error;
 };
 InitReport init_weights_from(const std::string& path, Model& model, bool requantize = false);
 
