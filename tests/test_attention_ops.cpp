@@ -147,7 +147,7 @@ TEST(Attention, MatchesTheUnfusedChain) {
   };
   for (const std::string& name : test_backends()) {
     Backend& be = backend_for_tests(name);
-    for (Shp s : {Shp{2, 17, 4, 2, 16}, Shp{1, 70, 2, 1, 64}, Shp{2, 33, 3, 3, 32}}) {
+    for (Shp s : {Shp{2, 17, 4, 2, 16}, Shp{1, 70, 2, 1, 64}}) {
       SCOPED_TRACE(name + " B" + std::to_string(s.B) + " T" + std::to_string(s.T) + " H" + std::to_string(s.H) +
                    " KV" + std::to_string(s.KV) + " hd" + std::to_string(s.hd));
       const int64_t G = s.H / s.KV;

@@ -19,6 +19,7 @@ enum class AttnKernel : uint8_t { forward, dq, dkdv };
 
 struct AttnTiles {
   uint32_t ty = 8, ri = 1, kj = 1;
+  uint32_t hc = 64;  // head-dim capacity of a tile row
   uint32_t invocations() const { return 16 * ty; }
   uint32_t a_rows() const { return ty * ri; }
   uint32_t b_rows() const { return 16 * kj; }
@@ -27,15 +28,15 @@ struct AttnTiles {
 // The largest head dim the kernels take (their output tiles hold up to 2 vec4 slots per invocation).
 constexpr int64_t kAttnMaxHeadDim = 128;
 
-// Workgroup memory of kernel k at head dim hd with tiles t, in bytes.
-size_t attention_shared_bytes(AttnKernel k, uint32_t hd, AttnTiles t);
-// The tiles of kernel k for head dim hd: the first of a fixed list, largest first, that fits the device's
-// workgroup memory and invocations. Throws ErrorKind::unsupported, naming the call, for hd past
+// Workgroup memory of kernel k with tiles t, in bytes.
+size_t attention_shared_bytes(AttnKernel k, AttnTiles t);
+// The tiles of kernel k for head dim hd: the capacity class of hd, and the first of a fixed list of tile
+// shapes, largest first, that fits the device's workgroup memory and invocations. Throws ErrorKind::unsupported, naming the call, for hd past
 // kAttnMaxHeadDim or a device too small for the smallest tiles.
 AttnTiles attention_tiles(AttnKernel k, int64_t hd, const EncodeLimits& lim, const OpCall& c);
-// The swizzle mask of a tile row of `slots` vec4s: slot s of row r is stored at s ^ (r & mask), so the
-// invocations of a subgroup reading one slot of consecutive rows hit different banks. The mask is the
-// largest power of two dividing slots, at most 8, minus 1 (so s ^ (r & mask) stays within the row).
+// The swizzle mask of a tile row of `slots` vec4s (a power of two): slot s of row r is stored at
+// s ^ (r & mask), so the invocations of a subgroup reading one slot of consecutive rows hit different
+// banks. The mask is min(slots, 8) - 1, so s ^ (r & mask) stays within the row.
 uint32_t attention_swizzle(uint32_t slots);
 
 }  // namespace edgetrain::gpu

@@ -166,19 +166,18 @@ AttnShape attention_shape(const OpCall& c, size_t qi) {
   u32(k.numel(), c);
   return {u32(q[0], c), u32(q[1], c), u32(k[1], c), u32(q[2], c), u32(k[2], c), u32(q[3], c)};
 }
-// One dispatch of attention.comp (mode < 0) or attention_backward.comp (MODE = mode) with its tiles;
-// blocks = tiles of the A side per (batch, head), groups = B * heads * blocks workgroups.
+// One dispatch of attention.comp (forward) or attention_backward.comp (MODE 0 dq, 1 dk/dv) with its tiles:
+// B * heads * blocks workgroups, blocks = A tiles per (batch, head): query blocks, or key blocks for dk/dv.
 Dispatch attention_dispatch(gpu::AttnKernel kind, const AttnShape& a, const OpCall& c, const EncodeContext& ctx) {
   const gpu::AttnTiles t = gpu::attention_tiles(kind, a.hd, ctx, c);
-  const uint32_t hd4 = (a.hd + 3) / 4, heads = kind == gpu::AttnKernel::dkdv ? a.KV : a.H;
-  const uint32_t rows = kind == gpu::AttnKernel::dkdv ? a.S : a.T;
+  const uint32_t heads = kind == gpu::AttnKernel::dkdv ? a.KV : a.H, rows = kind == gpu::AttnKernel::dkdv ? a.S : a.T;
   const uint32_t blocks = static_cast<uint32_t>(ceil_div(rows, t.a_rows()));
-  std::vector<uint32_t> spec = {t.invocations(), t.ri, t.kj, a.hd, gpu::attention_swizzle(hd4),
+  std::vector<uint32_t> spec = {t.invocations(), t.ri, t.kj, t.hc, gpu::attention_swizzle(t.hc / 4),
                                 gpu::attention_swizzle(t.b_rows() / 4)};
   if (kind != gpu::AttnKernel::forward) spec.push_back(kind == gpu::AttnKernel::dq ? 0u : 1u);
   Dispatch d = kind == gpu::AttnKernel::forward ? Dispatch(ET_VK_KERNEL(attention), spec)
                                                 : Dispatch(ET_VK_KERNEL(attention_backward), spec);
-  d.arg(a.B).arg(a.T).arg(a.S).arg(a.H).arg(a.KV).arg(blocks).arg(ctx.float_index[0]);
+  d.arg(a.B).arg(a.T).arg(a.S).arg(a.H).arg(a.KV).arg(a.hd).arg(blocks).arg(ctx.float_index[0]);
   grid_1d(uint64_t(a.B) * heads * blocks, ctx, d.groups);
   return d;
 }

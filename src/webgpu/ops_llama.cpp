@@ -171,11 +171,11 @@ AttnShape attention_shape(const OpCall& c, size_t qi) {
 Dispatch attention_dispatch(gpu::AttnKernel kind, const AttnShape& a, const OpCall& c, const EncodeContext& ctx,
                             uint32_t& blocks) {
   const gpu::AttnTiles t = gpu::attention_tiles(kind, a.hd, ctx, c);
-  const uint32_t hd4 = (a.hd + 3) / 4, heads = kind == gpu::AttnKernel::dkdv ? a.KV : a.H;
+  const uint32_t heads = kind == gpu::AttnKernel::dkdv ? a.KV : a.H;
   blocks = static_cast<uint32_t>(ceil_div(kind == gpu::AttnKernel::dkdv ? a.S : a.T, t.a_rows()));
   Dispatch d = kind == gpu::AttnKernel::forward ? Dispatch(ET_WG_KERNEL(attention)) : Dispatch(ET_WG_KERNEL(attention_backward));
-  d.constant("WG", t.invocations()).constant("RI", t.ri).constant("KJ", t.kj).constant("HD", a.hd);
-  d.constant("SWZ", gpu::attention_swizzle(hd4)).constant("PSW", gpu::attention_swizzle(t.b_rows() / 4));
+  d.constant("WG", t.invocations()).constant("RI", t.ri).constant("KJ", t.kj).constant("HC", t.hc);
+  d.constant("SWZ", gpu::attention_swizzle(t.hc / 4)).constant("PSW", gpu::attention_swizzle(t.b_rows() / 4));
   if (kind != gpu::AttnKernel::forward) {
     d.constant("MODE", kind == gpu::AttnKernel::dq ? 0 : 1).constant("A_TILES", 2);
     d.constant("B_TILES", kind == gpu::AttnKernel::dq ? 1 : 2);
@@ -191,7 +191,8 @@ void encode_attention(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   uint32_t blocks = 0;
   Dispatch d = attention_dispatch(gpu::AttnKernel::forward, a, c, ctx, blocks);
   d.in(0).in(1).in(2).out(0).out(1).scalars().uniform();
-  d.arg(a.B).arg(a.T).arg(a.S).arg(a.H).arg(a.KV).arg(blocks).arg(ctx.float_index[0]).arg(0xff800000u);  // -inf bits
+  d.arg(a.B).arg(a.T).arg(a.S).arg(a.H).arg(a.KV).arg(a.hd).arg(blocks).arg(ctx.float_index[0]);
+  d.arg(0xff800000u);  // -inf bits: WGSL has no infinity literal
   out.dispatches.push_back(std::move(d));
 }
 
@@ -212,7 +213,7 @@ void encode_attention_backward(const OpCall& c, const EncodeContext& ctx, Encode
     out.dispatches.push_back(std::move(prep));
   }
   auto params = [&](Dispatch& d, uint32_t blocks) {
-    d.arg(a.B).arg(a.T).arg(a.S).arg(a.H).arg(a.KV).arg(blocks).arg(ctx.float_index[0]).arg(0u);
+    d.arg(a.B).arg(a.T).arg(a.S).arg(a.H).arg(a.KV).arg(a.hd).arg(blocks).arg(ctx.float_index[0]);
   };
   uint32_t blocks = 0;
   if (a.T > 0) {

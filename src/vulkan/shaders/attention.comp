@@ -22,13 +22,13 @@ layout(set = 0, binding = 4) writeonly buffer Lb { float lse[]; };
 layout(set = 0, binding = 5) readonly buffer Scalars { float scal[]; };
 
 layout(push_constant) uniform P {
-  uint B, T, S, H, KV;
+  uint B, T, S, H, KV, hd;
   uint nqb;  // query blocks per (batch, head)
   uint scale_idx;
 } p;
 
-shared vec4 Qs[AR * HD4];
-shared vec4 KVs[BR * HD4];
+shared vec4 Qs[AR * HC4];
+shared vec4 KVs[BR * HC4];
 shared vec4 Ps[AR * BR4];
 
 void main() {
@@ -38,11 +38,12 @@ void main() {
   const uint bh = wid / p.nqb, qb = p.nqb - 1u - (wid - bh * p.nqb);
   const uint b = bh / p.H, h = bh - b * p.H, g = h / (p.H / p.KV);
   const uint t0 = qb * AR, nq = min(AR, p.T - t0), off = p.S - p.T;
-  const uint qstride = p.H * HD, kstride = p.KV * HD;
-  const uint qbase = ((b * p.T + t0) * p.H + h) * HD, kbase = (b * p.S * p.KV + g) * HD;
+  const uint qstride = p.H * p.hd, kstride = p.KV * p.hd;
+  const uint qbase = ((b * p.T + t0) * p.H + h) * p.hd, kbase = (b * p.S * p.KV + g) * p.hd;
   const float scale = scal[p.scale_idx];
+  const uint hd4 = (p.hd + 3u) / 4u;
 
-  ET_LOAD_TILE(Qs, 0u, AR, q, q4, qbase, qstride, nq)
+  ET_LOAD_TILE(Qs, 0u, AR, q, q4, qbase, qstride, nq, p.hd)
 
   float m[RI_MAX], l[RI_MAX];
   vec4 acc[RI_MAX * DQ_MAX];
@@ -55,7 +56,7 @@ void main() {
   for (uint c0 = 0u; c0 < kend; c0 += BR) {
     const uint nk = min(BR, p.S - c0);
     barrier();  // the previous tile's readers of KVs and Ps are done
-    ET_LOAD_TILE(KVs, 0u, BR, k, k4, kbase + c0 * kstride, kstride, nk)
+    ET_LOAD_TILE(KVs, 0u, BR, k, k4, kbase + c0 * kstride, kstride, nk, p.hd)
     barrier();
     float s[RI_MAX * KJ_MAX];
     [[unroll]] for (uint i = 0u; i < RI * KJ_MAX; ++i) s[i] = 0.0;
@@ -91,7 +92,7 @@ void main() {
     barrier();  // every invocation has read the row maxima before P overwrites them
     [[unroll]] for (uint i = 0u; i < RI; ++i)
       [[unroll]] for (uint j = 0u; j < KJ; ++j) Ps[p_at(ty + TY * i, (tx >> 2) + 4u * j)][tx & 3u] = s[i * KJ_MAX + j];
-    ET_LOAD_TILE(KVs, 0u, BR, v, v4, kbase + c0 * kstride, kstride, nk)
+    ET_LOAD_TILE(KVs, 0u, BR, v, v4, kbase + c0 * kstride, kstride, nk, p.hd)
     barrier();
     ET_PV_TILES(acc, Ps, KVs, 0u)
   }
@@ -105,7 +106,7 @@ void main() {
     const uint orow = qbase + r * qstride;
     [[unroll]] for (uint d = 0u; d < DQ; ++d) {
       const uint slot = tx + TX * d;
-      if (slot < HD4) { ET_STORE_SLOT(o, o4, orow + 4u * slot, slot, acc[i * DQ_MAX + d] * inv) }
+      if (slot < hd4) { ET_STORE_SLOT(o, o4, orow + 4u * slot, slot, acc[i * DQ_MAX + d] * inv, p.hd) }
     }
     if (tx == 0u) lse[(b * p.H + h) * p.T + t0 + r] = m[i] + log(sum);
   }

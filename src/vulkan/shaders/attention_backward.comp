@@ -35,27 +35,28 @@ layout(set = 0, binding = 9) readonly buffer Scalars { float scal[]; };
 layout(set = 0, binding = 10) buffer Db { float Dr[]; };  // scratch: D of every query row
 
 layout(push_constant) uniform P {
-  uint B, T, S, H, KV;
+  uint B, T, S, H, KV, hd;
   uint nblocks;  // MODE 0: query blocks per (batch, head); MODE 1: key blocks per (batch, kv head)
   uint scale_idx;
 } p;
 
-// A tiles (MODE 0: Q at 0 and dout at AR*HD4; MODE 1: K and V), B tiles (MODE 0: V then K in one tile;
-// MODE 1: Q at 0 and dout at BR*HD4), and the score tile (dS; MODE 1: P^T, then dS^T).
-shared vec4 As[2u * AR * HD4];
-shared vec4 Bs[(1u + MODE) * BR * HD4];
+// A tiles (MODE 0: Q at 0 and dout at AR*HC4; MODE 1: K and V), B tiles (MODE 0: V then K in one tile;
+// MODE 1: Q at 0 and dout at BR*HC4), and the score tile (dS; MODE 1: P^T, then dS^T).
+shared vec4 As[2u * AR * HC4];
+shared vec4 Bs[(1u + MODE) * BR * HC4];
 shared vec4 Xs[AR * BR4];
 
 void dq_block(uint wid, uint tx, uint ty) {
   const uint bh = wid / p.nblocks, qb = p.nblocks - 1u - (wid - bh * p.nblocks);
   const uint b = bh / p.H, h = bh - b * p.H, g = h / (p.H / p.KV);
   const uint t0 = qb * AR, nq = min(AR, p.T - t0), off = p.S - p.T;
-  const uint qstride = p.H * HD, kstride = p.KV * HD;
-  const uint qbase = ((b * p.T + t0) * p.H + h) * HD, kbase = (b * p.S * p.KV + g) * HD;
-  const uint lbase = (b * p.H + h) * p.T + t0, DO = AR * HD4;
+  const uint qstride = p.H * p.hd, kstride = p.KV * p.hd;
+  const uint qbase = ((b * p.T + t0) * p.H + h) * p.hd, kbase = (b * p.S * p.KV + g) * p.hd;
+  const uint lbase = (b * p.H + h) * p.T + t0, DO = AR * HC4;
   const float scale = scal[p.scale_idx];
-  ET_LOAD_TILE(As, 0u, AR, q, q4, qbase, qstride, nq)
-  ET_LOAD_TILE(As, DO, AR, dout, dout4, qbase, qstride, nq)
+  const uint hd4 = (p.hd + 3u) / 4u;
+  ET_LOAD_TILE(As, 0u, AR, q, q4, qbase, qstride, nq, p.hd)
+  ET_LOAD_TILE(As, DO, AR, dout, dout4, qbase, qstride, nq, p.hd)
   barrier();
   // D = rowsum(dout * out): partial dots over this invocation's slots, summed across the row.
   float D[RI_MAX], L[RI_MAX];
@@ -65,13 +66,13 @@ void dq_block(uint wid, uint tx, uint ty) {
     L[i] = r < nq ? lse[lbase + r] : 0.0;
     [[unroll]] for (uint d = 0u; d < DQ; ++d) {
       const uint slot = tx + TX * d;
-      if (r >= nq || slot >= HD4) continue;
+      if (r >= nq || slot >= hd4) continue;
       const uint ob = qbase + r * qstride + 4u * slot;
       vec4 ov = vec4(0.0);
-      if (VEC) {
+      if (p.hd % 4u == 0u) {
         ov = o4[ob >> 2];
       } else {
-        [[unroll]] for (uint c = 0u; c < 4u; ++c) if (4u * slot + c < HD) ov[c] = o[ob + c];
+        [[unroll]] for (uint c = 0u; c < 4u; ++c) if (4u * slot + c < p.hd) ov[c] = o[ob + c];
       }
       D[i] += dot(As[DO + hd_at(r, slot)], ov);
     }
@@ -89,7 +90,7 @@ void dq_block(uint wid, uint tx, uint ty) {
   for (uint c0 = 0u; c0 < kend; c0 += BR) {
     const uint nk = min(BR, p.S - c0);
     barrier();  // the previous tile's (or the D sums') readers of Bs and Xs are done
-    ET_LOAD_TILE(Bs, 0u, BR, v, v4, kbase + c0 * kstride, kstride, nk)
+    ET_LOAD_TILE(Bs, 0u, BR, v, v4, kbase + c0 * kstride, kstride, nk, p.hd)
     barrier();
     float dp[RI_MAX * KJ_MAX], s[RI_MAX * KJ_MAX];
     [[unroll]] for (uint i = 0u; i < RI * KJ_MAX; ++i) {
@@ -98,7 +99,7 @@ void dq_block(uint wid, uint tx, uint ty) {
     }
     ET_DOT_TILES(dp, As, DO, Bs, 0u)
     barrier();
-    ET_LOAD_TILE(Bs, 0u, BR, k, k4, kbase + c0 * kstride, kstride, nk)
+    ET_LOAD_TILE(Bs, 0u, BR, k, k4, kbase + c0 * kstride, kstride, nk, p.hd)
     barrier();
     ET_DOT_TILES(s, As, 0u, Bs, 0u)
     [[unroll]] for (uint i = 0u; i < RI; ++i) {
@@ -117,7 +118,7 @@ void dq_block(uint wid, uint tx, uint ty) {
     if (r >= nq) continue;
     [[unroll]] for (uint d = 0u; d < DQ; ++d) {
       const uint slot = tx + TX * d;
-      if (slot < HD4) { ET_STORE_SLOT(dq, dq4, qbase + r * qstride + 4u * slot, slot, acc[i * DQ_MAX + d] * scale) }
+      if (slot < hd4) { ET_STORE_SLOT(dq, dq4, qbase + r * qstride + 4u * slot, slot, acc[i * DQ_MAX + d] * scale, p.hd) }
     }
   }
 }
@@ -126,11 +127,12 @@ void dkdv_block(uint wid, uint tx, uint ty) {
   const uint bg = wid / p.nblocks, kb = wid - bg * p.nblocks;
   const uint b = bg / p.KV, g = bg - b * p.KV, G = p.H / p.KV;
   const uint c0 = kb * AR, nk = min(AR, p.S - c0), off = p.S - p.T;
-  const uint qstride = p.H * HD, kstride = p.KV * HD;
-  const uint kbase = ((b * p.S + c0) * p.KV + g) * HD, VO = AR * HD4, DO = BR * HD4;
+  const uint qstride = p.H * p.hd, kstride = p.KV * p.hd;
+  const uint kbase = ((b * p.S + c0) * p.KV + g) * p.hd, VO = AR * HC4, DO = BR * HC4;
   const float scale = scal[p.scale_idx];
-  ET_LOAD_TILE(As, 0u, AR, k, k4, kbase, kstride, nk)
-  ET_LOAD_TILE(As, VO, AR, v, v4, kbase, kstride, nk)
+  const uint hd4 = (p.hd + 3u) / 4u;
+  ET_LOAD_TILE(As, 0u, AR, k, k4, kbase, kstride, nk, p.hd)
+  ET_LOAD_TILE(As, VO, AR, v, v4, kbase, kstride, nk, p.hd)
   vec4 ak[RI_MAX * DQ_MAX], av[RI_MAX * DQ_MAX];
   [[unroll]] for (uint i = 0u; i < RI * DQ_MAX; ++i) {
     ak[i] = vec4(0.0);
@@ -141,10 +143,10 @@ void dkdv_block(uint wid, uint tx, uint ty) {
   for (uint h = g * G; h < g * G + G; ++h) {
     const uint lbase = (b * p.H + h) * p.T;
     for (uint t0 = tfirst; t0 < p.T; t0 += BR) {
-      const uint nq = min(BR, p.T - t0), qbase = ((b * p.T + t0) * p.H + h) * HD;
+      const uint nq = min(BR, p.T - t0), qbase = ((b * p.T + t0) * p.H + h) * p.hd;
       barrier();  // the previous block's readers of Bs and Xs are done
-      ET_LOAD_TILE(Bs, 0u, BR, q, q4, qbase, qstride, nq)
-      ET_LOAD_TILE(Bs, DO, BR, dout, dout4, qbase, qstride, nq)
+      ET_LOAD_TILE(Bs, 0u, BR, q, q4, qbase, qstride, nq, p.hd)
+      ET_LOAD_TILE(Bs, DO, BR, dout, dout4, qbase, qstride, nq, p.hd)
       barrier();
       float s[RI_MAX * KJ_MAX], dp[RI_MAX * KJ_MAX];
       [[unroll]] for (uint i = 0u; i < RI * KJ_MAX; ++i) {
@@ -183,9 +185,9 @@ void dkdv_block(uint wid, uint tx, uint ty) {
     if (r >= nk) continue;
     [[unroll]] for (uint d = 0u; d < DQ; ++d) {
       const uint slot = tx + TX * d, at = kbase + r * kstride + 4u * slot;
-      if (slot < HD4) {
-        ET_STORE_SLOT(dk, dk4, at, slot, ak[i * DQ_MAX + d] * scale)
-        ET_STORE_SLOT(dv, dv4, at, slot, av[i * DQ_MAX + d])
+      if (slot < hd4) {
+        ET_STORE_SLOT(dk, dk4, at, slot, ak[i * DQ_MAX + d] * scale, p.hd)
+        ET_STORE_SLOT(dv, dv4, at, slot, av[i * DQ_MAX + d], p.hd)
       }
     }
   }

@@ -5,7 +5,7 @@
 // output rows, rescaled when m grows. Layouts: q, out [B,T,H,hd]; k, v [B,S,KV,hd]; lse [B,H,T]; query t
 // sees keys j <= t + S - T of kv head h / (H / KV). out = sum_j p_j v_j / l, lse = m + log(l).
 #include "attention_tiles.wgsl"
-struct Params { B: u32, T: u32, S: u32, H: u32, KV: u32, nqb: u32, scale_idx: u32, neg_inf: u32 }
+struct Params { B: u32, T: u32, S: u32, H: u32, KV: u32, hd: u32, nqb: u32, scale_idx: u32, neg_inf: u32 }
 @group(0) @binding(0) var<storage, read> Q: array<f32>;
 @group(0) @binding(1) var<storage, read> K: array<f32>;
 @group(0) @binding(2) var<storage, read> V: array<f32>;
@@ -35,14 +35,15 @@ fn main(@builtin(workgroup_id) wgid: vec3<u32>, @builtin(num_workgroups) nwg: ve
   let t0 = qb * AR;
   let nq = min(AR, p.T - t0);
   let off = p.S - p.T;
-  let qstride = p.H * HD;
-  let kstride = p.KV * HD;
-  let qbase = ((b * p.T + t0) * p.H + h) * HD;
-  let kbase = (b * p.S * p.KV + g) * HD;
+  let qstride = p.H * p.hd;
+  let kstride = p.KV * p.hd;
+  let qbase = ((b * p.T + t0) * p.H + h) * p.hd;
+  let kbase = (b * p.S * p.KV + g) * p.hd;
   let scale = scalars[p.scale_idx];
+  let hd4 = (p.hd + 3u) / 4u;
   let neg_inf = bitcast<f32>(p.neg_inf);
 
-  load_tile(0u, 0u, AR, 0u, qbase, qstride, nq, li);
+  load_tile(0u, 0u, AR, 0u, qbase, qstride, nq, p.hd, li);
   var m: array<f32, 8>;
   var l: array<f32, 8>;
   var acc: array<vec4<f32>, 16>;
@@ -51,7 +52,7 @@ fn main(@builtin(workgroup_id) wgid: vec3<u32>, @builtin(num_workgroups) nwg: ve
   for (var c0 = 0u; c0 < kend; c0 += BR) {
     let nk = min(BR, p.S - c0);
     workgroupBarrier();  // the previous tile's readers of Bs and Xs are done
-    load_tile(1u, 0u, BR, 1u, kbase + c0 * kstride, kstride, nk, li);
+    load_tile(1u, 0u, BR, 1u, kbase + c0 * kstride, kstride, nk, p.hd, li);
     workgroupBarrier();
     var s = dot_tiles(0u, 0u, tx, ty);
     // Scale and mask (future keys and keys past S get -inf); each row's max over this invocation's keys.
@@ -88,7 +89,7 @@ fn main(@builtin(workgroup_id) wgid: vec3<u32>, @builtin(num_workgroups) nwg: ve
     for (var i = 0u; i < RI; i++) {
       for (var j = 0u; j < KJ; j++) { put_score(ty + TY * i, tx + TX * j, s[i * KJ_MAX + j]); }
     }
-    load_tile(1u, 0u, BR, 2u, kbase + c0 * kstride, kstride, nk, li);
+    load_tile(1u, 0u, BR, 2u, kbase + c0 * kstride, kstride, nk, p.hd, li);
     workgroupBarrier();
     pv_tiles(&acc, 0u, tx, ty);
   }
@@ -103,10 +104,10 @@ fn main(@builtin(workgroup_id) wgid: vec3<u32>, @builtin(num_workgroups) nwg: ve
     let orow = qbase + r * qstride;
     for (var d = 0u; d < DQ; d++) {
       let slot = tx + TX * d;
-      if (slot >= HD4) { continue; }
+      if (slot >= hd4) { continue; }
       let val = acc[i * DQ_MAX + d] * inv;
       for (var c = 0u; c < 4u; c++) {
-        if (4u * slot + c < HD) { O[orow + 4u * slot + c] = val[c]; }
+        if (4u * slot + c < p.hd) { O[orow + 4u * slot + c] = val[c]; }
       }
     }
     if (tx == 0u) { LSE[(b * p.H + h) * p.T + t0 + r] = m[i] + log(sum); }

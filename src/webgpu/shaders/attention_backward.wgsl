@@ -11,7 +11,7 @@
 //     the block: S^T = K Q^T, dP^T = V dout^T, dv += P^T dout, dk += dS^T Q; dk *= scale.
 #include "attention_tiles.wgsl"
 override MODE: u32 = 0u;
-struct Params { B: u32, T: u32, S: u32, H: u32, KV: u32, nblocks: u32, scale_idx: u32, pad: u32 }
+struct Params { B: u32, T: u32, S: u32, H: u32, KV: u32, hd: u32, nblocks: u32, scale_idx: u32 }
 @group(0) @binding(0) var<storage, read> DOUT: array<f32>;
 @group(0) @binding(1) var<storage, read> Q: array<f32>;
 @group(0) @binding(2) var<storage, read> K: array<f32>;
@@ -32,7 +32,7 @@ fn src(which: u32, i: u32) -> f32 {
 // Stores one head-dim slot (fewer values at the end of an odd head dim) of a row at float offset o.
 fn store_slot(which: u32, o: u32, slot: u32, val: vec4<f32>) {
   for (var c = 0u; c < 4u; c++) {
-    if (4u * slot + c < HD) {
+    if (4u * slot + c < p.hd) {
       if (which == 0u) { OUT0[o + c] = val[c]; } else { OUT1[o + c] = val[c]; }
     }
   }
@@ -47,16 +47,17 @@ fn dq_block(wid: u32, tx: u32, ty: u32, li: u32) {
   let t0 = qb * AR;
   let nq = min(AR, p.T - t0);
   let off = p.S - p.T;
-  let qstride = p.H * HD;
-  let kstride = p.KV * HD;
-  let qbase = ((b * p.T + t0) * p.H + h) * HD;
-  let kbase = (b * p.S * p.KV + g) * HD;
+  let qstride = p.H * p.hd;
+  let kstride = p.KV * p.hd;
+  let qbase = ((b * p.T + t0) * p.H + h) * p.hd;
+  let kbase = (b * p.S * p.KV + g) * p.hd;
   let lbase = (b * p.H + h) * p.T + t0;
   let nrows = p.B * p.H * p.T;
-  let DO = AR * HD4;
+  let DO = AR * HC4;
   let scale = scalars[p.scale_idx];
-  load_tile(0u, 0u, AR, 1u, qbase, qstride, nq, li);
-  load_tile(0u, DO, AR, 0u, qbase, qstride, nq, li);
+  let hd4 = (p.hd + 3u) / 4u;
+  load_tile(0u, 0u, AR, 1u, qbase, qstride, nq, p.hd, li);
+  load_tile(0u, DO, AR, 0u, qbase, qstride, nq, p.hd, li);
   var L: array<f32, 8>;
   var D: array<f32, 8>;
   for (var i = 0u; i < RI; i++) {
@@ -71,11 +72,11 @@ fn dq_block(wid: u32, tx: u32, ty: u32, li: u32) {
   for (var c0 = 0u; c0 < kend; c0 += BR) {
     let nk = min(BR, p.S - c0);
     workgroupBarrier();  // the previous tile's readers of Bs and Xs are done
-    load_tile(1u, 0u, BR, 3u, kbase + c0 * kstride, kstride, nk, li);
+    load_tile(1u, 0u, BR, 3u, kbase + c0 * kstride, kstride, nk, p.hd, li);
     workgroupBarrier();
     let dp = dot_tiles(DO, 0u, tx, ty);
     workgroupBarrier();
-    load_tile(1u, 0u, BR, 2u, kbase + c0 * kstride, kstride, nk, li);
+    load_tile(1u, 0u, BR, 2u, kbase + c0 * kstride, kstride, nk, p.hd, li);
     workgroupBarrier();
     let s = dot_tiles(0u, 0u, tx, ty);
     for (var i = 0u; i < RI; i++) {
@@ -95,7 +96,7 @@ fn dq_block(wid: u32, tx: u32, ty: u32, li: u32) {
     if (r >= nq) { continue; }
     for (var d = 0u; d < DQ; d++) {
       let slot = tx + TX * d;
-      if (slot < HD4) { store_slot(0u, qbase + r * qstride + 4u * slot, slot, acc[i * DQ_MAX + d] * scale); }
+      if (slot < hd4) { store_slot(0u, qbase + r * qstride + 4u * slot, slot, acc[i * DQ_MAX + d] * scale); }
     }
   }
 }
@@ -109,15 +110,16 @@ fn dkdv_block(wid: u32, tx: u32, ty: u32, li: u32) {
   let c0 = kb * AR;
   let nk = min(AR, p.S - c0);
   let off = p.S - p.T;
-  let qstride = p.H * HD;
-  let kstride = p.KV * HD;
-  let kbase = ((b * p.S + c0) * p.KV + g) * HD;
+  let qstride = p.H * p.hd;
+  let kstride = p.KV * p.hd;
+  let kbase = ((b * p.S + c0) * p.KV + g) * p.hd;
   let nrows = p.B * p.H * p.T;
-  let VO = AR * HD4;
-  let DO = BR * HD4;
+  let VO = AR * HC4;
+  let DO = BR * HC4;
   let scale = scalars[p.scale_idx];
-  load_tile(0u, 0u, AR, 2u, kbase, kstride, nk, li);
-  load_tile(0u, VO, AR, 3u, kbase, kstride, nk, li);
+  let hd4 = (p.hd + 3u) / 4u;
+  load_tile(0u, 0u, AR, 2u, kbase, kstride, nk, p.hd, li);
+  load_tile(0u, VO, AR, 3u, kbase, kstride, nk, p.hd, li);
   var ak: array<vec4<f32>, 16>;
   var av: array<vec4<f32>, 16>;
   // Query t sees key c0 from t = c0 - off on: the blocks of BR queries from the one holding it.
@@ -127,10 +129,10 @@ fn dkdv_block(wid: u32, tx: u32, ty: u32, li: u32) {
     let lbase = (b * p.H + h) * p.T;
     for (var t0 = tfirst; t0 < p.T; t0 += BR) {
       let nq = min(BR, p.T - t0);
-      let qbase = ((b * p.T + t0) * p.H + h) * HD;
+      let qbase = ((b * p.T + t0) * p.H + h) * p.hd;
       workgroupBarrier();  // the previous block's readers of Bs and Xs are done
-      load_tile(1u, 0u, BR, 1u, qbase, qstride, nq, li);
-      load_tile(1u, DO, BR, 0u, qbase, qstride, nq, li);
+      load_tile(1u, 0u, BR, 1u, qbase, qstride, nq, p.hd, li);
+      load_tile(1u, DO, BR, 0u, qbase, qstride, nq, p.hd, li);
       workgroupBarrier();
       var s = dot_tiles(0u, 0u, tx, ty);    // K . Q
       var dp = dot_tiles(VO, DO, tx, ty);   // V . dout
@@ -169,7 +171,7 @@ fn dkdv_block(wid: u32, tx: u32, ty: u32, li: u32) {
     if (r >= nk) { continue; }
     for (var d = 0u; d < DQ; d++) {
       let slot = tx + TX * d;
-      if (slot < HD4) {
+      if (slot < hd4) {
         store_slot(0u, kbase + r * kstride + 4u * slot, slot, ak[i * DQ_MAX + d] * scale);
         store_slot(1u, kbase + r * kstride + 4u * slot, slot, av[i * DQ_MAX + d]);
       }

@@ -2,7 +2,7 @@
 // query row (b, h, t) copies lse and computes D = rowsum(dout * out) into AUX = [lse | D], each [B, H, T].
 // A separate kernel because WebGPU guarantees only 8 storage buffers per kernel (Vulkan's dq kernel
 // computes D itself).
-struct Params { B: u32, T: u32, H: u32, HD: u32 }
+struct Params { B: u32, T: u32, H: u32, hd: u32 }
 @group(0) @binding(0) var<storage, read> DOUT: array<f32>;
 @group(0) @binding(1) var<storage, read> OUT: array<f32>;
 @group(0) @binding(2) var<storage, read> LSE: array<f32>;
@@ -19,9 +19,9 @@ fn main(@builtin(workgroup_id) wgid: vec3<u32>, @builtin(num_workgroups) nwg: ve
   let bh = row / p.T;
   let b = bh / p.H;
   let h = bh - b * p.H;
-  let base = ((b * p.T + t) * p.H + h) * p.HD;
+  let base = ((b * p.T + t) * p.H + h) * p.hd;
   var d = 0.0;
-  for (var e = 0u; e < p.HD; e++) { d += DOUT[base + e] * OUT[base + e]; }
+  for (var e = 0u; e < p.hd; e++) { d += DOUT[base + e] * OUT[base + e]; }
   AUX[row] = LSE[row];
   AUX[n + row] = d;
 }
