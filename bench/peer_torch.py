@@ -6,7 +6,7 @@
 #   python3 bench/peer_torch.py --out peer.json --cases mm,adamw_step  # a subset (op names or case ids)
 #   python3 bench/peer_torch.py --out peer.json --cases none --step base --batch 16 --seq 512 [--compile]
 #
-# fp32 everywhere with TF32 off. Timing: CUDA events (perf_counter on CPU), warm-up, medians; like the
+# fp32 everywhere with TF32 off (the attention cases also in bf16, under shape ids ending in _bf16). Timing: CUDA events (perf_counter on CPU), warm-up, medians; like the
 # harness, a timed sample runs the op `inner` times back to back (chosen so a sample lasts ~--target-ms)
 # and is divided by inner. The rate columns of the harness are recomputed from "ms" with its own models.
 import argparse
@@ -235,19 +235,69 @@ def copy_case(N):
     return "copy", dims(N=N), build
 
 
+def attention_inputs(B, H, T, D, dev, dtype, grad):
+    """q, k, v stored [B, T, H, D] (edgetrain's layout: rows of the projections) and seen as [B, H, T, D]."""
+    return [torch.empty((B, T, H, D), device=dev, dtype=dtype).uniform_(-1.0, 1.0).transpose(1, 2).requires_grad_(grad)
+            for _ in range(3)]
+
+
+def attention_case(B, H, T, D, dtype=torch.float32):
+    """Causal SDPA forward; fp32 ids match edgetrain's `attention` case, bf16 ones are peer-only."""
+    tag = "" if dtype == torch.float32 else "_bf16"
+
+    def build(dev):
+        q, k, v = attention_inputs(B, H, T, D, dev, dtype, False)
+        return (lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True)), \
+            f"F.scaled_dot_product_attention(is_causal=True) forward, {dtype}, [B,T,H,D] storage seen as [B,H,T,D]"
+    return "attention", dims(B=B, H=H, T=T, D=D) + tag, build
+
+
+def attention_backward_case(B, H, T, D, dtype=torch.float32):
+    """The backward kernels alone: autograd.grad of one stored SDPA output w.r.t. q, k, v."""
+    tag = "" if dtype == torch.float32 else "_bf16"
+
+    def build(dev):
+        q, k, v = attention_inputs(B, H, T, D, dev, dtype, True)
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        dout = torch.empty_like(out).uniform_(-1.0, 1.0)
+        return (lambda: torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)), \
+            f"torch.autograd.grad of F.scaled_dot_product_attention(is_causal=True) w.r.t. q, k, v, {dtype}"
+    return "attention_backward", dims(B=B, H=H, T=T, D=D) + tag, build
+
+
+def attention_fwd_bwd_case(B, H, T, D, dtype=torch.float32):
+    """Forward + backward timed together (a training step's attention); peer-only ids."""
+    tag = "" if dtype == torch.float32 else "_bf16"
+
+    def build(dev):
+        q, k, v = attention_inputs(B, H, T, D, dev, dtype, True)
+        dout = torch.empty((B, H, T, D), device=dev, dtype=dtype).uniform_(-1.0, 1.0)
+
+        def fn():
+            out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            return torch.autograd.grad(out, (q, k, v), dout)
+        return fn, f"F.scaled_dot_product_attention(is_causal=True) forward + autograd.grad w.r.t. q, k, v, {dtype}"
+    return "attention_fwd_bwd", dims(B=B, H=H, T=T, D=D) + tag, build
+
+
+def attention_cases(B, H, T, D):
+    return [make(B, H, T, D, dtype) for dtype in (torch.float32, torch.bfloat16)
+            for make in (attention_case, attention_backward_case, attention_fwd_bwd_case)]
+
+
 def all_cases(small):
     if small:
         return [mm_case(512, 512, 512), dw_case(512, 256, 256), dw_case(512, 512, 512),
                 q4_case(512, 512, 512, 64), q4_case(1, 512, 512, 64), q4_case(1, 384, 512, 64),
                 q4_backward_case(512, 512, 512, 64), requant_case(512, 512, 64), ce_case(512, 512),
                 adamw_case(1 << 18), rms_case(512, 512), softmax_case(512, 512), causal_case(2, 4, 64),
-                silu_case(512, 512), rope_case(2, 64, 4, 64), copy_case(1 << 18)]
+                silu_case(512, 512), rope_case(2, 64, 4, 64), copy_case(1 << 18)] + attention_cases(4, 4, 128, 32)
     return [mm_case(4096, 4096, 4096), mm_case(8192, 8192, 8192), dw_case(4096, 2048, 2048),
             dw_case(4096, 4096, 4096), dw_case(8192, 2048, 2048), q4_case(4096, 4096, 4096, 64),
             q4_case(1, 4096, 4096, 64), q4_case(1, 11008, 4096, 64), q4_backward_case(4096, 4096, 4096, 64),
             requant_case(4096, 4096, 64), ce_case(8192, 32000), adamw_case(1 << 28), rms_case(8192, 4096),
             softmax_case(8192, 4096), causal_case(16, 12, 512), silu_case(8192, 11008), rope_case(16, 512, 32, 128),
-            copy_case(1 << 28)]
+            copy_case(1 << 28)] + attention_cases(16, 12, 512, 64)
 
 
 # ---------------------------------------------------------------------------------------------- Llama step

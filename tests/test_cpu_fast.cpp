@@ -260,6 +260,29 @@ TEST(CpuFast, SoftmaxFamily) {
              {}, {0.125f}, tol::transcendental));
 }
 
+// Several blocks of 64 queries and of 256 keys (the online softmax across key blocks), a KV cache (S > T),
+// grouped heads, and a NaN query row (its row of out and lse is NaN, every other row is unaffected).
+TEST(CpuFast, Attention) {
+  Rng r(22);
+  struct Shp {
+    int64_t B, T, S, H, KV, hd;
+  };
+  for (Shp a : {Shp{2, 200, 200, 3, 1, 32}, Shp{1, 70, 600, 4, 2, 16}, Shp{1, 300, 300, 2, 2, 20}}) {
+    const Shape qs{a.B, a.T, a.H, a.hd}, ks{a.B, a.S, a.KV, a.hd}, ls{a.B, a.H, a.T};
+    const std::string name = "T" + std::to_string(a.T) + "_S" + std::to_string(a.S) + "_hd" + std::to_string(a.hd);
+    HostTensor q = random_f32(r, qs, -2, 2), k = random_f32(r, ks, -2, 2), v = random_f32(r, ks);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(a.hd));
+    const Tolerance t{1e-5, 1e-4};
+    HostTensor qn = q;
+    qn.as<float>()[5 * a.H * a.hd + 3] = kNaN;  // query 5 of head 0
+    check(make(Op::attention, name + "_nan_row", {qn, k, v}, {f32z(qs), f32z(ls)}, {}, {scale}, t));
+    auto fwd = run_reference(make(Op::attention, "", {q, k, v}, {f32z(qs), f32z(ls)}, {}, {scale}, tol::exact));
+    // dq, dk, dv start as garbage: the kernel overwrites them.
+    check(make(Op::attention_backward, name, {random_f32(r, qs), q, k, v, fwd[0], fwd[1]},
+               {random_f32(r, qs), random_f32(r, ks), random_f32(r, ks)}, {}, {scale}, Tolerance{1e-4, 1e-3}));
+  }
+}
+
 TEST(CpuFast, SiluMul) {
   Rng r(22);
   const Shape s{50021};

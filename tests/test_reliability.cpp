@@ -307,15 +307,16 @@ TEST_F(Reliability, MissingVulkanAndWebGpuGiveClearMessages) {
   }
 }
 
-// Device memory faults on Vulkan: a buffer beyond maxStorageBufferRange (128 MiB on lavapipe), and device
-// memory running out (lavapipe's heap is host memory: RLIMIT_AS makes it run out under the `base` preset).
+// Device memory faults on Vulkan: a buffer beyond maxStorageBufferRange (128 MiB on lavapipe: the SwiGLU
+// activations [B*T, ffn] of 80 x 512 tokens with ffn_dim 1024 are 160 MiB), and device memory running out
+// (lavapipe's heap is host memory: RLIMIT_AS makes it run out under the `base` preset).
 // Each: one clear message, non-zero exit, no crash, no hang.
 TEST_F(Reliability, VulkanOutOfDeviceMemoryGivesClearMessages) {
   bool have_vulkan = false;
   for (const DeviceInfo& d : list_devices()) have_vulkan |= d.backend == "vulkan" && d.usable;
   if (!have_vulkan) GTEST_SKIP() << "no usable Vulkan device";
   const std::string cfg = dir_ + "/long.json";
-  std::ofstream(cfg) << R"({"preset": "tiny", "max_seq": 512})";
+  std::ofstream(cfg) << R"({"preset": "tiny", "max_seq": 512, "ffn_dim": 1024})";
   Outcome range = run({"train", "--config", cfg, "--batch", "80", "--seq", "512", "--backend", "vulkan", "--corpus",
                        corpus_, "--out", dir_ + "/range", "--no-progress", "--steps", "1"}, 120);
   ASSERT_TRUE(range.exited()) << range.describe();

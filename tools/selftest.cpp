@@ -1,5 +1,6 @@
-// `edgetrain selftest`: runs the six training ops (and the GEMM they lean on) on a backend with random
-// data at awkward shapes and compares every output with the CPU reference. A quick check that a user's
+// `edgetrain selftest`: runs the six training ops, the fused attention the training step uses (forward and
+// backward) and the GEMM they lean on, on a backend with random data at awkward shapes, and compares every
+// output with the CPU reference. A quick check that a user's
 // GPU and driver compute what the spec says; the full per-op suite lives in tests/.
 #include <cmath>
 #include <cstdio>
@@ -35,6 +36,9 @@ std::vector<Probe> probes() {
   std::mt19937 g(1234);
   auto x = random_floats(g, M * K, -1, 1), dy = random_floats(g, M * N, -1, 1), lat = random_floats(g, N * K, -0.5f, 0.5f);
   auto logits = random_floats(g, M * V, -4, 4), grad = random_floats(g, N * K, -1, 1);
+  const Shape qs{2, 37, 4, 32}, ks{2, 37, 2, 32};  // attention: T = 37 crosses the kernels' row blocks
+  auto aq = random_floats(g, qs.numel(), -1, 1), ak = random_floats(g, ks.numel(), -1, 1);
+  auto av = random_floats(g, ks.numel(), -1, 1), ado = random_floats(g, qs.numel(), -1, 1);
   q4::Geometry geo(N, K, gs);
   auto q = q4::quantize(geo, lat.data());
   auto words = q4::pack_w4x8(geo, q.codes.data());
@@ -89,6 +93,15 @@ std::vector<Probe> probes() {
          for (int t = 1; t <= 3; ++t)
            gr.adamw_step(p, m, v, gt, 1e-2f, 0.9f, 0.999f, 1e-8f, 0.1f, 1.0f - std::pow(0.9f, t), 1.0f - std::pow(0.999f, t));
          return concat(concat(as_floats(b, p), as_floats(b, m)), as_floats(b, v));
+       }},
+      {"attention + backward (B2,T37,H4,KV2,hd32)", 1e-5, [=](Backend& b) {
+         Graph gr(b);
+         Tensor q = b.from_vector(qs, DType::f32, aq), k = b.from_vector(ks, DType::f32, ak);
+         Tensor v = b.from_vector(ks, DType::f32, av), dout = b.from_vector(qs, DType::f32, ado);
+         auto [out, lse] = gr.attention(q, k, v, 0.2f);
+         auto [dq, dk, dv] = gr.attention_backward(dout, q, k, v, out, lse, 0.2f);
+         return concat(concat(concat(as_floats(b, out), as_floats(b, lse)), concat(as_floats(b, dq), as_floats(b, dk))),
+                       as_floats(b, dv));
        }},
       {"mm (37x100 @ 100x52)", 1e-5, [=](Backend& b) {
          Graph gr(b);

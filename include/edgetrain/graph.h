@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <optional>
+#include <tuple>
 #include <vector>
 
 #include "edgetrain/backend.h"
@@ -75,6 +76,12 @@ class Graph {
   Tensor embedding(const Tensor& w, const Tensor& idx);
   Tensor embedding_backward(const Tensor& dout, const Tensor& idx, int64_t vocab);
   Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
+  // Causal attention, grouped-query: q [B,T,H,hd], k and v [B,S,KV,hd] -> {out [B,T,H,hd], lse [B,H,T]}.
+  std::pair<Tensor, Tensor> attention(const Tensor& q, const Tensor& k, const Tensor& v, Scalar scale);
+  // Its gradients {dq, dk, dv} from the forward's out and lse.
+  std::tuple<Tensor, Tensor, Tensor> attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k,
+                                                        const Tensor& v, const Tensor& out, const Tensor& lse,
+                                                        Scalar scale);
   Tensor grad_norm(const std::vector<Tensor>& xs);
   Tensor clip_coef(const Tensor& norm, Scalar max_norm);
 

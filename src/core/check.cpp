@@ -457,6 +457,48 @@ void sig_gather(Ctx& x) {
   x.out(idx.shape(), DType::f32);
 }
 
+// q [B,T,H,hd], k and v [B,S,KV,hd] with S >= T and KV dividing H; returns {B, T, S, H, KV, hd} after
+// checking them (names in messages as the catalogue's).
+struct AttnDims {
+  int64_t B, T, S, H, KV, hd;
+};
+AttnDims attention_dims(const Ctx& x, const Tensor& q, const Tensor& k, const Tensor& v) {
+  x.dtype(q, DType::f32, "q");
+  x.dtype(k, DType::f32, "k");
+  x.dtype(v, DType::f32, "v");
+  x.rank_is(q, 4, "q [B, T, H, hd]");
+  x.rank_is(k, 4, "k [B, S, KV, hd]");
+  if (v.shape() != k.shape()) x.bad("v must have k's shape ", k.shape().str(), ", got ", v.str());
+  const Shape &qs = q.shape(), &ks = k.shape();
+  AttnDims d{qs[0], qs[1], ks[1], qs[2], ks[2], qs[3]};
+  if (ks[0] != d.B || ks[3] != d.hd)
+    x.bad("k must be [B, S, KV, hd] with q's B = ", d.B, " and hd = ", d.hd, ", got ", k.str());
+  if (d.hd < 1 || d.H < 1 || d.KV < 1) x.bad("heads and head dim must be >= 1, got q ", q.str(), " and k ", k.str());
+  if (d.H % d.KV != 0) x.bad("the ", d.KV, " kv heads of k must divide the ", d.H, " query heads of q");
+  if (d.S < d.T) x.bad("k's S = ", d.S, " must be >= q's T = ", d.T, " (the last T of S positions are the queries)");
+  return d;
+}
+
+void sig_attention(Ctx& x) {
+  const AttnDims d = attention_dims(x, x.in(0), x.in(1), x.in(2));
+  x.out(x.in(0).shape(), DType::f32);
+  x.out(Shape{d.B, d.H, d.T}, DType::f32);
+}
+
+void sig_attention_backward(Ctx& x) {
+  const Tensor &dout = x.in(0), &q = x.in(1), &out = x.in(4), &lse = x.in(5);
+  const AttnDims d = attention_dims(x, q, x.in(2), x.in(3));
+  x.dtype(dout, DType::f32, "dout");
+  x.dtype(out, DType::f32, "out");
+  x.dtype(lse, DType::f32, "lse");
+  if (dout.shape() != q.shape()) x.bad("dout must have q's shape ", q.shape().str(), ", got ", dout.str());
+  if (out.shape() != q.shape()) x.bad("out must have q's shape ", q.shape().str(), ", got ", out.str());
+  if (lse.shape() != Shape{d.B, d.H, d.T}) x.bad("lse must be [B, H, T] = [", d.B, ", ", d.H, ", ", d.T, "], got ", lse.str());
+  x.out(q.shape(), DType::f32);
+  x.out(x.in(2).shape(), DType::f32);
+  x.out(x.in(3).shape(), DType::f32);
+}
+
 // ---- optimizer helpers ----
 
 void sig_grad_norm(Ctx& x) {

@@ -132,6 +132,16 @@ Tensor Graph::embedding_backward(const Tensor& dout, const Tensor& idx, int64_t 
   return dw;
 }
 Tensor Graph::gather(const Tensor& x, int64_t dim, const Tensor& index) { return apply(Op::gather, {x, index}, {dim})[0]; }
+std::pair<Tensor, Tensor> Graph::attention(const Tensor& q, const Tensor& k, const Tensor& v, Scalar scale) {
+  auto o = apply(Op::attention, {q, k, v}, {}, {scale});
+  return {o[0], o[1]};
+}
+std::tuple<Tensor, Tensor, Tensor> Graph::attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k,
+                                                             const Tensor& v, const Tensor& out, const Tensor& lse,
+                                                             Scalar scale) {
+  auto o = apply(Op::attention_backward, {dout, q, k, v, out, lse}, {}, {scale});
+  return {o[0], o[1], o[2]};
+}
 Tensor Graph::grad_norm(const std::vector<Tensor>& xs) { return apply(Op::grad_norm, xs)[0]; }
 Tensor Graph::clip_coef(const Tensor& norm, Scalar max_norm) { return apply(Op::clip_coef, {norm}, {}, {max_norm})[0]; }
 

@@ -1,5 +1,5 @@
-// Declarations shared by the CPU fast-kernel files (gemm_kernels, q4_kernels, fused_kernels) and their
-// registry (fast_kernels.cpp). Each kernel has the reference's contract: same inputs, outputs, semantics.
+// Declarations shared by the CPU fast-kernel files (gemm, q4, fused, attention and elementwise kernels)
+// and their registry (fast_kernels.cpp). Each kernel has the reference's contract: same inputs, outputs, semantics.
 #pragma once
 
 #include <cstdint>
@@ -44,6 +44,10 @@ void rope(const ref::Call& c);
 void rope_backward(const ref::Call& c);
 void embedding(const ref::Call& c);
 void embedding_backward(const ref::Call& c);
+
+// ---- attention_kernels.cpp ----
+void attention(const ref::Call& c);
+void attention_backward(const ref::Call& c);
 
 // ---- elementwise_kernels.cpp ----
 void add(const ref::Call& c);

@@ -1,11 +1,12 @@
 // The training step as recorded programs: forward through q4 (or fp32) linears, fused cross-entropy,
 // the hand-written backward of every block, then (separately) gradient norm, clipping, AdamW and
 // re-quantization. Shapes: B sequences of T tokens, R = B*T rows, D = dim, H heads of hd = D/H, F = ffn.
-// Grouped-query attention: KV = n_kv_heads key/value heads, each shared by G = H/KV consecutive query heads
-// (query head h reads kv head h / G). The G query heads of a group are adjacent in [B, H, T, hd], so the
-// queries view as [B, KV, G*T, hd] without a copy: one bmm per kv head computes the scores of its whole
-// group against its keys, and in the backward the same bmms (dK = dS^T Q, dV = P^T dO) sum over the
-// group's query heads in their contraction. Nothing is broadcast or materialized; G = 1 is plain MHA.
+// Attention is the fused causal attention op on the projections' own layouts: the rows of Q are
+// [B, T, H, hd] and those of K and V [B, T, KV, hd], so nothing is permuted or copied around it, and its
+// output rows [B, T, H, hd] are the o projection's input [R, D]. Grouped-query attention: KV = n_kv_heads
+// key/value heads, each shared by G = H/KV consecutive query heads (query head h reads kv head h / G);
+// the op's backward sums dk and dv over each group. The forward keeps only the output and the per-row
+// log-sum-exp; the backward recomputes the probabilities from them.
 #include <cmath>
 
 #include "model/model_impl.h"
@@ -19,7 +20,7 @@ struct LinSaved {
   Tensor t;  // LoRA: x A^T [R, r]
 };
 struct BlockSaved {
-  Tensor x, h, rstd1, qg, kp, vp, P, Ot, x2, h2, rstd2, g, u, m;  // qg [B,KV,G*T,hd], kp/vp [B,KV,T,hd], P [B,KV,G*T,T]
+  Tensor x, h, rstd1, qr, kr, vr, attn, lse, x2, h2, rstd2, g, u, m;  // qr, attn [B,T,H,hd]; kr, vr [B,T,KV,hd]
   LinSaved q, k, v, o, gate, up, down;
 };
 
@@ -64,34 +65,17 @@ class Recorder {
     return dx;
   }
 
-  Tensor heads(const Tensor& x, int64_t B, int64_t T, int64_t H) {  // [R, H*hd] -> [B, H, T, hd]
-    return g_.permute(x.reshape(Shape{B, T, H, cfg_.head_dim()}), {0, 2, 1, 3});
-  }
-  // [B, H, T, X] (contiguous) viewed as [B, KV, G*T, X]: the query heads of each kv head stacked as rows.
-  Tensor groups(const Tensor& x, int64_t B, int64_t T) const {
-    const int64_t KV = cfg_.kv_heads(), G = cfg_.n_heads / KV;
-    return x.reshape(Shape{B, KV, G * T, x.shape()[3]});
-  }
-  Tensor unheads(const Tensor& x, int64_t B, int64_t T) {  // [B, H, T, hd] -> [R, D]
-    return g_.permute(x, {0, 2, 1, 3}).reshape(Shape{B * T, cfg_.dim});
-  }
-
   Tensor block_forward(const Tensor& x, const Model::Impl::Layer& L, int64_t B, int64_t T, BlockSaved& s) {
     const float scale = 1.0f / std::sqrt(static_cast<float>(cfg_.head_dim()));
     const int64_t H = cfg_.n_heads, KV = cfg_.kv_heads(), hd = cfg_.head_dim();
     s.x = x;
     std::tie(s.h, s.rstd1) = g_.rms_norm(x, L.attn_norm->value, cfg_.norm_eps);
     Tensor q = lin(s.h, L.q, s.q), k = lin(s.h, L.k, s.k), v = lin(s.h, L.v, s.v);
-    Tensor qr = g_.rope(q.reshape(Shape{B, T, H, hd}), cfg_.rope_theta, 0.0f);
-    Tensor kr = g_.rope(k.reshape(Shape{B, T, KV, hd}), cfg_.rope_theta, 0.0f);
-    s.qg = groups(g_.permute(qr, {0, 2, 1, 3}), B, T);
-    s.kp = g_.permute(kr, {0, 2, 1, 3});
-    s.vp = heads(v, B, T, KV);
-    // Scores per query head [B, H, T, T] for the causal mask, computed per kv head as [B, KV, G*T, T].
-    Tensor S = g_.bmm(s.qg, s.kp, false, true).reshape(Shape{B, H, T, T});
-    s.P = groups(g_.causal_softmax(S, scale), B, T);
-    s.Ot = unheads(g_.bmm(s.P, s.vp).reshape(Shape{B, H, T, hd}), B, T);
-    s.x2 = g_.add(x, lin(s.Ot, L.o, s.o));
+    s.qr = g_.rope(q.reshape(Shape{B, T, H, hd}), cfg_.rope_theta, 0.0f);
+    s.kr = g_.rope(k.reshape(Shape{B, T, KV, hd}), cfg_.rope_theta, 0.0f);
+    s.vr = v.reshape(Shape{B, T, KV, hd});
+    std::tie(s.attn, s.lse) = g_.attention(s.qr, s.kr, s.vr, scale);
+    s.x2 = g_.add(x, lin(s.attn.reshape(Shape{B * T, cfg_.dim}), L.o, s.o));
     std::tie(s.h2, s.rstd2) = g_.rms_norm(s.x2, L.ffn_norm->value, cfg_.norm_eps);
     s.g = lin(s.h2, L.gate, s.gate);
     s.u = lin(s.h2, L.up, s.up);
@@ -101,7 +85,7 @@ class Recorder {
 
   Tensor block_backward(const Tensor& dx3, const Model::Impl::Layer& L, int64_t B, int64_t T, const BlockSaved& s) {
     const float scale = 1.0f / std::sqrt(static_cast<float>(cfg_.head_dim()));
-    const Shape rd{B * T, cfg_.dim};
+    const Shape rd{B * T, cfg_.dim}, rkv{B * T, cfg_.kv_dim()};
     // MLP: x3 = x2 + down(silu(gate(h2)) * up(h2)), h2 = rms_norm(x2).
     Tensor dm = lin_backward(dx3, L.down, s.down);
     auto [dg, du] = g_.silu_mul_backward(dm, s.g, s.u);
@@ -110,20 +94,13 @@ class Recorder {
     Tensor dx2 = rms_norm_backward(dh2, s.x2, L.ffn_norm, s.rstd2);
     add_into(dx2, dx3);
     // Attention: x2 = x + o(attn(rope(q(h)), rope(k(h)), v(h))), h = rms_norm(x).
-    const int64_t H = cfg_.n_heads, hd = cfg_.head_dim();
-    const Shape rkv{B * T, cfg_.kv_dim()};
-    Tensor dO = groups(heads(lin_backward(dx2, L.o, s.o), B, T, H), B, T);  // [B, KV, G*T, hd]
-    Tensor dP = g_.bmm(dO, s.vp, false, true);
-    Tensor dvp = g_.bmm(s.P, dO, true, false);  // [B, KV, T, hd]: summed over the group's query heads
-    Tensor dS = g_.softmax_backward(s.P, dP);  // gradient w.r.t. scale*scores; the bmms below apply scale
-    Tensor dqp = g_.bmm(dS, s.kp, false, false, scale).reshape(Shape{B, H, T, hd});
-    Tensor dkp = g_.bmm(dS, s.qg, true, false, scale);  // [B, KV, T, hd], summed over the group
-    Tensor dq = g_.rope_backward(g_.permute(dqp, {0, 2, 1, 3}), cfg_.rope_theta, 0.0f).reshape(rd);
-    Tensor dk = g_.rope_backward(g_.permute(dkp, {0, 2, 1, 3}), cfg_.rope_theta, 0.0f).reshape(rkv);
-    Tensor dv = g_.permute(dvp, {0, 2, 1, 3}).reshape(rkv);
+    Tensor dattn = lin_backward(dx2, L.o, s.o).reshape(s.attn.shape());
+    auto [dqr, dkr, dvr] = g_.attention_backward(dattn, s.qr, s.kr, s.vr, s.attn, s.lse, scale);
+    Tensor dq = g_.rope_backward(dqr, cfg_.rope_theta, 0.0f).reshape(rd);
+    Tensor dk = g_.rope_backward(dkr, cfg_.rope_theta, 0.0f).reshape(rkv);
     Tensor dh = lin_backward(dq, L.q, s.q);
     add_into(dh, lin_backward(dk, L.k, s.k));
-    add_into(dh, lin_backward(dv, L.v, s.v));
+    add_into(dh, lin_backward(dvr.reshape(rkv), L.v, s.v));
     Tensor dx = rms_norm_backward(dh, s.x, L.attn_norm, s.rstd1);
     add_into(dx, dx2);
     return dx;
