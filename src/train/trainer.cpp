@@ -54,39 +54,62 @@ std::string meta_step(const std::string& path) {
   }
 }
 
-// One training step: its loss (summed over the micro-batches), gradient norm and wall time.
+// One training step: its loss (summed over the micro-batches), gradient norm, the loss scale it ran at
+// (fp16) and wall time.
 struct StepOutcome {
   double loss = 0;
   float norm = 0;
+  float loss_scale = 1;
   double seconds = 0;
   bool finite() const { return std::isfinite(loss) && std::isfinite(norm); }
 };
 
-// TEST-ONLY fault injection: EDGETRAIN_TRAIN_FAULT=nan_loss@3,4 makes the loss of steps 3 and 4 NaN once
-// their gradients are computed, as an overflowing forward pass would, so tests reach the skipped-step
-// paths at chosen steps while the other steps train normally.
-std::set<int64_t> injected_nan_steps() {
+// TEST-ONLY fault injection, EDGETRAIN_TRAIN_FAULT=KIND@STEP[,STEP...]:
+//   nan_loss@3,4  the loss of steps 3 and 4 becomes NaN once their gradients are computed, as an overflowing
+//                 forward pass would, so tests reach the skipped-step paths at chosen steps;
+//   overflow@3,4  one gradient element of steps 3 and 4 becomes +inf before the update, as an fp16 overflow
+//                 of the scaled gradients would, so tests reach the loss scaler's skip and back-off.
+// The other steps train normally.
+struct Faults {
+  std::set<int64_t> nan_loss, overflow;
+};
+Faults injected_faults() {
   const char* v = std::getenv("EDGETRAIN_TRAIN_FAULT");
-  std::set<int64_t> steps;
-  if (v == nullptr || *v == '\0') return steps;
-  const std::string s = v, prefix = "nan_loss@";
-  ET_CHECK(s.rfind(prefix, 0) == 0, "EDGETRAIN_TRAIN_FAULT='", s, "': expected nan_loss@STEP[,STEP...]");
-  for (size_t at = prefix.size(); at <= s.size();) {
+  Faults f;
+  if (v == nullptr || *v == '\0') return f;
+  const std::string s = v;
+  const char* usage = "': expected nan_loss@STEP[,STEP...] or overflow@STEP[,STEP...] with steps >= 1";
+  const size_t atsign = s.find('@');
+  const std::string kind = s.substr(0, atsign);
+  ET_CHECK(atsign != std::string::npos && (kind == "nan_loss" || kind == "overflow"), "EDGETRAIN_TRAIN_FAULT='", s,
+           usage);
+  std::set<int64_t>& steps = kind == "nan_loss" ? f.nan_loss : f.overflow;
+  for (size_t at = atsign + 1; at <= s.size();) {
     const size_t comma = std::min(s.find(',', at), s.size());
     int64_t step = 0;
     const auto r = std::from_chars(s.data() + at, s.data() + comma, step);
-    ET_CHECK(r.ec == std::errc() && r.ptr == s.data() + comma && step >= 1, "EDGETRAIN_TRAIN_FAULT='", s,
-             "': expected nan_loss@STEP[,STEP...] with steps >= 1");
+    ET_CHECK(r.ec == std::errc() && r.ptr == s.data() + comma && step >= 1, "EDGETRAIN_TRAIN_FAULT='", s, usage);
     steps.insert(step);
     at = comma + 1;
   }
-  return steps;
+  return f;
+}
+
+// overflow@: +inf in the first element of the first trainable gradient.
+void inject_overflow(Model& m) {
+  for (Param& p : m.params()) {
+    if (!p.trainable) continue;
+    std::vector<float> g = m.backend().to_vector<float>(p.grad);
+    g[0] = INFINITY;
+    m.backend().upload(p.grad, g.data(), p.grad.nbytes());
+    return;
+  }
 }
 
 class TrainRun {
  public:
   explicit TrainRun(const TrainOptions& given)
-      : o_(resolve_options(given)), cadence_(o_), nan_steps_(injected_nan_steps()) {}
+      : o_(resolve_options(given)), cadence_(o_), faults_(injected_faults()) {}
 
   TrainResult run() {  // the options were resolved by the constructor
     data_ = open_data(o_);
@@ -117,7 +140,7 @@ class TrainRun {
 
   TrainOptions o_;  // resolved
   const Cadence cadence_;
-  const std::set<int64_t> nan_steps_;  // EDGETRAIN_TRAIN_FAULT
+  const Faults faults_;  // EDGETRAIN_TRAIN_FAULT
   std::string ckpt_, metrics_path_;
   RunData data_;
   int64_t tokens_per_step_ = 0;
@@ -148,11 +171,13 @@ class TrainRun {
 StepOutcome TrainRun::train_step(int64_t step) {
   const auto t0 = Clock::now();
   StepOutcome s;
+  s.loss_scale = model_->scaler.scale;
   for (int64_t a = 0; a < o_.accum; ++a) {
     training_batch(data_, o_, step, a, tokens_, labels_);
     s.loss += model_->accumulate(tokens_, labels_, o_.batch, o_.seq, tokens_per_step_);
   }
-  if (nan_steps_.count(step)) s.loss = std::nan("");
+  if (faults_.nan_loss.count(step)) s.loss = std::nan("");
+  if (faults_.overflow.count(step)) inject_overflow(*model_);
   // A NaN/Inf loss never reaches the weights, even when the gradient norm happens to be finite.
   s.norm = model_->update(o_.optim, step, std::isfinite(s.loss));
   s.seconds = seconds_since(t0);
@@ -189,6 +214,10 @@ void TrainRun::start_on(const BackendCandidate& c) {
   backend_ = make_backend(c.backend, c.options);
   model_ = std::make_unique<Model>(*backend_, o_.model);
   Model& m = *model_;
+  const PrecisionChoice precision = choose_precision(o_.precision, *backend_);
+  m.set_precision(precision.precision);
+  m.scaler.scale = o_.loss_scale;  // a checkpoint's own scale replaces it on --resume
+  m.scaler.growth_interval = o_.loss_scale_interval;
   m.init(o_.seed);
   if (o_.resume) load_checkpoint(ckpt_, m, nullptr);
   else if (!o_.init.empty()) init_weights_from(o_.init, m, o_.requantize);
@@ -198,6 +227,10 @@ void TrainRun::start_on(const BackendCandidate& c) {
               mode_name(o_.model.mode), static_cast<long>(o_.model.group_size), backend_->name().c_str(),
               backend_->device_name().c_str());
   if (!c.why.empty()) std::printf("  %s\n", c.why.c_str());
+  std::printf("  %s\n", precision.why.c_str());
+  if (precision.precision == Precision::fp16)
+    std::printf("  loss scale %g (x%g after %ld applied steps in a row, x%g on an overflow, which skips the step)\n",
+                m.scaler.scale, m.scaler.growth, static_cast<long>(m.scaler.growth_interval), m.scaler.backoff);
   std::printf("  corpus %s: %ld tokens (%s), %ld for validation; %ld tokens per step; steps %ld..%ld\n",
               o_.corpus.c_str(), static_cast<long>(data_.size), data_.tok->name().c_str(),
               static_cast<long>(data_.val_len()), static_cast<long>(tokens_per_step_),
@@ -246,7 +279,16 @@ void TrainRun::loop() {
   last_step_ = start_step_;
   for (int64_t step = start_step_ + 1; step <= o_.optim.total_steps; ++step) {
     if (step > start_step_ + 1 && stop_signal()) break;  // the first step ran at start-up: record it first
-    const StepOutcome s = step == start_step_ + 1 && first_ ? *first_ : train_step(step);
+    StepOutcome s;
+    try {
+      s = step == start_step_ + 1 && first_ ? *first_ : train_step(step);
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::numeric || !model_->scaler.last_overflowed) throw;
+      // The loss scaler gave up (every step overflowed down to its floor); the skipped steps wrote nothing.
+      save_if_behind();
+      end_progress_line();
+      fail_kind(ErrorKind::numeric, "train: ", e.what(), "; ", last_good());
+    }
     last_step_ = step;
     if (!s.finite()) {
       skip(step, s);
@@ -271,6 +313,14 @@ void TrainRun::loop() {
 // it, with the weights and moments as they were before it.
 void TrainRun::skip(int64_t step, const StepOutcome& s) {
   const bool loss_bad = !std::isfinite(s.loss);
+  if (!loss_bad && model_->precision() == Precision::fp16 && model_->scaler.last_overflowed) {
+    // fp16 loss scaling at work, not an error: the scaled gradients overflowed, the scale backed off.
+    std::printf("  step %ld: fp16 gradient overflow at loss scale %g: step skipped (weights unchanged), scale now %g\n",
+                static_cast<long>(step), s.loss_scale, model_->scaler.scale);
+    std::fflush(stdout);
+    if (cadence_.checkpoints(step)) save(step);
+    return;
+  }
   if (!o_.skip_nan_steps) {
     end_progress_line();
     fail_kind(ErrorKind::numeric, "train: step ", step, ": ", loss_bad ? "loss" : "gradient norm", " is ",
@@ -306,6 +356,10 @@ bool TrainRun::record(int64_t step, const StepOutcome& s) {
                          {"tokens", step * tokens_per_step_},
                          {"elapsed_s", seconds_since(t_start_)},
                          {"rss_mb", rss_mb("VmRSS:")}};
+  if (model_->precision() == Precision::fp16) {
+    line["loss_scale"] = s.loss_scale;  // the scale this step ran at
+    line["overflow_steps"] = model_->scaler.overflows;
+  }
   const bool do_eval = cadence_.evaluates(step);
   const bool out_of_time = o_.time_limit_s > 0 && seconds_since(t_start_) > o_.time_limit_s;
   if (do_eval || out_of_time) {
@@ -432,6 +486,7 @@ TrainResult TrainRun::finish_stopped(int signal) {
     std::string resume = "edgetrain train --resume --out " + o_.out_dir + " --steps " +
                          std::to_string(o_.optim.total_steps);
     if (o_.backend != "auto") resume += " --backend " + o_.backend;
+    if (o_.precision != "auto") resume += " --precision " + o_.precision;
     if (!o_.device.empty()) resume += " --device " + o_.device;
     std::printf("stopped by %s after step %ld of %ld: checkpoint %s holds step %ld. Continue with:\n  %s\n", name,
                 static_cast<long>(last_step_), static_cast<long>(o_.optim.total_steps), ckpt_.c_str(),
