@@ -1,5 +1,5 @@
 // Mixed precision end to end: `tiny` trained for 200 steps in fp16 and in fp32 from the same weights on the
-// same batches of text, on every backend under test, must give loss curves within a stated bound.
+// same batches of text, on the CPU and Vulkan (lavapipe in CI), must give loss curves within a stated bound.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -68,10 +68,11 @@ class Fp16Training : public ::testing::TestWithParam<std::string> {};
 // The bound: rounding the GEMM operands to fp16 perturbs every step's gradients by ~1e-3 relative
 // (tol::f16_operands); that changes the trajectory, not where it goes. Over 20-step windows (batch noise
 // averaged out) the fp16 and fp32 curves must agree within 0.1 nats everywhere along the run. Measured over
-// init seeds 21..23: at most 0.044 nats on the CPU and 0.031 on lavapipe, while two fp32 runs that differ
-// only in their initial weights differ by 0.063..0.126: fp16 may move the curve about as far as a reseed, no more.
-// (Precision of each kernel is tested per op in test_f16_gemm.cpp; the unscaling in the update by
-// LossScaling.LossAndMomentsAreUnscaled, since AdamW is nearly blind to a constant gradient factor.)
+// init seeds 21..23: at most 0.044 nats on the CPU and 0.031 on lavapipe (0.029 on SwiftShader, seed 21),
+// while two fp32 runs that differ only in their initial weights differ by 0.063..0.126: fp16 may move the
+// curve about as far as a reseed, no more. (Each kernel's precision is tested per op in test_f16_gemm.cpp;
+// the unscaling in the update by LossScaling.LossAndMomentsAreUnscaled, as AdamW is nearly blind to a
+// constant gradient factor.)
 TEST_P(Fp16Training, LossCurvesStayWithinTheBound) {
   Backend& b = backend_for_tests(GetParam());
   const Text text;
@@ -92,7 +93,17 @@ TEST_P(Fp16Training, LossCurvesStayWithinTheBound) {
               window_mean(l16, l16.size()), worst);
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, Fp16Training, ::testing::ValuesIn(test_backends()),
+// The CPU (fp16 emulated with the reference's arithmetic) and Vulkan. Not WebGPU: SwiftShader runs `tiny`
+// at about 2 s a step here (400 steps: 13 minutes), past what CI can spend; its fp16 GEMMs compute the same
+// arithmetic and are checked kernel by kernel against the reference (test_f16_gemm.cpp).
+std::vector<std::string> curve_backends() {
+  std::vector<std::string> v;
+  for (const std::string& b : test_backends())
+    if (b != "webgpu") v.push_back(b);
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, Fp16Training, ::testing::ValuesIn(curve_backends()),
                          [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
 }  // namespace
