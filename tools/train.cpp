@@ -104,6 +104,15 @@ Runner add_train(CLI::App& app) {
                   "through when one fails to start (vulkan,cpu), or auto (the hardware GPUs, then the CPU)")
       ->capture_default_str();
   sub->add_option("--device", o.device, "Device index or name substring (vulkan/webgpu)");
+  sub->add_option("--precision", o.precision,
+                  "fp32, fp16 (mixed precision: fp16 GEMM operands, fp32 accumulation, fp32 masters and AdamW,\n"
+                  "dynamic loss scaling) or auto (fp16 where the device's fp16 GEMMs are faster: tensor cores)")
+      ->capture_default_str();
+  sub->add_option("--loss-scale", o.loss_scale, "fp16: initial loss scale (--resume continues the saved one)")
+      ->capture_default_str();
+  sub->add_option("--loss-scale-interval", o.loss_scale_interval,
+                  "fp16: applied steps in a row after which the loss scale doubles")
+      ->capture_default_str();
   sub->add_option("--threads", o.threads, "CPU threads (0 = all cores)")->capture_default_str();
   sub->add_option("--out", o.out_dir, "Output folder")->capture_default_str();
   sub->add_option("--steps", f->steps, "Total optimizer steps")->capture_default_str();

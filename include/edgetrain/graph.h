@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "edgetrain/backend.h"
+#include "edgetrain/precision.h"
 
 namespace edgetrain {
 
@@ -18,6 +19,12 @@ class Graph {
 
   Backend& backend() const { return backend_; }
   Program* program() const { return program_; }
+  // With fp16, the matrix products below (linear_q4gsw and its backward, linear_dW, mm, bmm, linear) are
+  // recorded with the f16 flag: fp16 operands, fp32 accumulation (ops.inc). Other ops are unaffected, and
+  // calls made through call()/apply() keep the ints they are given. fp32 (the default) records exactly what
+  // it always did.
+  void set_precision(Precision p) { precision_ = p; }
+  Precision precision() const { return precision_; }
   // Records (or runs) a call whose outputs the caller provides.
   void call(Op op, std::vector<Tensor> in, std::vector<Tensor> out, std::vector<int64_t> ints = {},
             std::vector<Scalar> floats = {});
@@ -86,8 +93,12 @@ class Graph {
   Tensor clip_coef(const Tensor& norm, Scalar max_norm);
 
  private:
+  // The ints of a matrix product: as given, plus the f16 flag under Precision::fp16.
+  std::vector<int64_t> gemm_ints(std::vector<int64_t> ints) const;
+
   Backend& backend_;
   Program* program_ = nullptr;
+  Precision precision_ = Precision::fp32;
 };
 
 }  // namespace edgetrain

@@ -36,6 +36,11 @@ struct TrainOptions {
   std::string tokenizer = "auto";
   std::string backend = "auto";   // a --backend value: one name, an ordered list to fall back through, or auto
   std::string device;             // backend device selector
+  // fp32, fp16 (mixed precision with dynamic loss scaling) or auto (fp16 where the backend's fp16 GEMMs are
+  // faster: choose_precision). Not restored by --resume: a run may continue in another precision.
+  std::string precision = "auto";
+  float loss_scale = 65536.0f;          // fp16: the initial loss scale (a resumed run continues its own)
+  int64_t loss_scale_interval = 2000;   // fp16: applied steps in a row before the scale doubles
   std::string init;               // start from this checkpoint's weights (new optimizer state)
   bool requantize = false;        // with init: new 4-bit scales/codes from its masters instead of its own
   bool resume = false;            // continue out_dir/checkpoint.safetensors exactly

@@ -1,5 +1,7 @@
 // Fast CPU matrix products: mm, bmm, linear and linear_dW as OpenBLAS sgemm calls with the right
 // transposes and strides, tiled over the backend's worker pool (OpenBLAS itself stays single-threaded).
+// fp16 operands (the f16 flag) are rounded copies fed to the same sgemm: the CPU has no faster fp16 path,
+// so this exists for the semantics (and --precision fp16 runs on the CPU are for checking numerics).
 #include <cblas.h>
 
 #include <algorithm>
@@ -27,6 +29,15 @@ int64_t tile_len(int64_t n) {
 }
 
 }  // namespace
+
+const float* gemm_operand(const float* p, int64_t n, bool f16, std::vector<float>& buf) {
+  if (!f16) return p;
+  buf.resize(static_cast<size_t>(n));
+  parallel_for(n, 4096, [&](int64_t a, int64_t b) {
+    for (int64_t i = a; i < b; ++i) buf[i] = ref::gemm_operand(p[i], true);
+  });
+  return buf.data();
+}
 
 void sgemm1(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t lda,
             const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
@@ -80,7 +91,10 @@ void mm(const ref::Call& c) {
   const float alpha = c.floats[0];
   // BLAS skips the product when alpha == 0, so inf/NaN inputs would not give the reference's NaN.
   if (alpha == 0.0f) return ref::mm(c);
-  gemm(ta, tb, M, N, K, alpha, a.as<float>(), ta ? M : K, b.as<float>(), tb ? K : N, 0.0f, o.as<float>(), N);
+  const bool f16 = ref::f16_flag(c, 2);
+  std::vector<float> ra, rb;
+  gemm(ta, tb, M, N, K, alpha, gemm_operand(a.as<float>(), a.numel(), f16, ra), ta ? M : K,
+       gemm_operand(b.as<float>(), b.numel(), f16, rb), tb ? K : N, 0.0f, o.as<float>(), N);
 }
 
 // Batched mm over the leading dims. Many small products (attention) run one product per task; large
@@ -94,7 +108,9 @@ void bmm(const ref::Call& c) {
   if (alpha == 0.0f) return ref::bmm(c);
   int64_t batch = 1;
   for (int i = 0; i < r - 2; ++i) batch *= a.shape[i];
-  const float *ap = a.as<float>(), *bp = b.as<float>();
+  const bool f16 = ref::f16_flag(c, 2);
+  std::vector<float> ra, rb;
+  const float *ap = gemm_operand(a.as<float>(), a.numel(), f16, ra), *bp = gemm_operand(b.as<float>(), b.numel(), f16, rb);
   float* op = o.as<float>();
   const int64_t lda = ta ? M : K, ldb = tb ? K : N;
   if (batch > 1 && M * N * std::max<int64_t>(K, 1) <= 256 * 256 * 64) {
@@ -119,15 +135,20 @@ void linear(const ref::Call& c) {
     for (int64_t m = 0; m < M; ++m) std::copy(bias, bias + N, y + m * N);
     beta = 1.0f;
   }
-  gemm(false, true, M, N, K, 1.0f, x.as<float>(), K, w.as<float>(), K, beta, y, N);
+  const bool f16 = ref::f16_flag(c, 0);
+  std::vector<float> rx, rw;
+  gemm(false, true, M, N, K, 1.0f, gemm_operand(x.as<float>(), x.numel(), f16, rx), K,
+       gemm_operand(w.as<float>(), w.numel(), f16, rw), K, beta, y, N);
 }
 
-// dy [..., N], x [..., K] (same M rows), ints {accumulate}; dw [N, K] (+)= dy^T @ x.
+// dy [..., N], x [..., K] (same M rows), ints {accumulate, f16?}; dw [N, K] (+)= dy^T @ x.
 void linear_dW(const ref::Call& c) {
   const ref::View &dy = c.in[0], &x = c.in[1];
   const int64_t N = dy.shape.last(), K = x.shape.last(), M = dy.shape.rows();
-  gemm(true, false, N, K, M, 1.0f, dy.as<float>(), N, x.as<float>(), K, c.ints[0] ? 1.0f : 0.0f,
-       c.out[0].as<float>(), K);
+  const bool f16 = ref::f16_flag(c, 1);
+  std::vector<float> rdy, rx;
+  gemm(true, false, N, K, M, 1.0f, gemm_operand(dy.as<float>(), dy.numel(), f16, rdy), N,
+       gemm_operand(x.as<float>(), x.numel(), f16, rx), K, c.ints[0] ? 1.0f : 0.0f, c.out[0].as<float>(), K);
 }
 
 }  // namespace edgetrain::cpu::fast

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "ref/ref.h"
 
@@ -22,6 +23,10 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const 
 // One single-threaded sgemm on the calling thread (for use inside a parallel_for body).
 void sgemm1(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t lda,
             const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+
+// The operand array of a matrix product: `p` itself, or with the call's f16 flag (ops.inc) a copy of its
+// n values rounded to fp16 in `buf` (so the BLAS products below see exactly the reference's operands).
+const float* gemm_operand(const float* p, int64_t n, bool f16, std::vector<float>& buf);
 
 // ---- q4_kernels.cpp ----
 void linear_q4gsw(const ref::Call& c);

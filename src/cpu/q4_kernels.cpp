@@ -1,6 +1,8 @@
 // Fast CPU q4gsw kernels: the 4-bit linear forward and input gradient (W_4X8 decoded per tile into a small
 // per-thread fp32 buffer, then a single-threaded sgemm on the tile; M == 1 decodes on the fly), and the
-// threaded requantization into W_4X8, bit-identical to the reference.
+// threaded requantization into W_4X8, bit-identical to the reference. With the f16 flag the decoded tile and
+// the activations are rounded to fp16 (the GEMV's per-group factoring of the scale cannot be, so M == 1
+// takes the tile path then).
 #include <algorithm>
 #include <vector>
 
@@ -21,6 +23,7 @@ struct Q4 {
   const uint32_t* w;
   const float* s;  // [G, N]
   int64_t N, K, N8, gs;
+  bool f16 = false;  // operands rounded to fp16
 };
 
 std::vector<float>& thread_buffer(size_t n) {
@@ -53,6 +56,8 @@ void decode_tile(const Q4& q, int64_t n0, int64_t nr, int64_t k0, int64_t kr, fl
           d[k - k0 + b] = static_cast<float>(static_cast<int>((word >> (8 * b)) & 0xF) - 8) * sc;
       }
     }
+    if (q.f16)
+      for (int64_t j = 0; j < kr; ++j) d[j] = ref::gemm_operand(d[j], true);
   }
 }
 
@@ -103,16 +108,18 @@ void gemv_cols(const Q4& q, const float* dy, int64_t a4, int64_t b4, float* dx4)
 
 }  // namespace
 
-// x [..., K] (M rows), w W_4X8, scales [G, N], bias [N] optional; y [..., N] = x @ W^T + bias.
+// x [..., K] (M rows), w W_4X8, scales [G, N], bias [N] optional, ints {group_size, f16?};
+// y [..., N] = x @ W^T + bias.
 void linear_q4gsw(const ref::Call& c) {
   const ref::View& x = c.in[0];
   const int64_t K = x.shape.last(), N = c.in[2].shape[1], M = x.shape.rows();
-  const Q4 q{c.in[1].as<uint32_t>(), c.in[2].as<float>(), N, K, (N + 7) / 8, c.ints[0]};
+  const Q4 q{c.in[1].as<uint32_t>(), c.in[2].as<float>(), N, K, (N + 7) / 8, c.ints[0], ref::f16_flag(c, 1)};
   const float* bias = c.has_in(3) ? c.in[3].as<float>() : nullptr;
-  const float* xp = x.as<float>();
+  std::vector<float> rx;
+  const float* xp = gemm_operand(x.as<float>(), x.numel(), q.f16, rx);
   float* y = c.out[0].as<float>();
   if (M == 0) return;
-  if (M == 1) {
+  if (M == 1 && !q.f16) {
     std::vector<float> x4(static_cast<size_t>((K + 3) / 4 * 4), 0.0f);
     std::copy(xp, xp + K, x4.begin());
     parallel_for(q.N8, 8, [&](int64_t a8, int64_t b8) { gemv_rows(q, x4.data(), bias, a8, b8, y); });
@@ -134,15 +141,16 @@ void linear_q4gsw(const ref::Call& c) {
   });
 }
 
-// dy [..., N], w W_4X8, scales [G, N], ints {group_size, K}; dx [..., K] = dy @ W.
+// dy [..., N], w W_4X8, scales [G, N], ints {group_size, K, f16?}; dx [..., K] = dy @ W.
 void linear_q4gsw_backward(const ref::Call& c) {
   const ref::View& dy = c.in[0];
   const int64_t K = c.ints[1], N = c.in[2].shape[1], M = dy.shape.rows();
-  const Q4 q{c.in[1].as<uint32_t>(), c.in[2].as<float>(), N, K, (N + 7) / 8, c.ints[0]};
-  const float* dyp = dy.as<float>();
+  const Q4 q{c.in[1].as<uint32_t>(), c.in[2].as<float>(), N, K, (N + 7) / 8, c.ints[0], ref::f16_flag(c, 2)};
+  std::vector<float> rdy;
+  const float* dyp = gemm_operand(dy.as<float>(), dy.numel(), q.f16, rdy);
   float* dx = c.out[0].as<float>();
   if (M == 0) return;
-  if (M == 1) {
+  if (M == 1 && !q.f16) {
     const int64_t K4 = (K + 3) / 4;
     std::vector<float> dx4(static_cast<size_t>(K4 * 4));
     parallel_for(K4, 8, [&](int64_t a4, int64_t b4) { gemv_cols(q, dyp, a4, b4, dx4.data()); });

@@ -1,6 +1,9 @@
 // The training step as recorded programs: forward through q4 (or fp32) linears, fused cross-entropy,
 // the hand-written backward of every block, then (separately) gradient norm, clipping, AdamW and
-// re-quantization. Shapes: B sequences of T tokens, R = B*T rows, D = dim, H heads of hd = D/H, F = ffn.
+// re-quantization. Precision::fp16 records the same ops with fp16 GEMM operands and scales the loss
+// (LossScaler: the scale enters through fused_ce's n_valid and leaves through the clipping coefficient);
+// the fused attention op keeps fp32 in both precisions.
+// Shapes: B sequences of T tokens, R = B*T rows, D = dim, H heads of hd = D/H, F = ffn.
 // Attention is the fused causal attention op on the projections' own layouts: the rows of Q are
 // [B, T, H, hd] and those of K and V [B, T, KV, hd], so nothing is permuted or copied around it, and its
 // output rows [B, T, H, hd] are the o projection's input [R, D]. Grouped-query attention: KV = n_kv_heads
@@ -144,6 +147,11 @@ void check_batch(const ModelConfig& cfg, const std::vector<int32_t>& tokens, con
 
 }  // namespace
 
+// The factor the loss and the gradients carry: the loss scale under fp16, else 1.
+static double loss_scale_now(const Model& model) {
+  return model.precision() == Precision::fp16 ? static_cast<double>(model.scaler.scale) : 1.0;
+}
+
 static Model::Impl::StepProgram& step_program(Model& model, Model::Impl& m, Model::Impl::StepProgram& sp, int64_t B,
                                               int64_t T, bool train) {
   if (sp.program && sp.batch == B && sp.seq == T) return sp;
@@ -156,6 +164,7 @@ static Model::Impl::StepProgram& step_program(Model& model, Model::Impl& m, Mode
   sp.labels = b.zeros(Shape{B * T}, DType::i32);
   sp.n_valid = sp.program->slot("n_valid", 1.0f);
   Graph g(b, *sp.program);
+  g.set_precision(model.precision());  // fp16: every GEMM of the step takes fp16 operands
   Recorder rec(g, model.config(), m);
   sp.loss = rec.step(sp.tokens, sp.labels, sp.n_valid, B, T, train);
   sp.program->finalize();
@@ -169,11 +178,15 @@ float Model::accumulate(const std::vector<int32_t>& tokens, const std::vector<in
   auto& sp = step_program(*this, *impl_, impl_->train, batch, seq, true);
   backend_.upload(sp.tokens, tokens.data(), tokens.size() * sizeof(int32_t));
   backend_.upload(sp.labels, labels.data(), labels.size() * sizeof(int32_t));
-  sp.program->set(sp.n_valid, static_cast<float>(n_valid_total));
+  // fp16 scales the loss by dividing the mean's denominator: fused_ce's dlogits, and so every gradient,
+  // come out multiplied by the scale (exactly, for a power of two) at no extra pass; the loss read back is
+  // divided again.
+  const double loss_scale = loss_scale_now(*this);
+  sp.program->set(sp.n_valid, static_cast<float>(static_cast<double>(n_valid_total) / loss_scale));
   sp.program->replay();
   float loss = 0;
   backend_.download(sp.loss, &loss, sizeof(float));
-  return loss;  // this micro-batch's share of the step's mean loss
+  return static_cast<float>(loss / loss_scale);  // this micro-batch's share of the step's mean loss
 }
 
 float Model::evaluate(const std::vector<int32_t>& tokens, const std::vector<int32_t>& labels, int64_t batch, int64_t seq) {
@@ -216,7 +229,14 @@ static void record_optimizer(Model& model, Model::Impl& m) {
   m.max_norm = p.slot("max_norm", INFINITY);
   {
     Graph g(b, p);
-    Tensor coef = g.clip_coef(m.grad_norm, m.max_norm);
+    Tensor coef;
+    if (model.precision() == Precision::fp16) {
+      // The gradients carry the loss scale: clip on the unscaled norm, and unscale with the same multiply.
+      m.inv_scale = p.slot("inv_scale", 1.0f);
+      coef = g.scale(g.clip_coef(g.scale(m.grad_norm, m.inv_scale), m.max_norm), m.inv_scale);
+    } else {
+      coef = g.clip_coef(m.grad_norm, m.max_norm);
+    }
     for (const Tensor& gr : grads) g.call(Op::mul, {gr, coef}, {gr});
     for (Param& q : model.params()) {
       if (!q.trainable) continue;
@@ -235,6 +255,31 @@ static void record_optimizer(Model& model, Model::Impl& m) {
   }
 }
 
+// fp16: the scaled gradients of `step` overflowed. The step is skipped (the caller zeroes the gradients),
+// counted, and the scale backs off; an overflow already at the floor ends training.
+static void on_overflow(LossScaler& s, int64_t step) {
+  s.last_overflowed = true;
+  ++s.overflows;
+  ++s.overflows_in_a_row;
+  s.good_steps = 0;
+  const float was = s.scale;
+  s.scale = was * s.backoff;
+  ET_CHECK_KIND(ErrorKind::numeric, was > s.min_scale, "fp16 loss scaling: step ", step,
+                ": the gradients overflowed fp16 at loss scale ", was, ", the floor (min_scale ", s.min_scale, "); ",
+                s.overflows_in_a_row, " steps in a row (", step - s.overflows_in_a_row + 1, "..", step,
+                ") overflowed and were skipped, so no weight was written. The gradients do not fit fp16 even "
+                "unscaled: train this model with --precision fp32");
+}
+
+// fp16: an applied step; after growth_interval of them in a row the scale grows (while it stays finite).
+static void on_good_step(LossScaler& s) {
+  s.last_overflowed = false;
+  s.overflows_in_a_row = 0;
+  if (++s.good_steps < s.growth_interval) return;
+  s.good_steps = 0;
+  if (std::isfinite(s.scale * s.growth)) s.scale *= s.growth;
+}
+
 float Model::update(const OptimConfig& opt, int64_t step, bool apply) {
   if (!impl_->apply_prog) record_optimizer(*this, *impl_);
   Impl& m = *impl_;
@@ -242,13 +287,23 @@ float Model::update(const OptimConfig& opt, int64_t step, bool apply) {
   float norm = 0;
   backend_.download(m.grad_norm, &norm, sizeof(float));
   steps_done = step;  // taken, even when skipped: the step consumed its batch
+  const bool fp16 = precision_ == Precision::fp16;
+  const float loss_scale = scaler.scale;
+  if (fp16) norm /= loss_scale;
   if (!std::isfinite(norm) || !apply) {
     m.zero_prog->replay();  // nothing is written to the weights or the moments
+    if (fp16 && !std::isfinite(norm)) {
+      on_overflow(scaler, step);
+    } else if (fp16) {  // skipped for the caller's reason (a NaN loss), not an overflow
+      scaler.last_overflowed = false;
+      scaler.overflows_in_a_row = 0;
+    }
     return norm;
   }
   ++adam_steps;
   const double t = static_cast<double>(adam_steps);
   Program& p = *m.apply_prog;
+  if (fp16) p.set(m.inv_scale, 1.0f / loss_scale);
   p.set(m.lr, opt.lr_at(step));
   p.set(m.beta1, opt.beta1);
   p.set(m.beta2, opt.beta2);
@@ -258,7 +313,24 @@ float Model::update(const OptimConfig& opt, int64_t step, bool apply) {
   p.set(m.bc2, static_cast<float>(1.0 - std::pow(static_cast<double>(opt.beta2), t)));
   p.set(m.max_norm, opt.grad_clip > 0 ? opt.grad_clip : INFINITY);
   p.replay();
+  if (fp16) on_good_step(scaler);
   return norm;
+}
+
+void Model::set_precision(Precision p) {
+  if (p == precision_) return;
+  // The gradients hold the old precision's scale: start from zero.
+  for (Param& q : params_)
+    if (q.trainable) {
+      std::vector<float> z(static_cast<size_t>(q.grad.numel()), 0.0f);
+      backend_.upload(q.grad, z.data(), z.size() * sizeof(float));
+    }
+  precision_ = p;
+  impl_->train = {};
+  impl_->eval = {};
+  impl_->norm_prog.reset();
+  impl_->apply_prog.reset();
+  impl_->zero_prog.reset();
 }
 
 std::map<std::string, std::vector<float>> Model::gradients(const std::vector<int32_t>& tokens,
@@ -270,8 +342,12 @@ std::map<std::string, std::vector<float>> Model::gradients(const std::vector<int
   for (int32_t l : labels) valid += l >= 0;
   accumulate(tokens, labels, batch, seq, std::max<int64_t>(valid, 1));
   std::map<std::string, std::vector<float>> out;
+  const double loss_scale = loss_scale_now(*this);
   for (Param& p : params_)
-    if (p.trainable) out[p.name] = backend_.to_vector<float>(p.grad);
+    if (p.trainable) {
+      out[p.name] = backend_.to_vector<float>(p.grad);
+      for (float& g : out[p.name]) g = static_cast<float>(g / loss_scale);
+    }
   impl_->zero_prog->replay();
   return out;
 }

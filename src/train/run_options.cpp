@@ -37,6 +37,9 @@ void validate_options(const TrainOptions& o) {
   ET_CHECK(!o.requantize || !o.init.empty(), "train: --requantize applies to the 4-bit weights of --init's file, "
            "and there is no --init");
   ET_CHECK(!o.requantize || o.model.mode != TrainMode::fp32, "train: --requantize: mode fp32 has no 4-bit weights");
+  check_precision_flag(o.precision);
+  ET_CHECK(o.loss_scale > 0 && std::isfinite(o.loss_scale), "train: --loss-scale must be > 0, got ", o.loss_scale);
+  ET_CHECK(o.loss_scale_interval >= 1, "train: --loss-scale-interval must be >= 1, got ", o.loss_scale_interval);
   parse_backend_spec(o.backend);  // names the bad entry before any file or device is touched
 }
 

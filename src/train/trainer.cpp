@@ -57,12 +57,13 @@ std::string meta_step(const std::string& path) {
   }
 }
 
-// One training step: its loss (summed over the micro-batches and ranks), gradient norm and wall time, and
-// what every rank agreed on at its end: a stop request (the signal's number) and whether --time-limit ran out
-// (rank 0's clock), so all ranks leave the loop after the same step.
+// One training step: its loss (summed over the micro-batches and ranks), gradient norm, the loss scale it ran
+// at (fp16) and wall time, and what every rank agreed on at its end: a stop request (the signal's number) and
+// whether --time-limit ran out (rank 0's clock), so all ranks leave the loop after the same step.
 struct StepOutcome {
   double loss = 0;
   float norm = 0;
+  float loss_scale = 1;
   double seconds = 0;
   double reduce_seconds = 0;  // of `seconds`: the gradient sum across ranks (download, all-reduce, upload)
   int stop = 0;
@@ -70,31 +71,52 @@ struct StepOutcome {
   bool finite() const { return std::isfinite(loss) && std::isfinite(norm); }
 };
 
-// TEST-ONLY fault injection: EDGETRAIN_TRAIN_FAULT=nan_loss@3,4 makes the loss of steps 3 and 4 NaN once
-// their gradients are computed, as an overflowing forward pass would, so tests reach the skipped-step
-// paths at chosen steps while the other steps train normally.
-std::set<int64_t> injected_nan_steps() {
+// TEST-ONLY fault injection, EDGETRAIN_TRAIN_FAULT=KIND@STEP[,STEP...]:
+//   nan_loss@3,4  the loss of steps 3 and 4 becomes NaN once their gradients are computed, as an overflowing
+//                 forward pass would, so tests reach the skipped-step paths at chosen steps;
+//   overflow@3,4  one gradient element of steps 3 and 4 becomes +inf before the update, as an fp16 overflow
+//                 of the scaled gradients would, so tests reach the loss scaler's skip and back-off.
+// The other steps train normally.
+struct Faults {
+  std::set<int64_t> nan_loss, overflow;
+};
+Faults injected_faults() {
   const char* v = std::getenv("EDGETRAIN_TRAIN_FAULT");
-  std::set<int64_t> steps;
-  if (v == nullptr || *v == '\0') return steps;
-  const std::string s = v, prefix = "nan_loss@";
-  ET_CHECK(s.rfind(prefix, 0) == 0, "EDGETRAIN_TRAIN_FAULT='", s, "': expected nan_loss@STEP[,STEP...]");
-  for (size_t at = prefix.size(); at <= s.size();) {
+  Faults f;
+  if (v == nullptr || *v == '\0') return f;
+  const std::string s = v;
+  const char* usage = "': expected nan_loss@STEP[,STEP...] or overflow@STEP[,STEP...] with steps >= 1";
+  const size_t atsign = s.find('@');
+  const std::string kind = s.substr(0, atsign);
+  ET_CHECK(atsign != std::string::npos && (kind == "nan_loss" || kind == "overflow"), "EDGETRAIN_TRAIN_FAULT='", s,
+           usage);
+  std::set<int64_t>& steps = kind == "nan_loss" ? f.nan_loss : f.overflow;
+  for (size_t at = atsign + 1; at <= s.size();) {
     const size_t comma = std::min(s.find(',', at), s.size());
     int64_t step = 0;
     const auto r = std::from_chars(s.data() + at, s.data() + comma, step);
-    ET_CHECK(r.ec == std::errc() && r.ptr == s.data() + comma && step >= 1, "EDGETRAIN_TRAIN_FAULT='", s,
-             "': expected nan_loss@STEP[,STEP...] with steps >= 1");
+    ET_CHECK(r.ec == std::errc() && r.ptr == s.data() + comma && step >= 1, "EDGETRAIN_TRAIN_FAULT='", s, usage);
     steps.insert(step);
     at = comma + 1;
   }
-  return steps;
+  return f;
+}
+
+// overflow@: +inf in the first element of the first trainable gradient.
+void inject_overflow(Model& m) {
+  for (Param& p : m.params()) {
+    if (!p.trainable) continue;
+    std::vector<float> g = m.backend().to_vector<float>(p.grad);
+    g[0] = INFINITY;
+    m.backend().upload(p.grad, g.data(), p.grad.nbytes());
+    return;
+  }
 }
 
 class TrainRun {
  public:
   explicit TrainRun(const TrainOptions& given)
-      : o_(resolve_options(given)), cadence_(o_), nan_steps_(injected_nan_steps()) {
+      : o_(resolve_options(given)), cadence_(o_), faults_(injected_faults()) {
     if (o_.comm == nullptr) own_comm_ = one_process();
     comm_ = o_.comm != nullptr ? o_.comm : own_comm_.get();
     root_ = comm_->rank() == 0;
@@ -148,7 +170,7 @@ class TrainRun {
   int64_t rank_batch_ = 0, rank_first_ = 0; // this rank's windows of each micro-batch
   int agreed_stop_ = 0;
   double reduce_time_ = 0;  // seconds spent summing gradients across ranks, over the applied steps
-  const std::set<int64_t> nan_steps_;  // EDGETRAIN_TRAIN_FAULT
+  const Faults faults_;  // EDGETRAIN_TRAIN_FAULT
   std::string ckpt_, metrics_path_;
   RunData data_;
   int64_t tokens_per_step_ = 0;
@@ -179,11 +201,12 @@ class TrainRun {
 StepOutcome TrainRun::train_step(int64_t step) {
   const auto t0 = Clock::now();
   StepOutcome s;
+  s.loss_scale = model_->scaler.scale;
   for (int64_t a = 0; a < o_.accum; ++a) {
     training_batch(data_, o_, step, a, tokens_, labels_, rank_first_, rank_batch_);
     s.loss += model_->accumulate(tokens_, labels_, rank_batch_, o_.seq, tokens_per_step_);
   }
-  if (nan_steps_.count(step)) s.loss = std::nan("");
+  if (faults_.nan_loss.count(step)) s.loss = std::nan("");
   // Each rank's loss and gradients are its share of the global batch's mean (divided by the global token
   // count): their sums over the ranks are the step's. The same sum carries the stop decisions.
   double control[3] = {s.loss, static_cast<double>(stop_signal()),
@@ -198,6 +221,7 @@ StepOutcome TrainRun::train_step(int64_t step) {
   s.stop = control[1] > 0 ? (stop_signal() ? stop_signal() : SIGTERM) : 0;
   s.out_of_time = control[2] > 0;
   agreed_stop_ = s.stop;
+  if (faults_.overflow.count(step)) inject_overflow(*model_);
   // A NaN/Inf loss never reaches the weights, even when the gradient norm happens to be finite.
   s.norm = model_->update(o_.optim, step, std::isfinite(s.loss));
   s.seconds = seconds_since(t0);
@@ -239,6 +263,10 @@ void TrainRun::start_on(const BackendCandidate& c) {
   backend_ = make_backend(c.backend, c.options);
   model_ = std::make_unique<Model>(*backend_, o_.model);
   Model& m = *model_;
+  const PrecisionChoice precision = choose_precision(o_.precision, *backend_);
+  m.set_precision(precision.precision);
+  m.scaler.scale = o_.loss_scale;  // a checkpoint's own scale replaces it on --resume
+  m.scaler.growth_interval = o_.loss_scale_interval;
   m.init(o_.seed);
   if (o_.resume) load_checkpoint(ckpt_, m, nullptr);
   else if (!o_.init.empty()) init_weights_from(o_.init, m, o_.requantize);
@@ -248,13 +276,6 @@ void TrainRun::start_on(const BackendCandidate& c) {
               mode_name(o_.model.mode), static_cast<long>(o_.model.group_size), backend_->name().c_str(),
               backend_->device_name().c_str());
   if (!c.why.empty()) std::printf("  %s\n", c.why.c_str());
-  if (comm_->size() > 1) {
-    const ReduceSize r = reduce_size(m);
-    std::printf("  data parallel: %s; %ld sequences per rank of the global batch %ld; all-reduce of %.1f MB per "
-                "step (%ld gradient tensors in %ld buckets of <= %zu MiB, host-staged)\n",
-                comm_->name().c_str(), static_cast<long>(rank_batch_), static_cast<long>(o_.batch), r.bytes / 1e6,
-                static_cast<long>(r.tensors), static_cast<long>(r.buckets), kBucketBytes >> 20);
-  }
   std::printf("  corpus %s: %ld tokens (%s), %ld for validation; %ld tokens per step; steps %ld..%ld\n",
               o_.corpus.c_str(), static_cast<long>(data_.size), data_.tok->name().c_str(),
               static_cast<long>(data_.val_len()), static_cast<long>(tokens_per_step_),
@@ -307,7 +328,17 @@ void TrainRun::loop() {
   last_step_ = start_step_;
   for (int64_t step = start_step_ + 1; step <= o_.optim.total_steps; ++step) {
     if (step > start_step_ + 1 && stop_request()) break;  // the first step ran at start-up: record it first
-    const StepOutcome s = step == start_step_ + 1 && first_ ? *first_ : train_step(step);
+    StepOutcome s;
+    try {
+      s = step == start_step_ + 1 && first_ ? *first_ : train_step(step);
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::numeric || !model_->scaler.last_overflowed) throw;
+      // The loss scaler gave up (every step overflowed down to its floor); the skipped steps wrote nothing.
+      // Every rank sees the same summed gradients, so all of them end here together.
+      save_if_behind();
+      end_progress_line();
+      fail_kind(ErrorKind::numeric, "train: ", e.what(), "; ", last_good());
+    }
     last_step_ = step;
     if (!s.finite()) {
       skip(step, s);
@@ -333,6 +364,14 @@ void TrainRun::loop() {
 // it, with the weights and moments as they were before it.
 void TrainRun::skip(int64_t step, const StepOutcome& s) {
   const bool loss_bad = !std::isfinite(s.loss);
+  if (!loss_bad && model_->precision() == Precision::fp16 && model_->scaler.last_overflowed) {
+    // fp16 loss scaling at work, not an error: the scaled gradients overflowed, the scale backed off.
+    std::printf("  step %ld: fp16 gradient overflow at loss scale %g: step skipped (weights unchanged), scale now %g\n",
+                static_cast<long>(step), s.loss_scale, model_->scaler.scale);
+    std::fflush(stdout);
+    if (cadence_.checkpoints(step)) save(step);
+    return;
+  }
   if (!o_.skip_nan_steps) {
     end_progress_line();
     fail_kind(ErrorKind::numeric, "train: step ", step, ": ", loss_bad ? "loss" : "gradient norm", " is ",
@@ -369,6 +408,10 @@ bool TrainRun::record(int64_t step, const StepOutcome& s) {
                          {"tokens", step * tokens_per_step_},
                          {"elapsed_s", seconds_since(t_start_)},
                          {"rss_mb", rss_mb("VmRSS:")}};
+  if (model_->precision() == Precision::fp16) {
+    line["loss_scale"] = s.loss_scale;  // the scale this step ran at
+    line["overflow_steps"] = model_->scaler.overflows;
+  }
   const bool do_eval = cadence_.evaluates(step);
   const bool out_of_time = s.out_of_time;  // decided at the end of the step, by every rank alike
   if (do_eval || out_of_time) {
@@ -506,6 +549,7 @@ TrainResult TrainRun::finish_stopped(int signal) {
     std::string resume = "edgetrain train --resume --out " + o_.out_dir + " --steps " +
                          std::to_string(o_.optim.total_steps);
     if (o_.backend != "auto") resume += " --backend " + o_.backend;
+    if (o_.precision != "auto") resume += " --precision " + o_.precision;
     if (!o_.device.empty()) resume += " --device " + o_.device;
     std::printf("stopped by %s after step %ld of %ld: checkpoint %s holds step %ld. Continue with:\n  %s\n", name,
                 static_cast<long>(last_step_), static_cast<long>(o_.optim.total_steps), ckpt_.c_str(),
