@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <thread>
 
@@ -72,6 +73,12 @@ ref::Call CpuBackend::resolve(const OpCall& c, const std::vector<float>& slots) 
 }
 
 namespace {
+double thread_cpu_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return 1e9 * static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec);
+}
+
 class CpuProgram : public Program {
  public:
   explicit CpuProgram(CpuBackend& b) : Program(b), cpu_(b) {}
@@ -89,11 +96,13 @@ class CpuProgram : public Program {
       Kernel k = cpu_.reference_only() ? nullptr : fast_kernel(r.op);
       Profiler* prof = cpu_.profiler();
       const auto t0 = prof ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+      const double c0 = prof ? thread_cpu_ns() : 0;
       if (k) k(r);
       else ref::run(r);
       if (prof)
         prof->add(std::string(op_name(r.op)) + (k ? " (fast)" : " (reference)"),
-                  std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count());
+                  std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count(),
+                  thread_cpu_ns() - c0);
     }
   }
 

@@ -8,6 +8,8 @@
 #include <limits>
 #include <vector>
 
+#include "cpu/avx512.h"
+#include "cpu/isa.h"
 #include "cpu/kernels.h"
 #include "cpu/simd.h"
 #include "cpu/threads.h"
@@ -356,6 +358,10 @@ void causal_softmax(const ref::Call& c) {
 void silu_mul(const ref::Call& c) {
   const float *g = c.in[0].as<float>(), *u = c.in[1].as<float>();
   float* h = c.out[0].as<float>();
+#ifdef EDGETRAIN_AVX512_KERNELS
+  if (use_avx512())
+    return parallel_for(c.out[0].numel(), 1 << 14, [&](int64_t i0, int64_t i1) { avx512::silu_mul(g, u, h, i0, i1); });
+#endif
   parallel_for(c.out[0].numel(), 1 << 14, [&](int64_t i0, int64_t i1) {
     int64_t i = i0;
     for (; i + kLanes <= i1; i += kLanes) {
@@ -372,6 +378,11 @@ void silu_mul(const ref::Call& c) {
 void silu_mul_backward(const ref::Call& c) {
   const float *dh = c.in[0].as<float>(), *g = c.in[1].as<float>(), *u = c.in[2].as<float>();
   float *dg = c.out[0].as<float>(), *du = c.out[1].as<float>();
+#ifdef EDGETRAIN_AVX512_KERNELS
+  if (use_avx512())
+    return parallel_for(c.out[0].numel(), 1 << 14,
+                        [&](int64_t i0, int64_t i1) { avx512::silu_mul_backward(dh, g, u, dg, du, i0, i1); });
+#endif
   parallel_for(c.out[0].numel(), 1 << 14, [&](int64_t i0, int64_t i1) {
     auto step = [&](vf dhv, vf gv, vf uv, vf& dgv, vf& duv) {
       vf e = simd::exp(-gv);
