@@ -123,14 +123,17 @@ void gemm_tiles(const Gemm& g, int64_t t0, int64_t t1) {
 }
 
 void pack_transposed(const float* w, int64_t ldw, int64_t N, int64_t L, int64_t p0, int64_t p1, float* panels) {
+  const __m512i rows = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                                          _mm512_set1_epi32(static_cast<int>(ldw)));
   for (int64_t p = p0; p < p1; ++p) {
     float* out = panels + (p - p0) * L * kPanel;
-    const int64_t n0 = p * kPanel, cols = min64(kPanel, N - n0);
-    // 16 x 16 blocks through registers would be faster; the packing is ~1/M of the product's work.
-    for (int64_t l = 0; l < L; ++l) {
-      float* o = out + l * kPanel;
-      for (int64_t j = 0; j < cols; ++j) o[j] = w[(n0 + j) * ldw + l];
-      for (int64_t j = cols; j < kPanel; ++j) o[j] = 0.0f;
+    const int64_t n0 = p * kPanel;
+    const __mmask16 m0 = lane_mask(N - n0), m1 = lane_mask(N - n0 - 16);
+    const float* w0 = w + n0 * ldw;
+    const float* w1 = m1 ? w + (n0 + 16) * ldw : w;
+    for (int64_t l = 0; l < L; ++l) {  // column l of 32 rows of W: two gathers
+      _mm512_storeu_ps(out + l * kPanel, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m0, rows, w0 + l, 4));
+      _mm512_storeu_ps(out + l * kPanel + 16, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m1, rows, w1 + l, 4));
     }
   }
 }
@@ -165,14 +168,16 @@ void pack_q4_transposed(const uint32_t* w, const float* scales, int64_t N, int64
   }
 }
 
-// W panels: row n of panel p is W[n, 32p .. 32p+31]. For 16 consecutive k of row n, the four words of its
-// pair of rows (one per k4) are gathered, each lane picks its word, byte and nibble.
+// W panels: row n of panel p is W[n, 32p .. 32p+31]. For 16 consecutive k and one 8-row block, the block's
+// four words of each of the four k4 (16 bytes each) are loaded once into one register; each of the 8 rows
+// then picks, per lane, its word (its pair of rows and the lane's k4), byte (k) and nibble (row parity).
 void pack_q4(const uint32_t* w, const float* scales, int64_t N, int64_t K, int64_t gs, int64_t p0, int64_t p1,
              float* panels) {
-  const int64_t N8 = (N + 7) / 8;
-  const __m512i word_of_lane = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+  const int64_t N8 = (N + 7) / 8, K4 = (K + 3) / 4;
+  const __m512i k4_of_lane = _mm512_set_epi32(12, 12, 12, 12, 8, 8, 8, 8, 4, 4, 4, 4, 0, 0, 0, 0);
   const __m512i byte_shift = _mm512_set_epi32(24, 16, 8, 0, 24, 16, 8, 0, 24, 16, 8, 0, 24, 16, 8, 0);
-  const __m512i nib = _mm512_set1_epi32(0xF), eight = _mm512_set1_epi32(8);
+  const __m512i nib = _mm512_set1_epi32(0xF), eight = _mm512_set1_epi32(8), four = _mm512_set1_epi32(4);
+  const bool one_group = gs % 16 == 0;  // then the 16 k of a half panel share one scale per row
   for (int64_t p = p0; p < p1; ++p) {
     float* out = panels + (p - p0) * N * kPanel;
     for (int64_t h = 0; h < 2; ++h) {  // the two 16-lane halves of the panel's 32 columns
@@ -182,27 +187,30 @@ void pack_q4(const uint32_t* w, const float* scales, int64_t N, int64_t K, int64
         for (int64_t n = 0; n < N; ++n) _mm512_storeu_ps(out + n * kPanel + 16 * h, _mm512_setzero_ps());
         continue;
       }
-      const int64_t k4 = k0 / 4, nk4 = min64(4, (K + 3) / 4 - k4);
-      // One scale for the 16 k when a group holds them all (gs a multiple of 16), else one per lane.
-      const bool one_group = gs % 16 == 0;
-      alignas(64) int32_t group_row[16];
-      for (int l = 0; l < 16; ++l) group_row[l] = static_cast<int32_t>(min64(k0 + l, K - 1) / gs);
-      const __m512i grow = _mm512_load_si512(group_row);
-      for (int64_t n = 0; n < N; ++n) {
-        const uint32_t* wp = w + 4 * (n / 8) + (n % 8) / 2;
-        alignas(16) uint32_t q[4] = {0, 0, 0, 0};
-        for (int64_t j = 0; j < nk4; ++j) q[j] = wp[4 * (k4 + j) * N8];
-        const __m512i four = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(q)));
-        const __m512i word = _mm512_permutexvar_epi32(word_of_lane, four);
-        const __m512i shift = _mm512_add_epi32(byte_shift, _mm512_set1_epi32(static_cast<int>(4 * (n % 2))));
-        const __m512i code = _mm512_sub_epi32(_mm512_and_si512(_mm512_srlv_epi32(word, shift), nib), eight);
-        const __m512 sc =
-            one_group
-                ? _mm512_set1_ps(scales[(k0 / gs) * N + n])
-                : _mm512_i32gather_ps(_mm512_add_epi32(_mm512_mullo_epi32(grow, _mm512_set1_epi32(static_cast<int>(N))),
-                                                       _mm512_set1_epi32(static_cast<int>(n))),
-                                      scales, 4);
-        _mm512_storeu_ps(out + n * kPanel + 16 * h, _mm512_maskz_mul_ps(valid, _mm512_cvtepi32_ps(code), sc));
+      const int64_t k4 = k0 / 4, nk4 = min64(4, K4 - k4);
+      __m512i grow = _mm512_setzero_si512();  // per lane: the first scale of its group's row of scales
+      if (!one_group) {
+        alignas(64) int32_t row[16];
+        for (int l = 0; l < 16; ++l) row[l] = static_cast<int32_t>(min64(k0 + l, K - 1) / gs * N);
+        grow = _mm512_load_si512(row);
+      }
+      for (int64_t n8 = 0; n8 < N8; ++n8) {
+        __m512i block = _mm512_setzero_si512();  // lane 4j + q: word q of k4 + j
+        for (int64_t j = 0; j < nk4; ++j) {
+          const __m128i q4 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 4 * ((k4 + j) * N8 + n8)));
+          block = _mm512_mask_broadcast_i32x4(block, static_cast<__mmask16>(0xF << (4 * j)), q4);
+        }
+        for (int64_t r = 0; r < 8 && 8 * n8 + r < N; ++r) {
+          const int64_t n = 8 * n8 + r;
+          const __m512i word =
+              _mm512_permutexvar_epi32(_mm512_add_epi32(k4_of_lane, _mm512_set1_epi32(static_cast<int>(r / 2))), block);
+          const __m512i shift = r % 2 ? _mm512_add_epi32(byte_shift, four) : byte_shift;
+          const __m512i code = _mm512_sub_epi32(_mm512_and_si512(_mm512_srlv_epi32(word, shift), nib), eight);
+          const __m512 sc = one_group ? _mm512_set1_ps(scales[(k0 / gs) * N + n])
+                                      : _mm512_i32gather_ps(
+                                            _mm512_add_epi32(grow, _mm512_set1_epi32(static_cast<int>(n))), scales, 4);
+          _mm512_storeu_ps(out + n * kPanel + 16 * h, _mm512_maskz_mul_ps(valid, _mm512_cvtepi32_ps(code), sc));
+        }
       }
     }
   }
