@@ -181,7 +181,9 @@ TEST_F(Reliability, BadTrainFlagsAreRejectedNamingTheFlag) {
       {"--lora-rank", "0"},      {"--lora-alpha", "-1"},    {"--lora-alpha", "nan"},    {"--mode", "int3"},
       {"--preset", "huge"},      {"--backend", "tpu"},      {"--lora-targets", "q,x"},  {"--steps", "ten"},
       {"--backend", "vulkan,tpu"}, {"--backend", "cpu,cpu"}, {"--backend", "auto,cpu"}, {"--backend", "cpu,"},
-      {"--max-skipped-steps", "0"},
+      {"--max-skipped-steps", "0"}, {"--time", "0"},      {"--time", "-1m"},          {"--time", "4x"},
+      {"--time", "nan"},         {"--time", "4m30"},        {"--time-limit", "5", "--time", "1m"},
+      {"--warmup", "0", "--time", "1m"}, {"--time", "1m", "--resume"},
   };
   int rejected = 0;
   for (const auto& row : table) {

@@ -89,6 +89,7 @@ class TrainRun {
       : o_(resolve_options(given)), cadence_(o_), nan_steps_(injected_nan_steps()) {}
 
   TrainResult run() {  // the options were resolved by the constructor
+    t_budget_ = Clock::now();
     data_ = open_data(o_);
     start();
     open_metrics();
@@ -106,6 +107,9 @@ class TrainRun {
   int stop_signal() const { return o_.stop != nullptr ? o_.stop->load() : 0; }
   bool record(int64_t step, const StepOutcome& s);
   void save(int64_t at_step);
+  bool planning() const { return o_.time_budget_s > 0 && !planned_; }
+  void calibrate(int64_t step);
+  void plan(int64_t step, bool write_checkpoint);
   void save_if_behind();
   std::string last_good() const;
   void end_progress_line() const {
@@ -116,7 +120,7 @@ class TrainRun {
   TrainResult finish_stopped(int signal);
 
   TrainOptions o_;  // resolved
-  const Cadence cadence_;
+  Cadence cadence_;
   const std::set<int64_t> nan_steps_;  // EDGETRAIN_TRAIN_FAULT
   std::string ckpt_, metrics_path_;
   RunData data_;
@@ -130,6 +134,13 @@ class TrainRun {
   std::optional<EvalResult> eval0_;   // the step-0 evaluation (fresh runs)
   std::optional<StepOutcome> first_;  // the first step, run during start-up
   Clock::time_point t_start_;
+  // A time budget (TrainOptions::time_budget_s): its clock, the step-0 evaluation's time, the times of the
+  // steps measured so far, and whether the total is fixed.
+  Clock::time_point t_budget_;
+  double eval0_s_ = 0;
+  std::vector<double> step_times_;
+  bool planned_ = false;
+  double budget_used_s_ = 0;
 
   // The loop.
   std::ofstream metrics_;
@@ -198,14 +209,20 @@ void TrainRun::start_on(const BackendCandidate& c) {
               mode_name(o_.model.mode), static_cast<long>(o_.model.group_size), backend_->name().c_str(),
               backend_->device_name().c_str());
   if (!c.why.empty()) std::printf("  %s\n", c.why.c_str());
-  std::printf("  corpus %s: %ld tokens (%s), %ld for validation; %ld tokens per step; steps %ld..%ld\n",
-              o_.corpus.c_str(), static_cast<long>(data_.size), data_.tok->name().c_str(),
-              static_cast<long>(data_.val_len()), static_cast<long>(tokens_per_step_),
-              static_cast<long>(start_step_ + 1), static_cast<long>(o_.optim.total_steps));
+  std::printf("  corpus %s: %ld tokens (%s), %ld for validation; %ld tokens per step; ", o_.corpus.c_str(),
+              static_cast<long>(data_.size), data_.tok->name().c_str(), static_cast<long>(data_.val_len()),
+              static_cast<long>(tokens_per_step_));
+  if (o_.time_budget_s > 0)
+    std::printf("time budget %s: the steps that fit, planned after the first %ld\n",
+                format_duration(o_.time_budget_s).c_str(), static_cast<long>(budget_calibration_steps(o_)));
+  else
+    std::printf("steps %ld..%ld\n", static_cast<long>(start_step_ + 1), static_cast<long>(o_.optim.total_steps));
   std::fflush(stdout);
   t_start_ = Clock::now();
   if (start_step_ == 0) {
+    const auto t_eval = Clock::now();
     eval0_ = evaluate_split(m, *data_.tokens, data_.val_begin, data_.size, o_.batch, o_.seq, o_.eval_batches);
+    eval0_s_ = seconds_since(t_eval);
     std::printf("  step 0: validation loss %.4f (perplexity %.2f)\n", eval0_->loss, eval0_->perplexity);
     std::fflush(stdout);
   }
@@ -248,12 +265,14 @@ void TrainRun::loop() {
     if (step > start_step_ + 1 && stop_signal()) break;  // the first step ran at start-up: record it first
     const StepOutcome s = step == start_step_ + 1 && first_ ? *first_ : train_step(step);
     last_step_ = step;
+    if (planning()) step_times_.push_back(s.seconds);
     if (!s.finite()) {
       skip(step, s);
       continue;
     }
     skipped_in_a_row_ = 0;
     ++applied_;
+    if (planning()) calibrate(step);  // before record(): the cadence needs the total
     const bool out_of_time = record(step, s);
     if (cadence_.checkpoints(step) || out_of_time) save(step);
     if (out_of_time) {
@@ -323,7 +342,10 @@ bool TrainRun::record(int64_t step, const StepOutcome& s) {
   const long total = static_cast<long>(o_.optim.total_steps);
   const double eta =
       tok_s_ > 0 ? static_cast<double>((o_.optim.total_steps - step) * tokens_per_step_) / tok_s_ : 0;
-  if (tty_) {
+  if (tty_ && planning()) {
+    std::fprintf(stderr, "\r  step %ld  loss %.3f  lr %.2e  %.0f tok/s  (measuring the step time)   ", static_cast<long>(step),
+                 s.loss, lr, tok_s_);
+  } else if (tty_) {
     const int width = 24, fill = static_cast<int>(width * step / o_.optim.total_steps);
     std::fprintf(stderr, "\r  [%s%s] step %ld/%ld  loss %.3f  lr %.2e  %.0f tok/s  eta %s   ",
                  std::string(static_cast<size_t>(fill), '#').c_str(),
@@ -342,9 +364,52 @@ bool TrainRun::record(int64_t step, const StepOutcome& s) {
   return out_of_time;
 }
 
+// A time budget's calibration: the plan is made once the calibration steps are measured, or earlier when
+// even one more step would not fit.
+void TrainRun::calibrate(int64_t step) {
+  const double elapsed = seconds_since(t_budget_);
+  if (step - start_step_ >= budget_calibration_steps(o_) || elapsed + step_times_.back() + eval0_s_ > o_.time_budget_s)
+    plan(step, true);
+}
+
+// Fixes the total from the measured times: the median of the steps after the first (which records the
+// programs), or the first alone; the step-0 evaluation (which records the evaluation program: on the safe
+// side); and, with write_checkpoint, a checkpoint written now, which times a save and holds the plan should
+// the run stop early (written again if the save's time changes the total).
+void TrainRun::plan(int64_t step, bool write_checkpoint) {
+  planned_ = true;
+  std::vector<double> t(step_times_.size() > 1 ? step_times_.begin() + 1 : step_times_.begin(), step_times_.end());
+  std::sort(t.begin(), t.end());
+  const double step_s = t.empty() ? 0 : t[t.size() / 2];
+  BudgetPlan p{o_.time_budget_s, seconds_since(t_budget_), step_s, eval0_s_, 0, o_.eval_every, o_.checkpoint_every,
+               o_.optim.total_steps};
+  int64_t total = p.total_steps(step);
+  o_.optim.total_steps = total;  // what checkpoints record
+  if (write_checkpoint && total > step) {  // the last step saves anyway
+    const auto t_save = Clock::now();
+    save(step);
+    p.save_s = seconds_since(t_save);
+    p.elapsed_s = seconds_since(t_budget_);
+    total = p.total_steps(step);
+    if (total != o_.optim.total_steps) {
+      o_.optim.total_steps = total;
+      save(step);
+    }
+  }
+  cadence_.total_steps = total;
+  end_progress_line();
+  std::printf("  time budget %s: after %ld steps (%s), %.1f ms per step, %.0f ms per evaluation, %.0f ms per "
+              "checkpoint: %ld steps in all (warmup %ld, cosine to step %ld)\n",
+              format_duration(o_.time_budget_s).c_str(), static_cast<long>(step), format_duration(p.elapsed_s).c_str(),
+              step_s * 1e3, eval0_s_ * 1e3, p.save_s * 1e3, static_cast<long>(total),
+              static_cast<long>(std::min(o_.optim.warmup_steps, total)), static_cast<long>(total));
+  std::fflush(stdout);
+}
+
 // A failed save (disk full, file size limit, I/O error) stops the run; the atomic writer has left the
 // previous checkpoint as it was, and the message says so.
 void TrainRun::save(int64_t at_step) {
+  if (planning()) plan(at_step, false);  // every checkpoint holds a fixed total
   const bool had = fs::exists(ckpt_);
   try {
     save_checkpoint(ckpt_, *model_, {{"train_options", options_record(o_)}, {"tokenizer", o_.tokenizer}});
@@ -371,6 +436,7 @@ std::string TrainRun::last_good() const {
 
 // The result's figures and files, and the loss curve: whichever way the run ends.
 void TrainRun::close_result() {
+  budget_used_s_ = seconds_since(t_budget_);
   res_.steps = last_step_;
   res_.seconds = seconds_since(t_start_);
   res_.tokens_per_s = tok_s_;
@@ -407,6 +473,9 @@ TrainResult TrainRun::finish() {
   std::printf("done: %ld steps in %s, %.0f tokens/s, final validation loss %.4f, peak memory %.0f MiB\n",
               static_cast<long>(res_.steps), fmt_duration(res_.seconds).c_str(), res_.tokens_per_s, res_.last_val_loss,
               rss_mb("VmHWM:"));
+  if (o_.time_budget_s > 0)
+    std::printf("  time budget %s; the run took %s from its start to its last checkpoint\n",
+                format_duration(o_.time_budget_s).c_str(), format_duration(budget_used_s_).c_str());
   std::printf("  checkpoint %s\n  metrics    %s\n  curve      %s\n", ckpt_.c_str(), metrics_path_.c_str(),
               res_.curve.c_str());
   if (!res_.sample.empty()) std::printf("  sample     %s\n", res_.sample.c_str());
