@@ -66,10 +66,6 @@ void sgemm1(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, cons
       for (int64_t j = 0; j < N; ++j) c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
     return;
   }
-#ifdef EDGETRAIN_AVX512_KERNELS
-  if (use_avx512() && (alpha == 1.0f || beta == 0.0f) && (beta == 0.0f || beta == 1.0f))
-    return gemm_avx512(ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, c, ldc, false);
-#endif
   blas_single_threaded();
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
               static_cast<blasint>(M), static_cast<blasint>(N), static_cast<blasint>(K), alpha, a,
@@ -79,14 +75,14 @@ void sgemm1(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, cons
 void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t lda,
           const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   if (M <= 0 || N <= 0) return;
+#ifdef EDGETRAIN_AVX512_KERNELS
+  if (use_avx512() && K > 0 && (alpha == 1.0f || beta == 0.0f) && (beta == 0.0f || beta == 1.0f))
+    return gemm_avx512(ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, c, ldc, M * N * K > kSmallWork);
+#endif
   if (M * N * std::max<int64_t>(K, 1) <= kSmallWork || K <= 0) {
     sgemm1(ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
   }
-#ifdef EDGETRAIN_AVX512_KERNELS
-  if (use_avx512() && (alpha == 1.0f || beta == 0.0f) && (beta == 0.0f || beta == 1.0f))
-    return gemm_avx512(ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, c, ldc, true);
-#endif
   blas_single_threaded();
   // Split the longer output dimension; the tile holds the other one whole.
   if (M >= N) {
@@ -121,8 +117,10 @@ void mm(const ref::Call& c) {
   gemm(ta, tb, M, N, K, alpha, a.as<float>(), ta ? M : K, b.as<float>(), tb ? K : N, 0.0f, o.as<float>(), N);
 }
 
-// Batched mm over the leading dims. Many small products (attention) run one product per task; large
-// ones are tiled by gemm() one after another.
+// Batched mm over the leading dims. Many small products (attention) run one product per task, each an
+// OpenBLAS call (measured faster than the AVX-512 tiles at attention's shapes: K = 32 is a short chain for
+// a 12 x 32 tile, and transposed B would need packing per product); large ones are tiled by gemm() one
+// after another.
 void bmm(const ref::Call& c) {
   const ref::View &a = c.in[0], &b = c.in[1], &o = c.out[0];
   const int r = a.shape.rank();

@@ -21,7 +21,7 @@ void linear_dW(const ref::Call& c);
 // threads never nest inside ours.
 void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t lda,
           const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
-// The same on the calling thread only (for use inside a parallel_for body).
+// One OpenBLAS sgemm on the calling thread (for use inside a parallel_for body).
 void sgemm1(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t lda,
             const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 #ifdef EDGETRAIN_AVX512_KERNELS
