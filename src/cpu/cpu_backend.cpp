@@ -1,12 +1,16 @@
 // CPU backend: host allocations (64-byte aligned), programs that run fast kernels or the reference.
 #include "cpu/cpu_backend.h"
 
+#include <cblas.h>
+
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <fstream>
 #include <thread>
+
+#include "cpu/isa.h"
 
 namespace edgetrain::cpu {
 
@@ -18,15 +22,18 @@ CpuBackend::~CpuBackend() {
   for (auto& [id, b] : blocks_) std::free(b.ptr);
 }
 
+// The CPU model, the worker count and which kernels run: ours (AVX-512 or portable) and OpenBLAS's own
+// choice for the products left to it (its DYNAMIC_ARCH build picks a kernel for the CPU at load time).
 std::string CpuBackend::device_name() const {
+  const std::string how = std::to_string(threads()) + " threads, " + isa_name() + ", OpenBLAS " + openblas_get_corename();
   std::ifstream f("/proc/cpuinfo");
   std::string line;
   while (std::getline(f, line))
     if (line.rfind("model name", 0) == 0) {
       auto p = line.find(':');
-      if (p != std::string::npos) return line.substr(p + 2) + " (" + std::to_string(threads()) + " threads)";
+      if (p != std::string::npos) return line.substr(p + 2) + " (" + how + ")";
     }
-  return "cpu (" + std::to_string(threads()) + " threads)";
+  return "cpu (" + how + ")";
 }
 
 uint64_t CpuBackend::allocate(size_t bytes) {
