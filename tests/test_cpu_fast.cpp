@@ -298,6 +298,12 @@ TEST(CpuFast, RopeBitIdentical) {
     check(make(Op::rope, "shape" + s.str(), {random_f32(r, s)}, {f32z(s)}, {}, {10000.0f, 5.0f}, tol::exact));
     check(make(Op::rope_backward, "shape" + s.str(), {random_f32(r, s)}, {f32z(s)}, {}, {500000.0f, 0.0f}, tol::exact));
   }
+  // The angle tables are kept between calls: another offset or theta at the same shape must not reuse them.
+  const Shape s{1, 9, 2, 16};
+  for (float offset : {0.0f, 3.0f, 0.0f})
+    for (float theta : {10000.0f, 20.0f})
+      check(make(Op::rope, "offset" + std::to_string(offset) + "_theta" + std::to_string(theta), {random_f32(r, s)},
+                 {f32z(s)}, {}, {theta, offset}, tol::exact));
 }
 
 TEST(CpuFast, EmbeddingBitIdentical) {

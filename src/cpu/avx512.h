@@ -58,6 +58,10 @@ void pack_q4(const uint32_t* w, const float* scales, int64_t N, int64_t K, int64
 void silu_mul(const float* g, const float* u, float* h, int64_t i0, int64_t i1);
 // dg = dh*u*s*(1 + g*(1 - s)), du = dh*g*s with s = sigmoid(g)
 void silu_mul_backward(const float* dh, const float* g, const float* u, float* dg, float* du, int64_t i0, int64_t i1);
+// RoPE of `rows` rows of D floats (x and y advance by D per row; pairs (2i, 2i+1)): y0 = x0*cs[i] - x1*sn[i],
+// y1 = x0*sn[i] + x1*cs[i] in double, rounded to float — the reference's operations, without fused
+// multiply-adds, so bit-identical.
+void rope_rows(const float* x, float* y, const double* cs, const double* sn, int64_t D, int64_t rows);
 // q4gsw_requant of the 8-row blocks [b0, b1): latent [N, K] clamped in place, W_4X8 words written; bit-identical
 // to the reference.
 void requant_blocks(float* latent, const float* scales, uint32_t* w, int64_t N, int64_t K, int64_t gs, int64_t b0,

@@ -78,6 +78,32 @@ void silu_mul_backward(const float* dh, const float* g, const float* u, float* d
   }
 }
 
+// Eight pairs per step: 16 floats widened to two registers of doubles, split into first and second members,
+// rotated with explicitly rounded products and sums (never contracted into fused multiply-adds), interleaved
+// back and narrowed.
+void rope_rows(const float* x, float* y, const double* cs, const double* sn, int64_t D, int64_t rows) {
+  constexpr int kR = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+  const __m512i first = _mm512_set_epi64(14, 12, 10, 8, 6, 4, 2, 0),
+                second = _mm512_set_epi64(15, 13, 11, 9, 7, 5, 3, 1);
+  const __m512i lo = _mm512_set_epi64(11, 3, 10, 2, 9, 1, 8, 0), hi = _mm512_set_epi64(15, 7, 14, 6, 13, 5, 12, 4);
+  const int64_t pairs = D / 2;
+  for (int64_t r = 0; r < rows; ++r, x += D, y += D)
+    for (int64_t i = 0; i < pairs; i += 8) {
+      const __mmask16 m = lane_mask(2 * (pairs - i));
+      const __mmask8 m8 = static_cast<__mmask8>(lane_mask(pairs - i));
+      const __m512 v = _mm512_maskz_loadu_ps(m, x + 2 * i);
+      const __m512d a = _mm512_cvtps_pd(_mm512_castps512_ps256(v));
+      const __m512d b = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+      const __m512d x0 = _mm512_permutex2var_pd(a, first, b), x1 = _mm512_permutex2var_pd(a, second, b);
+      const __m512d c = _mm512_maskz_loadu_pd(m8, cs + i), s = _mm512_maskz_loadu_pd(m8, sn + i);
+      const __m512d y0 = _mm512_sub_round_pd(_mm512_mul_round_pd(x0, c, kR), _mm512_mul_round_pd(x1, s, kR), kR);
+      const __m512d y1 = _mm512_add_round_pd(_mm512_mul_round_pd(x0, s, kR), _mm512_mul_round_pd(x1, c, kR), kR);
+      const __m256 ya = _mm512_cvtpd_ps(_mm512_permutex2var_pd(y0, lo, y1));
+      const __m256 yb = _mm512_cvtpd_ps(_mm512_permutex2var_pd(y0, hi, y1));
+      _mm512_mask_storeu_ps(y + 2 * i, m, _mm512_insertf32x8(_mm512_castps256_ps512(ya), yb, 1));
+    }
+}
+
 // Per 8-row block and 16 k: the codes of rows 2q and 2q + 1 side by side in a byte per k, narrowed to 16
 // bytes = the four W_4X8 words (k4 .. k4 + 3) of pair q. Codes: q4::requant_code (0 scale or NaN quotient:
 // 8; else nearbyint(latent / scale) clamped to -8..7, plus 8); latents: q4::clamp_to_range.
