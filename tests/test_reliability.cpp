@@ -87,8 +87,9 @@ TEST_F(Reliability, SigkillAtRandomMomentsKeepsALoadableCheckpoint) {
     ASSERT_NO_THROW(step = load_ok(ckpt)) << "after kill " << i << "\n" << slurp(o.log);
     ++loaded;
     if (i % 8 == 7) {  // resume to completion of a short time slice: the step must advance
-      Outcome r = run({"train", "--resume", "--out", out, "--backend", "cpu", "--threads", "1", "--no-progress",
-                       "--sample-tokens", "0", "--time-limit", "0.2"});
+      // --steps: a bare --resume goes on to the checkpoint's own total (400), which a run may have reached.
+      Outcome r = run({"train", "--resume", "--out", out, "--steps", "100000", "--backend", "cpu", "--threads", "1",
+                       "--no-progress", "--sample-tokens", "0", "--time-limit", "0.2"});
       ASSERT_EQ(r.code(), 0) << r.describe();
       EXPECT_GT(load_ok(ckpt), step) << r.output;
       Outcome e = run({"eval", "--checkpoint", ckpt, "--backend", "cpu", "--corpus", corpus_, "--seq", "16",
