@@ -259,6 +259,11 @@ TEST(DataParallel, RanksThatDoNotRunTheSameJobAreRefused) {
   Outcome odd = sh(mpirun(2) + train_cmd(tmp("odd"), "--backend cpu --steps 5", /*batch=*/3));
   EXPECT_NE(odd.status, 0);
   EXPECT_NE(odd.output.find("--batch 3 cannot be split over 2 ranks"), std::string::npos) << odd.output;
+  // A time budget: each rank would plan its own total from its own clock.
+  Outcome timed = sh(mpirun(2) + train_cmd(tmp("timed"), "--backend cpu --time 1m"));
+  EXPECT_NE(timed.status, 0);
+  EXPECT_NE(timed.output.find("--time is not supported under mpirun"), std::string::npos) << timed.output;
+  EXPECT_FALSE(fs::exists(tmp("timed") + "/checkpoint.safetensors"));
 }
 
 }  // namespace

@@ -51,6 +51,11 @@ struct TrainOptions {
   uint64_t seed = 1;
   double val_fraction = 0.02;
   double time_limit_s = 0;        // stop early (with a checkpoint) when exceeded; 0 = none
+  // A time budget (seconds; 0 = none) for a fresh run: the run measures its first steps (within the warmup,
+  // whose learning rates do not depend on the total), then fixes optim.total_steps to the steps that fit in
+  // the budget counted from the call of train() (evaluations and checkpoints included), at most the given
+  // optim.total_steps; it says so, and every checkpoint records that total, so --resume goes on exactly.
+  double time_budget_s = 0;
   bool skip_nan_steps = false;    // default: stop at the first NaN/Inf loss or gradient norm
   int64_t max_skipped_steps = 10; // with skip_nan_steps: stop with an error after this many skipped in a row
   std::string sample_prompt = "And God said";

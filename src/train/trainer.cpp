@@ -124,11 +124,14 @@ class TrainRun {
     ET_CHECK(o_.batch % ranks == 0, "train: --batch ", o_.batch, " cannot be split over ", ranks,
              " ranks: use a multiple of ", ranks, " (the batch is the global one; each rank takes batch / ranks "
              "sequences of every micro-batch)");
+    ET_CHECK(o_.time_budget_s <= 0 || ranks == 1, "train: a time budget (--time) is not supported with ", ranks,
+             " ranks: each would plan its own total; give --steps");
     rank_batch_ = o_.batch / ranks;
     rank_first_ = rank_batch_ * comm_->rank();
   }
 
   TrainResult run() {  // the options were resolved by the constructor
+    t_budget_ = Clock::now();
     // Rank 0 opens the data first (it may write the token cache and the tokenizer copy), then the others.
     if (!root_) comm_->barrier("start-up");
     data_ = open_data(o_);
@@ -153,6 +156,9 @@ class TrainRun {
   int stop_request() const { return comm_->size() == 1 ? stop_signal() : agreed_stop_; }
   bool record(int64_t step, const StepOutcome& s);
   void save(int64_t at_step);
+  bool planning() const { return o_.time_budget_s > 0 && !planned_; }
+  void calibrate(int64_t step);
+  void plan(int64_t step, bool write_checkpoint);
   void save_if_behind();
   std::string last_good() const;
   void end_progress_line() const {
@@ -163,7 +169,7 @@ class TrainRun {
   TrainResult finish_stopped(int signal);
 
   TrainOptions o_;  // resolved
-  const Cadence cadence_;
+  Cadence cadence_;
   std::unique_ptr<Communicator> own_comm_;  // one process, when the options bring none
   Communicator* comm_ = nullptr;
   bool root_ = true;                        // rank 0: writes the files and prints
@@ -183,6 +189,13 @@ class TrainRun {
   std::optional<EvalResult> eval0_;   // the step-0 evaluation (fresh runs)
   std::optional<StepOutcome> first_;  // the first step, run during start-up
   Clock::time_point t_start_;
+  // A time budget (TrainOptions::time_budget_s): its clock, the step-0 evaluation's time, the times of the
+  // steps measured so far, and whether the total is fixed.
+  Clock::time_point t_budget_;
+  double eval0_s_ = 0;
+  std::vector<double> step_times_;
+  bool planned_ = false;
+  double budget_used_s_ = 0;
 
   // The loop.
   std::ofstream metrics_;
@@ -276,14 +289,31 @@ void TrainRun::start_on(const BackendCandidate& c) {
               mode_name(o_.model.mode), static_cast<long>(o_.model.group_size), backend_->name().c_str(),
               backend_->device_name().c_str());
   if (!c.why.empty()) std::printf("  %s\n", c.why.c_str());
-  std::printf("  corpus %s: %ld tokens (%s), %ld for validation; %ld tokens per step; steps %ld..%ld\n",
-              o_.corpus.c_str(), static_cast<long>(data_.size), data_.tok->name().c_str(),
-              static_cast<long>(data_.val_len()), static_cast<long>(tokens_per_step_),
-              static_cast<long>(start_step_ + 1), static_cast<long>(o_.optim.total_steps));
+  std::printf("  %s\n", precision.why.c_str());
+  if (precision.precision == Precision::fp16)
+    std::printf("  loss scale %g (x%g after %ld applied steps in a row, x%g on an overflow, which skips the step)\n",
+                m.scaler.scale, m.scaler.growth, static_cast<long>(m.scaler.growth_interval), m.scaler.backoff);
+  if (comm_->size() > 1) {
+    const ReduceSize r = reduce_size(m);
+    std::printf("  data parallel: %s; %ld sequences per rank of the global batch %ld; all-reduce of %.1f MB per "
+                "step (%ld gradient tensors in %ld buckets of <= %zu MiB, host-staged)\n",
+                comm_->name().c_str(), static_cast<long>(rank_batch_), static_cast<long>(o_.batch), r.bytes / 1e6,
+                static_cast<long>(r.tensors), static_cast<long>(r.buckets), kBucketBytes >> 20);
+  }
+  std::printf("  corpus %s: %ld tokens (%s), %ld for validation; %ld tokens per step; ", o_.corpus.c_str(),
+              static_cast<long>(data_.size), data_.tok->name().c_str(), static_cast<long>(data_.val_len()),
+              static_cast<long>(tokens_per_step_));
+  if (o_.time_budget_s > 0)
+    std::printf("time budget %s: the steps that fit, planned after the first %ld\n",
+                format_duration(o_.time_budget_s).c_str(), static_cast<long>(budget_calibration_steps(o_)));
+  else
+    std::printf("steps %ld..%ld\n", static_cast<long>(start_step_ + 1), static_cast<long>(o_.optim.total_steps));
   std::fflush(stdout);
   t_start_ = Clock::now();
   if (start_step_ == 0) {
+    const auto t_eval = Clock::now();
     eval0_ = evaluate_split(m, *data_.tokens, data_.val_begin, data_.size, o_.batch, o_.seq, o_.eval_batches);
+    eval0_s_ = seconds_since(t_eval);
     std::printf("  step 0: validation loss %.4f (perplexity %.2f)\n", eval0_->loss, eval0_->perplexity);
     std::fflush(stdout);
   }
@@ -340,6 +370,7 @@ void TrainRun::loop() {
       fail_kind(ErrorKind::numeric, "train: ", e.what(), "; ", last_good());
     }
     last_step_ = step;
+    if (planning()) step_times_.push_back(s.seconds);
     if (!s.finite()) {
       skip(step, s);
       continue;
@@ -347,6 +378,7 @@ void TrainRun::loop() {
     skipped_in_a_row_ = 0;
     ++applied_;
     reduce_time_ += s.reduce_seconds;
+    if (planning()) calibrate(step);  // before record(): the cadence needs the total
     const bool out_of_time = record(step, s);
     if (cadence_.checkpoints(step) || out_of_time) save(step);
     if (out_of_time) {
@@ -431,7 +463,10 @@ bool TrainRun::record(int64_t step, const StepOutcome& s) {
   const long total = static_cast<long>(o_.optim.total_steps);
   const double eta =
       tok_s_ > 0 ? static_cast<double>((o_.optim.total_steps - step) * tokens_per_step_) / tok_s_ : 0;
-  if (tty_) {
+  if (tty_ && planning()) {
+    std::fprintf(stderr, "\r  step %ld  loss %.3f  lr %.2e  %.0f tok/s  (measuring the step time)   ", static_cast<long>(step),
+                 s.loss, lr, tok_s_);
+  } else if (tty_) {
     const int width = 24, fill = static_cast<int>(width * step / o_.optim.total_steps);
     std::fprintf(stderr, "\r  [%s%s] step %ld/%ld  loss %.3f  lr %.2e  %.0f tok/s  eta %s   ",
                  std::string(static_cast<size_t>(fill), '#').c_str(),
@@ -450,9 +485,52 @@ bool TrainRun::record(int64_t step, const StepOutcome& s) {
   return out_of_time;
 }
 
+// A time budget's calibration: the plan is made once the calibration steps are measured, or earlier when
+// even one more step would not fit.
+void TrainRun::calibrate(int64_t step) {
+  const double elapsed = seconds_since(t_budget_);
+  if (step - start_step_ >= budget_calibration_steps(o_) || elapsed + step_times_.back() + eval0_s_ > o_.time_budget_s)
+    plan(step, true);
+}
+
+// Fixes the total from the measured times: the median of the steps after the first (which records the
+// programs), or the first alone; the step-0 evaluation (which records the evaluation program: on the safe
+// side); and, with write_checkpoint, a checkpoint written now, which times a save and holds the plan should
+// the run stop early (written again if the save's time changes the total).
+void TrainRun::plan(int64_t step, bool write_checkpoint) {
+  planned_ = true;
+  std::vector<double> t(step_times_.size() > 1 ? step_times_.begin() + 1 : step_times_.begin(), step_times_.end());
+  std::sort(t.begin(), t.end());
+  const double step_s = t.empty() ? 0 : t[t.size() / 2];
+  BudgetPlan p{o_.time_budget_s, seconds_since(t_budget_), step_s, eval0_s_, 0, o_.eval_every, o_.checkpoint_every,
+               o_.optim.total_steps};
+  int64_t total = p.total_steps(step);
+  o_.optim.total_steps = total;  // what checkpoints record
+  if (write_checkpoint && total > step) {  // the last step saves anyway
+    const auto t_save = Clock::now();
+    save(step);
+    p.save_s = seconds_since(t_save);
+    p.elapsed_s = seconds_since(t_budget_);
+    total = p.total_steps(step);
+    if (total != o_.optim.total_steps) {
+      o_.optim.total_steps = total;
+      save(step);
+    }
+  }
+  cadence_.total_steps = total;
+  end_progress_line();
+  std::printf("  time budget %s: after %ld steps (%s), %.1f ms per step, %.0f ms per evaluation, %.0f ms per "
+              "checkpoint: %ld steps in all (warmup %ld, cosine to step %ld)\n",
+              format_duration(o_.time_budget_s).c_str(), static_cast<long>(step), format_duration(p.elapsed_s).c_str(),
+              step_s * 1e3, eval0_s_ * 1e3, p.save_s * 1e3, static_cast<long>(total),
+              static_cast<long>(std::min(o_.optim.warmup_steps, total)), static_cast<long>(total));
+  std::fflush(stdout);
+}
+
 // A failed save (disk full, file size limit, I/O error) stops the run; the atomic writer has left the
 // previous checkpoint as it was, and the message says so.
 void TrainRun::save(int64_t at_step) {
+  if (planning()) plan(at_step, false);  // every checkpoint holds a fixed total
   if (!root_) {  // rank 0 writes the checkpoint; every rank holds the same weights
     saved_step_ = model_->steps_done;
     return;
@@ -483,6 +561,7 @@ std::string TrainRun::last_good() const {
 
 // The result's figures and files, and the loss curve: whichever way the run ends.
 void TrainRun::close_result() {
+  budget_used_s_ = seconds_since(t_budget_);
   res_.steps = last_step_;
   res_.seconds = seconds_since(t_start_);
   res_.tokens_per_s = tok_s_;
@@ -524,6 +603,9 @@ TrainResult TrainRun::finish() {
     std::printf("  data parallel: %.1f ms per step summing the gradients across the ranks (download, all-reduce, "
                 "upload) of %.1f ms per step\n", 1e3 * reduce_time_ / static_cast<double>(applied_),
                 1e3 * window_time_ / std::max(1.0, window_tokens_ / static_cast<double>(tokens_per_step_)));
+  if (o_.time_budget_s > 0)
+    std::printf("  time budget %s; the run took %s from its start to its last checkpoint\n",
+                format_duration(o_.time_budget_s).c_str(), format_duration(budget_used_s_).c_str());
   std::printf("  checkpoint %s\n  metrics    %s\n  curve      %s\n", ckpt_.c_str(), metrics_path_.c_str(),
               res_.curve.c_str());
   if (!res_.sample.empty()) std::printf("  sample     %s\n", res_.sample.c_str());
