@@ -24,8 +24,9 @@ Dispatch gemm_dispatch(const GemmShape& g, Bind a, Bind b, Bind bias, Bind c, co
   const bool big = big_gemm(g, ctx);
   Dispatch d(big ? ET_WG_KERNEL(gemm_big) : ET_WG_KERNEL(gemm));
   if (big) d.constant("A_K", g.a_sc == 1 ? 1 : 0).constant("B_N", g.b_sj == 1 ? 1 : 0);
+  d.constant("F16", g.f16 ? 1 : 0);
   d.bind(a).bind(b).bind(bias).bind(c).scalars().uniform();
-  uint32_t flags = (g.bias ? 1u : 0u) | (g.accumulate ? 2u : 0u) | (g.alpha_index >= 0 ? 4u : 0u) | (g.f16 ? 8u : 0u);
+  uint32_t flags = (g.bias ? 1u : 0u) | (g.accumulate ? 2u : 0u) | (g.alpha_index >= 0 ? 4u : 0u);
   d.arg(g.M).arg(g.N).arg(g.K).arg(flags);
   d.arg(g.a_si).arg(g.a_sc).arg(g.b_sc).arg(g.b_sj);
   d.arg(g.a_batch).arg(g.b_batch).arg(g.c_batch).arg(static_cast<uint32_t>(g.alpha_index < 0 ? 0 : g.alpha_index));

@@ -60,9 +60,9 @@ void q4_gemm(const q4::Geometry& g, int64_t M, bool backward, bool bias, const O
              Encoded& out) {
   if (q4_via_dense(g, M, backward, bias, c, ctx, out)) return;
   Dispatch d(ET_WG_KERNEL(linear_q4gsw));
-  d.constant("BACKWARD", backward ? 1 : 0);
+  d.constant("BACKWARD", backward ? 1 : 0).constant("F16", f16_operands(c) ? 1 : 0);
   q4_common(d, g, u32(M, c), bias, c);
-  d.arg(f16_operands(c) ? 1u : 0u);
+  d.arg(0u);
   d.groups[0] = static_cast<uint32_t>(ceil_div(backward ? g.K : g.N, 32));
   d.groups[1] = static_cast<uint32_t>(ceil_div(M, 32));
   out.dispatches.push_back(std::move(d));

@@ -6,7 +6,8 @@
 #include "gemm_tile.wgsl"
 #include "f16_round.wgsl"
 override BACKWARD: bool = false;
-struct Params { M: u32, N: u32, K: u32, gs: u32, N8: u32, K4: u32, has_bias: u32, f16: u32 }
+struct Params { M: u32, N: u32, K: u32, gs: u32, N8: u32, K4: u32, has_bias: u32, pad: u32 }
+override F16: bool = false;  // operands rounded to fp16 (a pipeline constant: no test in the staging loop)
 @group(0) @binding(0) var<storage, read> A: array<f32>;      // x [M, K] or dy [M, N]
 @group(0) @binding(1) var<storage, read> W: array<u32>;      // W_4X8 words
 @group(0) @binding(2) var<storage, read> S: array<f32>;      // scales [G, N]
@@ -22,7 +23,7 @@ var<private> red_len: u32;  // contraction length: K forward, N backward
 var<private> cols: u32;     // output columns: N forward, K backward
 
 fn operand(v: f32) -> f32 {
-  if (p.f16 != 0u) { return round_f16(v); }
+  if (F16) { return round_f16(v); }
   return v;
 }
 
