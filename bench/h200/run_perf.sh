@@ -16,7 +16,7 @@ if has tests; then
     --gtest_filter='Catalogue*:Backends*:Model.*:Misuse*:Gemms*:Attention*:*Fp16*' > "$OUT/tests_coopmat_all.txt" 2>&1
   echo "tests coopmat=all rc=$?" | tee -a "$OUT/summary.txt"
   EDGETRAIN_TEST_BACKENDS=cpu,vulkan,webgpu timeout 300 $B/edgetrain_tests \
-    --gtest_filter='Catalogue*:Backends*:VulkanRuntime*:WebGpu*:Model.*:ModelGqa.*:Q4*:Misuse*:CpuFast*:Gemms*:Attention*:*Fp16*:LossScal*' \
+    --gtest_filter='Catalogue*:Backends*:VulkanRuntime*:WebGpu*:Model.*:ModelGqa.*:Q4*:Misuse*:CpuFast*:Gemms*:Attention*:*Fp16*:-LossScalingCli.*' \
     > "$OUT/tests_default.txt" 2>&1
   echo "tests default rc=$?" | tee -a "$OUT/summary.txt"
   EDGETRAIN_WG_GEMM_BIG=all EDGETRAIN_TEST_BACKENDS=cpu,webgpu timeout 200 $B/edgetrain_tests \
@@ -45,7 +45,7 @@ if has bench; then
   echo "adamw probes rc=$?" | tee -a "$OUT/summary.txt"
 fi
 if has webgpu; then
-  timeout 200 $B/edgetrain bench --backend webgpu --size realistic --json "$OUT/webgpu.json" > "$OUT/webgpu_bench.txt" 2>&1
+  timeout 200 $B/edgetrain bench --backend webgpu --size realistic ${WEBGPU_OPS:+--ops $WEBGPU_OPS} --json "$OUT/webgpu.json" > "$OUT/webgpu_bench.txt" 2>&1
   echo "webgpu bench rc=$?" | tee -a "$OUT/summary.txt"
 fi
 if has peerstep; then
@@ -64,23 +64,24 @@ if has step; then
   done
 fi
 if has webgpustep; then
-  timeout 200 $B/edgetrain bench --backend webgpu --ops none --step base --mode qat --batch 16 --seq 512 --steps 6 \
+  EDGETRAIN_PROFILE="$OUT/step_profile_webgpu.txt" timeout 200 $B/edgetrain bench --backend webgpu --ops none --step base --mode qat --batch 16 --seq 512 --steps 6 \
     --precision auto --json "$OUT/step_webgpu.json" > "$OUT/step_webgpu.txt" 2>&1
   echo "webgpu step rc=$?" | tee -a "$OUT/summary.txt"
 fi
 if has train; then
   mkdir -p /tmp/precision_runs
   # mini and base trained in fp32 and in fp16 on the same data and steps: final validation losses.
-  for preset in mini base; do
+  for run in ${TRAIN_RUNS:-mini:1200 base:400}; do  # PRESET:STEPS
+    preset=${run%%:*} steps=${run#*:}
     for precision in fp32 fp16; do
       out=/tmp/precision_runs/${preset}_$precision
       rm -rf "$out"
       start=$SECONDS
-      timeout 200 $B/edgetrain train --preset $preset --mode qat --backend vulkan --steps 1200 --precision $precision \
+      timeout 200 $B/edgetrain train --preset $preset --mode qat --backend vulkan --steps $steps --precision $precision \
         --out "$out" --no-progress --sample-tokens 0 > "$out.log" 2>&1
       rc=$?
       val=$(grep -o 'final validation loss [0-9.]*' "$out.log" | awk '{print $4}')
-      printf '%-5s %-5s rc=%d val=%s secs=%d\n' $preset $precision $rc "$val" $((SECONDS - start)) | tee -a "$OUT/precision_runs.txt"
+      printf '%-5s %-5s steps=%s rc=%d val=%s secs=%d\n' $preset $precision $steps $rc "$val" $((SECONDS - start)) | tee -a "$OUT/precision_runs.txt"
       cp "$out.log" "$OUT/train_${preset}_$precision.log"
     done
   done
