@@ -20,6 +20,7 @@
 #include "edgetrain/graph.h"
 #include "edgetrain/model.h"
 #include "tools/bench_cases.h"
+#include "train/data_parallel.h"
 #include "tools/commands.h"
 
 namespace edgetrain::cli {
@@ -331,6 +332,20 @@ void run_step(Backend& b, const Flags& f, const Peer& peer, Report& rep, Precisi
     std::printf("  process CPU time per step: median %.2f ms (min %.2f), all threads\n", sc.median * 1e3, sc.min * 1e3);
     std::printf("  %.0f tokens/s (best %.0f); loss %.4f -> %.4f (random tokens: ~ln(vocab) = %.2f)\n", tps,
                 n / st.min, losses.front(), losses.back(), std::log(static_cast<double>(cfg.vocab)));
+    // The host round trip of the gradients that a data-parallel step adds besides the all-reduce
+    // (download and upload in sum_gradients' buckets; the values go back unchanged).
+    const training::ReduceSize rs = training::reduce_size(model);
+    std::vector<double> staging;
+    for (int i = 0; i < 3; ++i) {
+      const auto s0 = std::chrono::steady_clock::now();
+      training::stage_gradients(model, [](float*, size_t) {});
+      staging.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - s0).count());
+    }
+    const double stage_s = stats(staging).median;
+    std::printf("  gradients' host round trip (data parallel, besides the all-reduce): %.2f ms for %.1f MB down and "
+                "up = %.1f GB/s\n", stage_s * 1e3, rs.bytes / 1e6, stage_s > 0 ? 2.0 * rs.bytes / stage_s / 1e9 : 0.0);
+    e["grad_bytes"] = rs.bytes;
+    e["grad_host_round_trip_ms"] = stage_s * 1e3;
     e["status"] = "ok";
     e["setup_and_first_step_s"] = first_step;
     e["steps_timed"] = st.n;

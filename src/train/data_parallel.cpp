@@ -26,12 +26,16 @@ ReduceSize reduce_size(Model& m) {
 
 void sum_gradients(Model& m, Communicator& comm) {
   if (comm.size() == 1) return;
+  stage_gradients(m, [&comm](float* values, size_t n) { comm.sum(values, n, "gradient all-reduce"); });
+}
+
+void stage_gradients(Model& m, const std::function<void(float* values, size_t n)>& reduce) {
   Backend& b = m.backend();
   std::vector<Param*> bucket;
   std::vector<float> host;
   auto flush = [&] {
     if (bucket.empty()) return;
-    comm.sum(host.data(), host.size(), "gradient all-reduce");
+    reduce(host.data(), host.size());
     size_t at = 0;
     for (Param* p : bucket) {
       const size_t n = static_cast<size_t>(p->grad.numel());

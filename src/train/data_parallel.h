@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "edgetrain/dist.h"
@@ -23,6 +24,11 @@ ReduceSize reduce_size(Model& m);
 // every rank. Each rank's gradients must already be divided by the global token count (Model::accumulate's
 // n_valid_total), so the sum is the gradient of the global batch. A no-op on one rank.
 void sum_gradients(Model& m, Communicator& comm);
+
+// The host staging of sum_gradients alone, with `reduce` in place of the all-reduce (called once per bucket
+// on its values): what a data-parallel step adds besides the reduction itself. `edgetrain bench --step`
+// times it with a no-op reduce, the PCIe term of the step-time model in docs/PERFORMANCE.md.
+void stage_gradients(Model& m, const std::function<void(float* values, size_t n)>& reduce);
 
 // Refuses to start when the ranks do not run the same job: the build, the model, the training options and
 // the corpus (its size and a sample of its tokens) are hashed and compared across ranks; the error names
