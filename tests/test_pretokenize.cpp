@@ -2,7 +2,9 @@
 // each regex by hand; which tokenizer.ggml.pre values are known and what an unknown or absent one does;
 // and byte-level BPE over each pre-tokenizer against llama.cpp (node-llama-cpp 3.21.1, the consumer of the
 // files we write) on the same GGUF vocabulary, for 600 texts each: KJV windows, code, CJK, emoji, digit
-// runs, contractions in any case, whitespace runs, newlines, other scripts and random code points.
+// runs, contractions in any case, whitespace runs, newlines, other scripts and random code points; the
+// pieces themselves against llama.cpp's pre-tokenizer function (20000 texts each) and the Unicode classes
+// against llama.cpp's for every code point.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -17,12 +19,14 @@
 #include "edgetrain/model.h"
 #include "edgetrain/paths.h"
 #include "edgetrain/tokenizer.h"
+#include "harness/ggml_ref.h"
 #include "harness/llamacpp.h"
 #include "io/gguf.h"
 #include "harness/pretokenize_texts.h"
 #include "harness/temp_files.h"
 #include "text/bpe.h"
 #include "text/pretokenize.h"
+#include "text/unicode.h"
 
 namespace edgetrain::test {
 namespace {
@@ -227,6 +231,67 @@ TEST(PreTokenizerLlamaCpp, LlamaBpe) { expect_llamacpp_tokenizes_alike("llama-bp
 TEST(PreTokenizerLlamaCpp, Qwen2) { expect_llamacpp_tokenizes_alike("qwen2"); }
 TEST(PreTokenizerLlamaCpp, Smollm) { expect_llamacpp_tokenizes_alike("smollm"); }
 TEST(PreTokenizerLlamaCpp, Default) { expect_llamacpp_tokenizes_alike("default"); }
+
+// llama.cpp's regexes for each pre-tokenizer (src/llama-vocab.cpp), as its unicode_regex_split takes them.
+std::vector<std::string> llamacpp_regexes(PreTokenizer p) {
+  const std::string gpt2 = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)";
+  auto llama3 = [](const std::string& digits) {
+    return "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|" + digits +
+           "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+  };
+  switch (p) {
+    case PreTokenizer::kGpt2: return {gpt2};
+    case PreTokenizer::kLlama3: return {llama3("\\p{N}{1,3}")};
+    case PreTokenizer::kQwen2: return {llama3("\\p{N}")};
+    case PreTokenizer::kSmollm: return {"\\p{N}", gpt2};
+    case PreTokenizer::kDefault: return {"[\\p{P}\\$\\+<=>\\^~\\|]+", gpt2, "\\p{N}+", "[0-9][0-9][0-9]"};
+  }
+  return {};
+}
+
+// The pieces themselves against llama.cpp's pre-tokenizer (its unicode_regex_split, called in libllama), on
+// 20000 texts per pre-tokenizer: no vocabulary in between, so every boundary counts.
+TEST(PreTokenizerLlamaCpp, PiecesMatchLlamaCppSplit) {
+  if (std::string why = llamacpp_missing_reason(); !why.empty()) GTEST_SKIP() << why;
+  const GgmlRef& ref = ggml_ref();
+  const std::vector<std::string> texts = comparison_texts(20000, 101);
+  for (const char* name : {"gpt-2", "llama-bpe", "qwen2", "smollm", "default"}) {
+    const PreTokenizer p = *text::pre_tokenizer_named(name);
+    const std::vector<std::string> regexes = llamacpp_regexes(p);
+    size_t differ = 0, count = 0;
+    for (const std::string& t : texts) {
+      const Pieces ours = pieces(p, t), theirs = ref.regex_split(t, regexes);
+      count += ours.size();
+      if (ours == theirs || ++differ > 3) continue;
+      std::ostringstream a, b;
+      for (const auto& x : theirs) a << escaped(x) << ' ';
+      for (const auto& x : ours) b << escaped(x) << ' ';
+      ADD_FAILURE() << name << ": " << escaped(t) << "\n  llama.cpp: " << a.str() << "\n  edgetrain: " << b.str();
+    }
+    EXPECT_EQ(differ, 0u) << name << ": " << differ << " of " << texts.size() << " texts split differently";
+    std::cout << "[ info ] " << name << ": " << texts.size() << " texts, " << count << " pieces, "
+              << texts.size() - differ << " split as llama.cpp does\n";
+  }
+}
+
+// The character classes against llama.cpp's for every code point: \s, \p{L}, \p{N} (classify) and \p{P}.
+TEST(PreTokenizerLlamaCpp, UnicodeClassesMatchLlamaCpp) {
+  if (std::string why = llamacpp_missing_reason(); !why.empty()) GTEST_SKIP() << why;
+  const GgmlRef& ref = ggml_ref();
+  size_t differ = 0;
+  for (uint32_t cp = 0; cp < 0x110000; ++cp) {
+    const uint16_t f = ref.cpt_flags(cp);
+    const text::CharClass want =
+        f & 0x100 ? text::kSpace : f & 0x4 ? text::kLetter : f & 0x2 ? text::kNumber : text::kOther;
+    const bool punct = (f & 0x20) != 0;
+    if (text::classify(cp) == want && text::is_punctuation(cp) == punct) continue;
+    if (++differ <= 5)
+      ADD_FAILURE() << "U+" << std::hex << cp << std::dec << ": llama.cpp flags 0x" << std::hex << f << std::dec
+                    << ", edgetrain class " << static_cast<int>(text::classify(cp)) << ", punctuation "
+                    << text::is_punctuation(cp);
+  }
+  EXPECT_EQ(differ, 0u) << differ << " code points are classified differently";
+}
 
 // "gpt2" is not a value llama.cpp knows either: both refuse a file that has it.
 TEST(PreTokenizerLlamaCpp, UnknownPreIsRefusedByBoth) {
