@@ -195,6 +195,38 @@ TEST(PreTokenizer, Llama3TakesWholeWords) {
   EXPECT_EQ(llama3->decode(ids), text);
 }
 
+// The corpus cache encodes long texts in chunks cut where is_chunk_boundary says (src/train/data.cpp),
+// relying on every pre-tokenizer cutting there too.
+TEST(PreTokenizer, EveryPreCutsAtChunkBoundaries) {
+  EXPECT_TRUE(is_chunk_boundary("a\nb", 2));
+  EXPECT_TRUE(is_chunk_boundary("\xE4\xB8\x96\n\xE7\x95\x8C", 4));  // 世\n界
+  EXPECT_FALSE(is_chunk_boundary("a\nb", 1));
+  EXPECT_FALSE(is_chunk_boundary("a\nb", 3));
+  EXPECT_FALSE(is_chunk_boundary("a\n\nb", 3));
+  EXPECT_FALSE(is_chunk_boundary("a \nb", 3));
+  EXPECT_FALSE(is_chunk_boundary("a\n b", 2));
+  EXPECT_FALSE(is_chunk_boundary("a\n\xC2\xA0\xC2\xA0x", 2));  // U+00A0 after
+  EXPECT_FALSE(is_chunk_boundary("a\xE3\x80\x80\nb", 5));       // U+3000 before
+  const std::vector<std::string> texts = comparison_texts(400, 5);
+  std::string all;
+  for (const std::string& t : texts) all += t + (t.size() % 3 == 0 ? "\n" : "");
+  for (const char* name : {"gpt-2", "llama-bpe", "qwen2", "smollm", "default"}) {
+    auto tok = make_gguf_tokenizer(bpe_vocab(name), "test");
+    const std::vector<int32_t> whole = tok->encode(all);
+    std::vector<int32_t> chunked;
+    size_t pos = 0, cuts = 0;
+    for (size_t i = 1; i <= all.size(); ++i) {
+      if (i < all.size() && !is_chunk_boundary(all, i)) continue;
+      const std::string chunk = all.substr(pos, i - pos);
+      const auto ids = pos == 0 ? tok->encode(chunk) : tok->encode_continuation(chunk);
+      chunked.insert(chunked.end(), ids.begin(), ids.end());
+      pos = i, ++cuts;
+    }
+    EXPECT_GT(cuts, 100u);
+    EXPECT_EQ(chunked, whole) << name;
+  }
+}
+
 std::string escaped(const std::string& s) { return nlohmann::json(s).dump(); }
 
 // Byte-level BPE over `pre` against llama.cpp on a GGUF model file carrying the vocabulary.

@@ -756,11 +756,11 @@ TEST(GgufTokenizer, SpmKjvRoundTripChunksAndSpeed) {
             << "-token SentencePiece vocabulary): " << kjv.size() / 1e6 / sec << " MB/s\n";
   EXPECT_LT(ids.size(), kjv.size() / 2);
   EXPECT_EQ(tok->decode(ids), kjv);
-  // The token cache encodes in chunks ending after "\n" + a non-space byte: the same ids.
+  // The token cache encodes in chunks cut where is_chunk_boundary says: the same ids.
   std::vector<int32_t> chunked;
   for (size_t pos = 0; pos < kjv.size();) {
     size_t end = std::min(kjv.size(), pos + 300000);
-    while (end < kjv.size() && !(kjv[end - 1] == '\n' && !std::isspace(static_cast<unsigned char>(kjv[end])))) ++end;
+    while (end < kjv.size() && !edgetrain::is_chunk_boundary(kjv, end)) ++end;
     const auto part = pos == 0 ? tok->encode(kjv.substr(pos, end - pos)) : tok->encode_continuation(kjv.substr(pos, end - pos));
     chunked.insert(chunked.end(), part.begin(), part.end());
     pos = end;

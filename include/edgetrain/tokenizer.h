@@ -41,9 +41,9 @@ class Tokenizer {
   // tokens are matched in the text, as llama.cpp does.)
   virtual std::vector<int32_t> encode(std::string_view text) const = 0;
   // encode() of text that continues earlier text, for encoding a long text in pieces: tokenizers that put
-  // something in front of a text (SentencePiece's leading '▁') do not do it here. Splitting after a
-  // '\n' that is followed by a non-whitespace byte gives the ids of encoding the text at once (for a GGUF
-  // vocabulary: unless it has tokens spanning such a place).
+  // something in front of a text (SentencePiece's leading '▁') do not do it here. Cutting a text where
+  // is_chunk_boundary says gives the ids of encoding it at once (for a GGUF vocabulary: unless it has tokens
+  // spanning such a place).
   virtual std::vector<int32_t> encode_continuation(std::string_view text) const { return encode(text); }
   // The bytes of the tokens, concatenated (may end in the middle of a UTF-8 sequence). A SentencePiece-style
   // tokenizer whose encode() adds a leading space drops one leading space again: when ids[0] is a normal or
@@ -61,6 +61,13 @@ class Tokenizer {
   // the space, the character itself for '!'..'~', byte tokens <0xNN> otherwise; no space prefix, no BOS).
   virtual GgufVocab gguf_vocab() const = 0;
 };
+
+// Whether every tokenizer here cuts `text` before byte i whatever follows, so that encode of text[0, i) and
+// encode_continuation of the rest give the ids of encoding it whole: between "X\n" and "Y", X and Y characters
+// other than whitespace (Unicode White_Space; a byte that is not valid UTF-8 counts as a character). Not
+// after any '\n': GPT-2's regex cuts "a\n\nb" as "a", "\n", "\n", "b" but "a\n\n" as "a", "\n\n"; nor
+// before a non-ASCII space: "\n" + two U+00A0 + "x" is "\n\u00A0", "\u00A0x".
+bool is_chunk_boundary(std::string_view text, size_t i);
 
 // id = byte value.
 std::unique_ptr<Tokenizer> make_byte_tokenizer();

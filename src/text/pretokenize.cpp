@@ -6,6 +6,7 @@
 
 #include <array>
 
+#include "edgetrain/tokenizer.h"
 #include "text/unicode.h"
 
 namespace edgetrain::text {
@@ -226,3 +227,20 @@ void pre_tokenize(PreTokenizer p, std::string_view text, PieceSink emit) {
 }
 
 }  // namespace edgetrain::text
+
+namespace edgetrain {
+
+bool is_chunk_boundary(std::string_view text, size_t i) {
+  using namespace text;
+  const auto* s = reinterpret_cast<const unsigned char*>(text.data());
+  const size_t n = text.size();
+  if (i < 2 || i >= n || s[i - 1] != '\n' || char_at(s, n, i).cls == kSpace) return false;
+  // The character that ends at i - 2: back over at most three continuation bytes to where it starts; when no
+  // valid character ends there, s[i - 2] is a character of its own, of class other.
+  size_t j = i - 2;
+  while (j > 0 && i - 2 - j < 3 && (s[j] & 0xC0) == 0x80) --j;
+  const Char x = char_at(s, n, j);
+  return j + x.len != i - 1 || x.cls != kSpace;
+}
+
+}  // namespace edgetrain
