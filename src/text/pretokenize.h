@@ -49,7 +49,8 @@ class PieceSink {
 };
 
 // Cuts `text` into pieces that tile it, in order, calling emit for each (never an empty one). Any byte string
-// is accepted: a byte that does not start valid UTF-8 is one character of class other (unicode.h).
+// is accepted: a byte that does not start valid UTF-8 is one character of class other (unicode.h), so that
+// decode(encode(x)) == x; llama.cpp replaces such a byte by U+FFFD, so its ids differ on invalid UTF-8.
 void pre_tokenize(PreTokenizer p, std::string_view text, PieceSink emit);
 
 }  // namespace edgetrain::text

@@ -44,13 +44,16 @@ const std::string& kjv() {
 
 const char* const kCode[] = {
     "int main(int argc, char** argv) {\n  for (int i = 0; i < argc; ++i) printf(\"%s\\n\", argv[i]);\n  return 0;\n}\n",
-    "def fib(n):\n    if n <= 1:\n        return n\n    return fib(n - 1) + fib(n - 2)\n\nprint([fib(k) for k in range(20)])\n",
+    "def fib(n):\n    if n <= 1:\n        return n\n    return fib(n - 1) + fib(n - 2)\n\n"
+    "print([fib(k) for k in range(20)])\n",
     "{\"name\": \"edgetrain\", \"version\": \"1.2.3\", \"deps\": [\"gtest>=1.14\", \"vulkan\"], \"n\": 12345678}\n",
     "if [ -z \"$HOME\" ] || [ $# -ne 2 ]; then\n\techo 'usage: $0 A B' >&2; exit 1\nfi\nx=$((x+1)); y=${arr[@]:1}\n",
-    "template <typename T>\nT clamp(T v, T lo, T hi) { return v < lo ? lo : hi < v ? hi : v; }  // C++17 has std::clamp\n",
+    "template <typename T>\nT clamp(T v, T lo, T hi) { return v < lo ? lo : hi < v ? hi : v; }"
+    "  // C++17 has std::clamp\n",
     "SELECT id, COUNT(*) AS n FROM users WHERE age >= 18 AND name <> '' GROUP BY id HAVING n > 3;\r\n",
     "x = a^b | ~c & (d << 2); s += \"it's\"; t = 'DON''T'; z = 0xFF_FF + 1e-9 - 3.14159;\n",
-    "    const auto it = map.find(key);\n    if (it == map.end()) {\n        throw std::runtime_error(\"missing\");\n    }\n",
+    "    const auto it = map.find(key);\n    if (it == map.end()) {\n"
+    "        throw std::runtime_error(\"missing\");\n    }\n",
 };
 
 const std::vector<std::string> kWords = {
@@ -84,7 +87,9 @@ std::string make_text(std::mt19937& rng, int kind) {
           case 1: s += range(0x3041, 0x3096); break;
           case 2: s += range(0x30A1, 0x30FA); break;
           case 3: s += range(0xAC00, 0xD7A3); break;
-          case 4: s += any({"\xE3\x80\x82", "\xE3\x80\x81", "\xE3\x80\x8C", "\xE3\x80\x8D", "\xEF\xBC\x81", "\xEF\xBC\x9F"}); break;
+          case 4:  // 。、「」！？
+            s += any({"\xE3\x80\x82", "\xE3\x80\x81", "\xE3\x80\x8C", "\xE3\x80\x8D", "\xEF\xBC\x81", "\xEF\xBC\x9F"});
+            break;
           case 5: s += range(0xFF10, 0xFF19); break;  // fullwidth digits (Nd)
           case 6: s += any({" ", "\xE3\x80\x80", "\n", " 2024", "ABC", "'s"}); break;
           default: s += range(0x20000, 0x2A6DF); break;  // CJK extension B (4-byte UTF-8)
@@ -136,8 +141,9 @@ std::string make_text(std::mt19937& rng, int kind) {
       break;
     case 8:  // other scripts, combining marks (decomposed accents, Devanagari vowel signs), RTL text
       for (size_t n = 1 + pick(12); n--;) {
-        s += any({"e\xCC\x81", "a\xCC\x88", "\xCE\xB1\xCE\xB2\xCE\xB3", "\xD0\xBF\xD1\x80\xD0\xB8", "\xD8\xB3\xD9\x84\xD8\xA7\xD9\x85",
-                  "\xD7\xA9\xD7\x9C\xD7\x95\xD7\x9D", "\xE0\xA4\xA8\xE0\xA4\xAE\xE0\xA4\xB8\xE0\xA5\x8D\xE0\xA4\xA4\xE0\xA5\x87",
+        s += any({"e\xCC\x81", "a\xCC\x88", "\xCE\xB1\xCE\xB2\xCE\xB3", "\xD0\xBF\xD1\x80\xD0\xB8",
+                  "\xD8\xB3\xD9\x84\xD8\xA7\xD9\x85", "\xD7\xA9\xD7\x9C\xD7\x95\xD7\x9D",
+                  "\xE0\xA4\xA8\xE0\xA4\xAE\xE0\xA4\xB8\xE0\xA5\x8D\xE0\xA4\xA4\xE0\xA5\x87",
                   "\xE0\xB8\xAA\xE0\xB8\xA7\xE0\xB8\xB1\xE0\xB8\xAA", "\xC3\x85ngstr\xC3\xB6m", "\xE2\x84\xAA"});
         s += any({" ", "", ",", "\xCC\x81", "\n", " 3", "\xD9\xAA"});
       }
@@ -146,8 +152,8 @@ std::string make_text(std::mt19937& rng, int kind) {
       for (size_t n = 1 + pick(24); n--;) {
         uint32_t cp = 0;
         do {
-          cp = pick(3) == 0 ? static_cast<uint32_t>(1 + pick(0x7F)) : pick(3) == 0 ? static_cast<uint32_t>(pick(0x110000))
-                                                                                       : static_cast<uint32_t>(pick(0x10000));
+          const size_t range = pick(3) == 0 ? 0x7F : pick(3) == 0 ? 0x110000 : 0x10000;  // ASCII, any plane, BMP
+          cp = static_cast<uint32_t>(pick(range) + (range == 0x7F));
         } while (cp == 0 || (cp >= 0xD800 && cp <= 0xDFFF));
         s += utf8(cp);
       }
@@ -196,7 +202,8 @@ GgufVocab learned_bpe_vocab(const std::string& text, int merges) {
     for (const auto& [key, n] : count)
       if (n > best_n || (n == best_n && n > 1 && key < best_key)) best_key = key, best_n = n;
     if (best_n < 2) break;
-    const std::pair<int32_t, int32_t> best{static_cast<int32_t>(best_key >> 32), static_cast<int32_t>(best_key & 0xFFFFFFFFu)};
+    const std::pair<int32_t, int32_t> best{static_cast<int32_t>(best_key >> 32),
+                                           static_cast<int32_t>(best_key & 0xFFFFFFFFu)};
     const std::string joined = bytes[best.first] + bytes[best.second];
     auto [it, fresh] = id_of.emplace(joined, static_cast<int32_t>(bytes.size()));
     if (fresh) bytes.push_back(joined);
