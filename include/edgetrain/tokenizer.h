@@ -41,9 +41,9 @@ class Tokenizer {
   // tokens are matched in the text, as llama.cpp does.)
   virtual std::vector<int32_t> encode(std::string_view text) const = 0;
   // encode() of text that continues earlier text, for encoding a long text in pieces: tokenizers that put
-  // something in front of a text (SentencePiece's leading '▁') do not do it here. Splitting after a
-  // '\n' that is followed by a non-whitespace byte gives the ids of encoding the text at once (for a GGUF
-  // vocabulary: unless it has tokens spanning such a place).
+  // something in front of a text (SentencePiece's leading '▁') do not do it here. Cutting a text where
+  // is_chunk_boundary says gives the ids of encoding it at once (for a GGUF vocabulary: unless it has tokens
+  // spanning such a place).
   virtual std::vector<int32_t> encode_continuation(std::string_view text) const { return encode(text); }
   // The bytes of the tokens, concatenated (may end in the middle of a UTF-8 sequence). A SentencePiece-style
   // tokenizer whose encode() adds a leading space drops one leading space again: when ids[0] is a normal or
@@ -62,12 +62,19 @@ class Tokenizer {
   virtual GgufVocab gguf_vocab() const = 0;
 };
 
+// Whether every tokenizer here cuts `text` before byte i whatever follows, so that encode of text[0, i) and
+// encode_continuation of the rest give the ids of encoding it whole: between "X\n" and "Y", X and Y characters
+// other than whitespace (Unicode White_Space; a byte that is not valid UTF-8 counts as a character). Not
+// after any '\n': GPT-2's regex cuts "a\n\nb" as "a", "\n", "\n", "b" but "a\n\n" as "a", "\n\n"; nor
+// before a non-ASCII space: "\n" + two U+00A0 + "x" is "\n\u00A0", "\u00A0x".
+bool is_chunk_boundary(std::string_view text, size_t i);
+
 // id = byte value.
 std::unique_ptr<Tokenizer> make_byte_tokenizer();
 
 // GPT-2 byte-level BPE from dir/encoder.json and dir/vocab.bpe (OpenAI's files). Throws Error naming the
 // file when one is missing or malformed. encode() matches OpenAI's encoder.py token for token on valid
-// UTF-8 (letters and numbers per Unicode 14.0); an invalid UTF-8 byte is taken as one punctuation-like
+// UTF-8 (letters and numbers per Unicode 15.1); an invalid UTF-8 byte is taken as one punctuation-like
 // character. Thread-safe: encode may be called concurrently.
 std::unique_ptr<Tokenizer> load_gpt2_tokenizer(const std::string& dir);
 
@@ -75,14 +82,17 @@ std::unique_ptr<Tokenizer> load_gpt2_tokenizer(const std::string& dir);
 // variable is set and the folder exists, otherwise the .deps/gpt2 folder chosen at build time.
 std::string default_gpt2_dir();
 
-// The tokenizer of GGUF metadata: "gpt2" is byte-level BPE with GPT-2's pre-tokenizer regex (the algorithm
-// of load_gpt2_tokenizer; a merge's priority is its index), "llama" is SentencePiece-style BPE as llama.cpp
-// runs it (spaces become '▁' (U+2581), one is put in front of the text unless add_space_prefix is 0; adjacent
-// pieces are merged highest score first while their concatenation is a normal token; characters left
-// without a token fall back to byte tokens <0xNN>). Checks every count, index and id against the
-// vocabulary and throws Error naming `source` and the key (merges or byte tokens that do not exist, ids out
-// of range, a vocabulary that cannot encode some byte, ...). Notes that do not stop it (a pre-tokenizer
-// other than GPT-2's) are appended to `warnings` when given.
+// The tokenizer of GGUF metadata: "gpt2" is byte-level BPE (the algorithm of load_gpt2_tokenizer; a merge's
+// priority is its index) after the pre-tokenizer tokenizer.ggml.pre names, as llama.cpp has them: "gpt-2",
+// "llama-bpe" (also "llama3", "llama-v3": Llama 3's regex, digits in runs of up to 3, and a word that is a
+// token taken whole), "qwen2", "smollm", "default" (also when the key is absent, with a warning);
+// "llama" is SentencePiece-style BPE as llama.cpp runs it (spaces become '▁' (U+2581), one is put in front
+// of the text unless add_space_prefix is 0; adjacent pieces are merged highest score first while their
+// concatenation is a normal token; characters left without a token fall back to byte tokens <0xNN>). Checks
+// every count, index and id against the vocabulary and throws Error naming `source` and the key (merges or
+// byte tokens that do not exist, ids out of range, a vocabulary that cannot encode some byte, a pre-tokenizer
+// it does not know, with the list of those it does, ...). Notes that do not stop it are appended to
+// `warnings` when given.
 std::unique_ptr<Tokenizer> make_gguf_tokenizer(const GgufVocab& vocab, const std::string& source,
                                                std::vector<std::string>* warnings = nullptr);
 }  // namespace edgetrain

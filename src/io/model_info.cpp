@@ -65,7 +65,8 @@ std::string describe_model_file(const std::string& path) {
                            " embedding rows, so train needs --tokenizer with that many tokens";
       } else {
         auto tok = make_gguf_tokenizer(v, path);
-        os << "  tokenizer: " << tok->name() << " (\"" << v.model << "\", " << tok->vocab_size()
+        const std::string pre = v.pre.empty() ? "" : ", pre \"" + v.pre + "\"";
+        os << "  tokenizer: " << tok->name() << " (\"" << v.model << "\"" << pre << ", " << tok->vocab_size()
            << " tokens), usable: train --init takes it by default\n";
       }
     } catch (const Error& e) {

@@ -8,7 +8,6 @@
 #include <queue>
 
 #include "edgetrain/error.h"
-#include "text/unicode.h"
 
 namespace edgetrain::text {
 namespace {
@@ -90,11 +89,18 @@ class BpeTokenizer final : public Tokenizer {
 
   void encode_text(std::string_view text, std::vector<int32_t>& ids) const {
     std::vector<int32_t> word_ids;
-    pre_tokenize_gpt2(text, [&](size_t begin, size_t end) {
+    auto encode_word = [&](size_t begin, size_t end) {
       const std::string_view word = text.substr(begin, end - begin);
       if (word.size() == 1) {
         ids.push_back(t_.byte_id[static_cast<unsigned char>(word[0])]);
         return;
+      }
+      if (!t_.whole_words.empty()) {
+        auto it = t_.whole_words.find(word);
+        if (it != t_.whole_words.end()) {
+          ids.push_back(it->second);
+          return;
+        }
       }
       if (word.size() <= kMaxCachedWord) {
         std::lock_guard<std::mutex> lock(cache_mutex_);
@@ -112,7 +118,8 @@ class BpeTokenizer final : public Tokenizer {
         if (cache_.size() >= kMaxCacheEntries) cache_.clear();
         cache_.emplace(std::string(word), word_ids);
       }
-    });
+    };
+    pre_tokenize(t_.pre, text, encode_word);
   }
 
   const BpeMerge* find_merge(int32_t a, int32_t b) const {
@@ -214,11 +221,18 @@ std::unique_ptr<Tokenizer> make_bpe_tokenizer(BpeTables t) { return std::make_un
 std::unique_ptr<Tokenizer> make_gguf_bpe(const CheckedVocab& c, std::vector<std::string>* warnings) {
   const GgufVocab& v = c.v;
   const std::string& src = c.src;
-  if (v.pre != "gpt-2" && warnings)
-    warnings->push_back(src + ": tokenizer.ggml.pre is " + (v.pre.empty() ? std::string("absent") : "'" + v.pre + "'") +
-                        "; edgetrain pre-tokenizes with GPT-2's regex, so word boundaries (and ids) may differ from"
-                        " llama.cpp's for some text");
   BpeTables t;
+  if (v.pre.empty()) {
+    t.pre = PreTokenizer::kDefault;
+    if (warnings)
+      warnings->push_back(src + ": tokenizer.ggml.pre is absent; pre-tokenizing with llama.cpp's 'default' regexes,"
+                                " as llama.cpp does, which may not be how the model was trained");
+  } else {
+    const std::optional<PreTokenizer> pre = pre_tokenizer_named(v.pre);
+    ET_CHECK(pre.has_value(), src, ": tokenizer.ggml.pre ", shown(v.pre), " is not a pre-tokenizer edgetrain knows (",
+             known_pre_tokenizer_names(), ")");
+    t.pre = *pre;
+  }
   t.name = gguf_tokenizer_name(v);
   t.id_bytes.resize(v.tokens.size());
   std::vector<bool> matchable(v.tokens.size(), false);  // normal tokens of the byte alphabet: merges use them
@@ -232,6 +246,7 @@ std::unique_ptr<Tokenizer> make_gguf_bpe(const CheckedVocab& c, std::vector<std:
       matchable[id] = true;
       if (bytes.size() == 1 && t.byte_id[static_cast<unsigned char>(bytes[0])] < 0)
         t.byte_id[static_cast<unsigned char>(bytes[0])] = id;
+      if (takes_whole_words(t.pre) && bytes.size() > 1) t.whole_words.emplace(bytes, id);
     } else if (type == kByteToken) {
       t.id_bytes[id] = std::string(1, static_cast<char>(byte_token_value(text)));
     } else {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "edgetrain/tokenizer.h"
+#include "text/pretokenize.h"
 #include "text/vocab.h"
 
 namespace edgetrain::text {
@@ -33,6 +34,10 @@ struct BpeTables {
   std::vector<std::array<int32_t, 2>> merge_pairs;    // by rank
   std::unordered_map<uint64_t, BpeMerge> merges;      // pair_key(left, right) -> rank and result
   int32_t eot = -1, bos = -1;
+  PreTokenizer pre = PreTokenizer::kGpt2;
+  // With takes_whole_words(pre): the normal token of each byte string, so that a word that is a token is
+  // that token whatever the merges would make of it.
+  StringMap<int32_t> whole_words;
   UserDefinedSplitter user_defined;
   std::optional<GgufVocab> gguf;                      // the GGUF vocabulary the tables came from
 };
@@ -43,10 +48,11 @@ bool symbol_to_bytes(const std::string& sym, std::string& out);
 // The byte alphabet's text for raw bytes (the inverse of symbol_to_bytes).
 std::string bytes_to_symbol(std::string_view bytes);
 
-// The tokenizer over finished tables (pre-tokenization with GPT-2's regex, then merges by rank).
+// The tokenizer over finished tables (pre-tokenization by t.pre, then merges by rank).
 std::unique_ptr<Tokenizer> make_bpe_tokenizer(BpeTables t);
 // The tables of a "gpt2" GGUF vocabulary: every byte needs a normal token, every merge must name normal
-// tokens of the byte alphabet. A pre-tokenizer other than GPT-2's is a warning, not an error.
+// tokens of the byte alphabet, tokenizer.ggml.pre must be one of known_pre_tokenizer_names(); when it is
+// absent, "default" is used with a warning, as llama.cpp does.
 std::unique_ptr<Tokenizer> make_gguf_bpe(const CheckedVocab& c, std::vector<std::string>* warnings);
 
 }  // namespace edgetrain::text

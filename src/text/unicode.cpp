@@ -13,25 +13,33 @@ struct UnicodeRange {
 };
 #include "text/tokenizer_unicode.inc"
 
-// Unicode White_Space (PropList.txt), which is what \s means for GPT-2's regex.
+// Unicode White_Space (PropList.txt), which is what \s means in the pre-tokenizer regexes.
 bool is_white_space(uint32_t cp) {
   return (cp >= 0x09 && cp <= 0x0D) || cp == 0x20 || cp == 0x85 || cp == 0xA0 || cp == 0x1680 ||
          (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 || cp == 0x202F || cp == 0x205F ||
          cp == 0x3000;
 }
 
-}  // namespace
-
-CharClass classify(uint32_t cp) {
-  if (is_white_space(cp)) return kSpace;
+// The table's class of a code point: 1 letter, 2 number, 3 punctuation, 0 anything else.
+uint8_t table_class(uint32_t cp) {
   const UnicodeRange* begin = std::begin(kUnicodeRanges);
   const UnicodeRange* end = std::end(kUnicodeRanges);
   const UnicodeRange* it =
       std::upper_bound(begin, end, cp, [](uint32_t v, const UnicodeRange& r) { return v < r.first; });
-  if (it == begin) return kOther;
+  if (it == begin) return 0;
   --it;
-  return cp <= it->last ? static_cast<CharClass>(it->cls) : kOther;
+  return cp <= it->last ? it->cls : 0;
 }
+
+}  // namespace
+
+CharClass classify(uint32_t cp) {
+  if (is_white_space(cp)) return kSpace;
+  const uint8_t c = table_class(cp);
+  return c == 1 ? kLetter : c == 2 ? kNumber : kOther;
+}
+
+bool is_punctuation(uint32_t cp) { return table_class(cp) == 3; }
 
 bool decode_utf8(const unsigned char* s, size_t n, size_t i, uint32_t& cp, uint32_t& len) {
   const unsigned char b0 = s[i];

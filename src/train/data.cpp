@@ -76,9 +76,9 @@ class CachedStream : public TokenStream {
   Mapped map_;
 };
 
-// Encodes the corpus in chunks that end after a newline followed by a non-space character, where every
-// tokenizer's pre-tokenization splits anyway, so the result equals encoding the whole text at once (later
-// chunks with encode_continuation: no second SentencePiece space prefix).
+// Encodes the corpus in chunks cut where every tokenizer's pre-tokenization cuts anyway (is_chunk_boundary),
+// so the result equals encoding the whole text at once (later chunks with encode_continuation: no second
+// SentencePiece space prefix).
 void build_cache(const std::string& corpus, const Tokenizer& tok, const std::string& out) {
   Mapped text(corpus);
   std::string tmp = out + ".tmp." + std::to_string(::getpid());
@@ -89,7 +89,7 @@ void build_cache(const std::string& corpus, const Tokenizer& tok, const std::str
   bool ok = true;
   while (pos < n && ok) {
     size_t end = std::min(n, pos + (1u << 20));
-    while (end < n && !(p[end - 1] == '\n' && !std::isspace(static_cast<unsigned char>(p[end])))) ++end;
+    while (end < n && !is_chunk_boundary(std::string_view(p, n), end)) ++end;
     const std::string_view chunk(p + pos, end - pos);
     std::vector<int32_t> ids = pos == 0 ? tok.encode(chunk) : tok.encode_continuation(chunk);
     ok = std::fwrite(ids.data(), 4, ids.size(), f) == ids.size();

@@ -7,9 +7,9 @@
 // must keep its promises: ids in [0, vocab_size) and decode(encode(text)) == text.
 //
 // Seeds: with EDGETRAIN_FUZZ_SEED_DIR set, LLVMFuzzerInitialize writes a few small GGUF files there before
-// fuzzing starts: tokenizer metadata ("llama" and "gpt2" vocabularies, the byte tokenizer's export) and a
-// one-layer Llama whose tensors are of every decodable type, with rope and quantization keys; pass that
-// folder as a second corpus directory.
+// fuzzing starts: tokenizer metadata ("llama" and "gpt2" vocabularies, the latter with each pre-tokenizer,
+// the byte tokenizer's export) and a one-layer Llama whose tensors are of every decodable type, with rope
+// and quantization keys; pass that folder as a second corpus directory.
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -130,6 +130,10 @@ void write_seeds(const std::string& dir) {
   bpe.eos = static_cast<int64_t>(bpe.tokens.size()) - 1;
   bpe.merges = {"a b", "ab c"};
   write_seed(dir + "/seed_gpt2.gguf", bpe);
+  for (const char* pre : {"llama-bpe", "qwen2", "smollm", "default"}) {  // every pre-tokenizer
+    bpe.pre = pre;
+    write_seed(dir + "/seed_gpt2_" + pre + ".gguf", bpe);
+  }
   write_llama_seed(dir + "/seed_llama_model.gguf");
 }
 

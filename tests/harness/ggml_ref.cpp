@@ -93,6 +93,19 @@ uint32_t GgmlRef::quantize_model(const std::string& in, const std::string& out, 
   return quantize(in.c_str(), out.c_str(), &p);
 }
 
+std::vector<std::string> GgmlRef::regex_split(const std::string& text, const std::vector<std::string>& regexes) const {
+  using Split = std::vector<std::string> (*)(const std::string&, const std::vector<std::string>&, bool);
+  static const auto split = sym<Split>(
+      llama, "_Z19unicode_regex_splitRKNSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEERKSt6vectorIS4_SaIS4_EEb");
+  return split(text, regexes, false);
+}
+
+uint16_t GgmlRef::cpt_flags(uint32_t cp) const {
+  // Returns a struct of uint16_t bit-fields, trivially copyable: in a register, like a uint16_t.
+  static const auto flags = sym<uint16_t (*)(uint32_t)>(llama, "_Z26unicode_cpt_flags_from_cptj");
+  return flags(cp);
+}
+
 const GgmlRef& ggml_ref() {
   static GgmlRef ref;
   static std::once_flag once;

@@ -1,12 +1,14 @@
 // llama.cpp's own C functions as the reference for GGUF blocks: the ggml and llama shared libraries of the
 // pinned node-llama-cpp install (the prebuilt CPU build under .deps/llamacpp that llama_ref.mjs runs), opened
 // with dlopen. libggml-base exports ggml's reference codecs (dequantize_row_q4_K, quantize_row_q4_K_ref, the
-// fp16 conversions, the type table); libllama exports llama_model_quantize, llama.cpp's `llama-quantize`.
+// fp16 conversions, the type table); libllama exports llama_model_quantize, llama.cpp's `llama-quantize`,
+// and (C++ symbols) its pre-tokenizer and Unicode classes.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace edgetrain::test {
 
@@ -26,6 +28,12 @@ struct GgmlRef {
   // llama_model_quantize(in, out, ftype) with llama.cpp's default parameters (no importance matrix):
   // returns 0 on success. ftype is a llama_ftype (15 = Q4_K_M).
   uint32_t quantize_model(const std::string& in, const std::string& out, int ftype) const;
+  // llama.cpp's pre-tokenizer (unicode_regex_split, src/unicode.cpp, exported by libllama): the words of
+  // `text` after each regex in turn splits the pieces of the one before, as UTF-8 (not byte-encoded).
+  std::vector<std::string> regex_split(const std::string& text, const std::vector<std::string>& regexes) const;
+  // unicode_cpt_flags_from_cpt: llama.cpp's class bits of a code point (its unicode.h: 0x2 \p{N}, 0x4 \p{L},
+  // 0x20 \p{P}, 0x100 whitespace, ...).
+  uint16_t cpt_flags(uint32_t cp) const;
 
   void* base = nullptr;   // libggml-base
   void* llama = nullptr;  // libllama

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -151,6 +152,33 @@ LlamaRef run_llama_ref(const std::string& gguf, const LlamaRefRequest& req) {
     for (size_t i = 0; i < g.at("logprobs").size(); ++i)
       r.generated_logprobs.push_back(logprob_row(g["logprobs"][i], r.n_vocab, "generated.logprobs[" + std::to_string(i) + "]"));
     return r;
+  } catch (const nlohmann::json::exception& e) {
+    throw std::runtime_error(std::string("llama_ref.mjs printed unexpected JSON: ") + e.what());
+  }
+}
+
+std::vector<std::vector<int32_t>> run_llama_tokenize(const std::string& gguf, const std::vector<std::string>& texts,
+                                                     std::string* reference) {
+  const std::string texts_path = gguf + ".texts.json";
+  {
+    std::ofstream f(texts_path, std::ios::binary);
+    f << nlohmann::json(texts).dump();
+    if (!f) throw std::runtime_error("cannot write " + texts_path);
+  }
+  ProcessResult p = run_process({"node", std::string(EDGETRAIN_SOURCE_DIR) + "/tests/llamacpp/llama_ref.mjs", "--model",
+                                 gguf, "--deps", llamacpp_dir(), "--texts", texts_path});
+  std::remove(texts_path.c_str());
+  if (p.status != 0)
+    throw std::runtime_error("llama_ref.mjs exited with status " + std::to_string(p.status) + ":\n" + p.err);
+  nlohmann::json j = nlohmann::json::parse(p.out, nullptr, false);
+  if (!j.is_object()) throw std::runtime_error("llama_ref.mjs printed no JSON object:\n" + p.out.substr(0, 2000) + p.err);
+  try {
+    auto ids = j.at("tokens").get<std::vector<std::vector<int32_t>>>();
+    if (ids.size() != texts.size())
+      throw std::runtime_error("llama_ref.mjs gave " + std::to_string(ids.size()) + " tokenizations for " +
+                               std::to_string(texts.size()) + " texts");
+    if (reference) *reference = j.at("reference").get<std::string>();
+    return ids;
   } catch (const nlohmann::json::exception& e) {
     throw std::runtime_error(std::string("llama_ref.mjs printed unexpected JSON: ") + e.what());
   }

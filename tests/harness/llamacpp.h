@@ -41,4 +41,10 @@ struct LlamaRefRequest {
 // the script's stderr when it fails or prints something that is not the expected JSON.
 LlamaRef run_llama_ref(const std::string& gguf, const LlamaRefRequest& req);
 
+// llama.cpp's tokenization of each text (llama_ref.mjs --texts: the vocabulary only, no BOS, control tokens
+// not matched in the text). The texts must be valid UTF-8 (they travel as JSON); `reference` receives the
+// "llama.cpp <release> via node-llama-cpp 3.21.1" line. Throws std::runtime_error as run_llama_ref does.
+std::vector<std::vector<int32_t>> run_llama_tokenize(const std::string& gguf, const std::vector<std::string>& texts,
+                                                     std::string* reference = nullptr);
+
 }  // namespace edgetrain::test

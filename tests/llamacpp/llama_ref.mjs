@@ -1,7 +1,8 @@
 // llama.cpp (through the pinned node-llama-cpp 3.21.1 CPU build under .deps/llamacpp) as the reference
 // consumer of edgetrain's GGUF exports: loads a GGUF file on the CPU, tokenizes a prompt or takes token ids,
 // evaluates them in one batch and prints ONE JSON object with, for every position, llama.cpp's
-// next-token log-probabilities over the whole vocabulary, and a greedy (argmax) continuation.
+// next-token log-probabilities over the whole vocabulary, and a greedy (argmax) continuation. Or, with
+// --texts, only llama.cpp's tokenization of many texts (the model's vocabulary is loaded, not its weights).
 //
 // Why log-probabilities and not raw logits: node-llama-cpp 3.21.1 never hands the logits buffer to
 // JavaScript. Its addon reads llama_get_logits_ith() only inside sampleToken(), which returns the sampler
@@ -13,7 +14,11 @@
 // Usage:
 //   node tests/llamacpp/llama_ref.mjs --model FILE.gguf (--prompt TEXT | --tokens 1,2,3)
 //        [--generate N] [--threads T] [--kv-type f32|f16] [--deps DIR]
+//   node tests/llamacpp/llama_ref.mjs --model FILE.gguf --texts TEXTS.json [--deps DIR]
 //   node tests/llamacpp/llama_ref.mjs --check [--deps DIR]   (loads the CPU binary, prints its llama.cpp release)
+// --texts: a JSON array of strings; prints {"reference", "model", "tokens": [ids of each text]}, each text
+// tokenized as llama_tokenize does with add_special and parse_special false (no BOS, control tokens not
+// matched in the text).
 // --deps: the folder scripts/setup.sh installed node-llama-cpp into (default: $EDGETRAIN_DEPS/llamacpp when
 // EDGETRAIN_DEPS is set, else <repo>/.deps/llamacpp). --kv-type: llama.cpp's KV cache type (default f32, so
 // an F32 model is computed in fp32 throughout; llama.cpp's own default is f16). Nothing is downloaded or
@@ -35,6 +40,7 @@ function usage(msg) {
   process.stderr.write(`llama_ref: ${msg}\n` +
     "usage: node llama_ref.mjs --model FILE.gguf (--prompt TEXT | --tokens 1,2,3) [--generate N] " +
     "[--threads T] [--kv-type f32|f16] [--deps DIR]\n" +
+    "       node llama_ref.mjs --model FILE.gguf --texts TEXTS.json [--deps DIR]\n" +
     "       node llama_ref.mjs --check [--deps DIR]\n");
   process.exit(2);
 }
@@ -69,12 +75,17 @@ function parseArgs(argv) {
         break;
       }
       case "--deps": a.deps = value(); break;
+      case "--texts": a.texts = value(); break;
       case "--check": a.check = true; break;
       default: usage(`unknown argument '${flag}'`);
     }
   }
   if (a.check) return a;
   if (!a.model) usage("--model is required");
+  if (a.texts !== undefined) {
+    if (a.prompt !== undefined || a.tokens !== undefined) usage("--texts does not go with --prompt or --tokens");
+    return a;
+  }
   if ((a.prompt === undefined) === (a.tokens === undefined)) usage("give exactly one of --prompt and --tokens");
   if (a.prompt === "") usage("--prompt is empty");
   return a;
@@ -119,8 +130,36 @@ async function loadLlama(install, threads) {
   });
 }
 
+// llama.cpp's ids for each text of the JSON array in args.texts.
+async function tokenizeTexts(args) {
+  if (!existsSync(args.texts)) fail(`texts file ${args.texts} does not exist`);
+  let texts;
+  try {
+    texts = JSON.parse(readFileSync(args.texts, "utf8"));
+  } catch (e) {
+    fail(`${args.texts} is not JSON: ${e.message}`);
+  }
+  if (!Array.isArray(texts) || !texts.every((t) => typeof t === "string")) fail(`${args.texts} is not an array of strings`);
+  const install = locateInstall(args.deps);
+  const llama = await loadLlama(install, 1);
+  const model = await llama.loadModel({ modelPath: path.resolve(args.model), vocabOnly: true, useMmap: false })
+    .catch((e) => { throw new Error(`llama.cpp cannot load ${args.model}: ${e.message}`); });
+  const out = {
+    reference: `llama.cpp ${llama.llamaCppRelease.release} via node-llama-cpp ${install.version}`,
+    model: path.resolve(args.model),
+    tokens: texts.map((t) => Array.from(model.tokenize(t, false))),
+  };
+  process.stdout.write(JSON.stringify(out) + "\n");
+  await model.dispose();
+  await llama.dispose();
+}
+
 async function main() {
   const args = parseArgs(process.argv.slice(2));
+  if (args.texts !== undefined) {
+    if (!existsSync(args.model)) fail(`model file ${args.model} does not exist`);
+    return tokenizeTexts(args);
+  }
   if (args.check) {
     const install = locateInstall(args.deps);
     const llama = await loadLlama(install, 1);
