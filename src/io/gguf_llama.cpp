@@ -201,6 +201,10 @@ GgufExportReport save_gguf(const std::string& path, Model& model, GgufType type,
   w.add_kv("llama.attention.head_count", V::u32(static_cast<uint32_t>(c.n_heads)));
   w.add_kv("llama.attention.head_count_kv", V::u32(static_cast<uint32_t>(c.kv_heads())));
   w.add_kv("llama.rope.dimension_count", V::u32(static_cast<uint32_t>(c.head_dim())));
+  if (c.head_size > 0) {  // heads not embedding_length / head_count wide
+    w.add_kv("llama.attention.key_length", V::u32(static_cast<uint32_t>(c.head_dim())));
+    w.add_kv("llama.attention.value_length", V::u32(static_cast<uint32_t>(c.head_dim())));
+  }
   w.add_kv("llama.rope.freq_base", V::f32(c.rope_theta));
   w.add_kv("llama.attention.layer_norm_rms_epsilon", V::f32(c.norm_eps));
   w.add_kv("llama.vocab_size", V::u32(static_cast<uint32_t>(c.vocab)));
@@ -209,6 +213,8 @@ GgufExportReport save_gguf(const std::string& path, Model& model, GgufType type,
              " tokens, the model ", c.vocab);
     gguf::add_vocab(w, tok->gguf_vocab());
   }
+  if (!c.rope_factors.empty())  // llama.cpp's name and type for Llama 3.1 rope scaling factors
+    w.add_tensor("rope_freqs.weight", {static_cast<uint64_t>(c.rope_factors.size())}, gguf::F32, f32_bytes(c.rope_factors));
   for (Param& p : model.params()) {
     std::string gn = gguf_name(p.name);
     if (gn.empty()) continue;

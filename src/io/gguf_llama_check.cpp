@@ -1,7 +1,8 @@
 // Whether a GGUF file is a Llama model edgetrain can train, and its config (see gguf_llama.h). The rule: a
 // key or tensor that changes the model's math must be one edgetrain reads and implements; one it does not
-// know, or knows with a value it does not implement (rope scaling, experts, per-layer head counts, rope
-// frequency factors, biases), is a problem naming it, never silently ignored or replaced by a default.
+// know, or knows with a value it does not implement (rope scaling other than rope_freqs.weight's factors,
+// experts, per-layer head counts, biases), is a problem naming it, never silently ignored or replaced by a
+// default.
 // llama.cpp reads a llama model's math from the llama.* keys and the tensors only; general.*, tokenizer.*
 // and other namespaces (quantize.imatrix.*, ...) describe the file.
 #include <cmath>
@@ -44,7 +45,6 @@ const std::set<std::string> kKnownKeys = {
 
 // What some tensors llama.cpp knows are, for the message that edgetrain does not use them.
 std::string what_tensor_is(const std::string& name) {
-  if (name == "rope_freqs.weight") return " (Llama 3.1-style rope frequency factors)";
   if (name.find(".bias") != std::string::npos) return " (a bias, which edgetrain's Llama has none of)";
   if (name.find("_exps") != std::string::npos || name.find("ffn_gate_inp") != std::string::npos)
     return " (mixture-of-experts weights)";
@@ -179,21 +179,34 @@ Check check(const gguf::File& f, TrainMode mode, int64_t group_size) {
   c.max_seq = k.integer("context_length", false, 2048);
   c.rope_theta = static_cast<float>(k.number("rope.freq_base", false, 10000.0));  // llama.cpp's default too
   c.norm_eps = static_cast<float>(k.number("attention.layer_norm_rms_epsilon", true, 1e-5));
-  const bool heads_ok = c.n_heads >= 1 && c.dim >= 1 && c.dim % c.n_heads == 0;
-  if (c.n_heads >= 1 && c.dim >= 1 && !heads_ok)
-    P.push_back("llama.embedding_length " + std::to_string(c.dim) + " is not a multiple of llama.attention.head_count " +
-                std::to_string(c.n_heads));
-  if (heads_ok) {
-    const int64_t hd = c.dim / c.n_heads;
-    for (const char* key : {"rope.dimension_count", "attention.key_length", "attention.value_length"}) {
-      if (!k.find(key)) continue;
-      const int64_t v = k.integer(key, false, hd);
-      if (v != hd)
-        P.push_back(std::string("llama.") + key + " = " + std::to_string(v) + " differs from the head dim " +
-                    std::to_string(hd) + " = embedding_length / head_count" +
-                    (std::string(key) == "rope.dimension_count" ? " (partial rotary is not supported)"
-                                                                : " (edgetrain's heads are embedding_length / head_count wide)"));
+  // The head width: attention.key_length (= value_length) when given, else embedding_length / head_count.
+  // Rotary embedding covers the whole head (rope.dimension_count, when given, must be that width).
+  if (c.n_heads >= 1 && c.dim >= 1) {
+    const size_t before = P.size();
+    const bool has_k = k.find("attention.key_length") != nullptr, has_v = k.find("attention.value_length") != nullptr;
+    const int64_t kl = has_k ? k.integer("attention.key_length", false, 0) : 0;
+    const int64_t vl = has_v ? k.integer("attention.value_length", false, 0) : 0;
+    int64_t hd = has_k ? kl : has_v ? vl : (c.dim % c.n_heads == 0 ? c.dim / c.n_heads : 0);
+    if (P.size() != before) {
+      hd = 0;
+    } else if (has_k && has_v && kl != vl) {
+      P.push_back("llama.attention.value_length = " + std::to_string(vl) + " differs from llama.attention.key_length = " +
+                  std::to_string(kl) + " (edgetrain's value heads are as wide as its key heads)");
+      hd = 0;
+    } else if (!has_k && !has_v && hd == 0) {
+      P.push_back("llama.embedding_length " + std::to_string(c.dim) + " is not a multiple of llama.attention.head_count " +
+                  std::to_string(c.n_heads) + " and llama.attention.key_length is absent");
+    } else if (hd < 2 || hd % 2 != 0) {
+      P.push_back("llama.attention.key_length = " + std::to_string(hd) + ": a rotary head must be even and >= 2 wide");
+      hd = 0;
     }
+    if (hd > 0 && k.find("rope.dimension_count")) {
+      const int64_t rd = k.integer("rope.dimension_count", false, hd);
+      if (rd != hd)
+        P.push_back("llama.rope.dimension_count = " + std::to_string(rd) + " differs from the head dim " +
+                    std::to_string(hd) + " (partial rotary is not supported)");
+    }
+    if (hd > 0 && (c.dim % c.n_heads != 0 || hd != c.dim / c.n_heads)) c.head_size = hd;
   }
   check_rope_scaling(k);
   for (const char* key : {"expert_count", "expert_used_count"})
@@ -222,8 +235,30 @@ Check check(const gguf::File& f, TrainMode mode, int64_t group_size) {
     return out;
   }
 
+  // Llama 3.1/3.2 rope scaling: llama.cpp divides pair i's frequency by rope_freqs.weight[i] (one factor per
+  // rotary pair, shared by every layer).
+  const gguf::TensorInfo* rf = f.tensor("rope_freqs.weight");
+  if (rf) {
+    const uint64_t pairs = static_cast<uint64_t>(c.head_dim() / 2);
+    if (rf->ne != std::vector<uint64_t>{pairs}) {
+      P.push_back("tensor 'rope_freqs.weight' (rope frequency factors) has ne " + dims_str(rf->ne) +
+                  ", expected [" + std::to_string(pairs) + "]: one factor per rotary pair of a head");
+    } else if (!gguf::can_decode(rf->type)) {
+      P.push_back("tensor 'rope_freqs.weight' is " + gguf::type_name(rf->type) +
+                  ", which edgetrain does not decode (it decodes " + gguf::decodable_types() + ")");
+    } else {
+      c.rope_factors = f.to_f32(*rf);
+      for (float x : c.rope_factors)
+        if (!(std::isfinite(x) && x > 0.0f)) {
+          P.push_back("tensor 'rope_freqs.weight' holds " + std::to_string(x) +
+                      ": rope frequency factors must be finite and > 0");
+          break;
+        }
+    }
+  }
   // The tensors: the model's, with their shapes and decodable types, and nothing else.
   std::set<std::string> expected;
+  if (rf) expected.insert(rf->name);
   for (const llama_names::BaseTensor& t : llama_names::base_tensors(c)) {
     expected.insert(t.gguf);
     const gguf::TensorInfo* ti = f.tensor(t.gguf);

@@ -7,7 +7,7 @@ namespace edgetrain::llama_names {
 namespace {
 
 // A dimension of a shape by what sets it: the model dim, the key/value rows, the MLP width, the vocabulary.
-enum Dim : char { kNone = 0, kD, kKV, kF, kV };
+enum Dim : char { kNone = 0, kD, kQ, kKV, kF, kV };
 
 struct Row {
   const char* ours;
@@ -20,13 +20,13 @@ constexpr Row kEmbedding = {"tok_embeddings.weight", "token_embd.weight", "model
 constexpr Row kNorm = {"norm.weight", "output_norm.weight", "model.norm.weight", kD, kNone};
 constexpr Row kHead = {"output.weight", "output.weight", "lm_head.weight", kV, kD};
 // One block's tensors in Model's order; names are after the "layers.<i>." / "blk.<i>." / "model.layers.<i>."
-// prefix. K and V project to n_kv_heads * head_dim rows (grouped-query attention).
+// prefix. Q projects to n_heads * head_dim rows, K and V to n_kv_heads * head_dim (grouped-query attention).
 constexpr Row kBlock[] = {
     {"attention_norm.weight", "attn_norm.weight", "input_layernorm.weight", kD, kNone},
-    {"attention.wq.weight", "attn_q.weight", "self_attn.q_proj.weight", kD, kD},
+    {"attention.wq.weight", "attn_q.weight", "self_attn.q_proj.weight", kQ, kD},
     {"attention.wk.weight", "attn_k.weight", "self_attn.k_proj.weight", kKV, kD},
     {"attention.wv.weight", "attn_v.weight", "self_attn.v_proj.weight", kKV, kD},
-    {"attention.wo.weight", "attn_output.weight", "self_attn.o_proj.weight", kD, kD},
+    {"attention.wo.weight", "attn_output.weight", "self_attn.o_proj.weight", kD, kQ},
     {"ffn_norm.weight", "ffn_norm.weight", "post_attention_layernorm.weight", kD, kNone},
     {"feed_forward.w1.weight", "ffn_gate.weight", "mlp.gate_proj.weight", kF, kD},
     {"feed_forward.w3.weight", "ffn_up.weight", "mlp.up_proj.weight", kF, kD},
@@ -36,6 +36,7 @@ constexpr Row kBlock[] = {
 int64_t size_of(Dim d, const ModelConfig& c) {
   switch (d) {
     case kD: return c.dim;
+    case kQ: return c.q_dim();
     case kKV: return c.kv_dim();
     case kF: return c.ffn_dim;
     case kV: return c.vocab;

@@ -78,10 +78,10 @@ Model::Model(Backend& b, const ModelConfig& cfg) : backend_(b), cfg_(cfg), impl_
     std::string p = "layers." + std::to_string(i) + ".";
     Impl::Layer L;
     L.attn_norm = add(p + "attention_norm.weight", Shape{D}, base_trainable, false, false);
-    L.q = linear(p + "attention.wq.weight", "q", D, D);
+    L.q = linear(p + "attention.wq.weight", "q", cfg_.q_dim(), D);  // [n_heads * head_dim, dim]
     L.k = linear(p + "attention.wk.weight", "k", KV, D);  // [n_kv_heads * head_dim, dim]
     L.v = linear(p + "attention.wv.weight", "v", KV, D);
-    L.o = linear(p + "attention.wo.weight", "o", D, D);
+    L.o = linear(p + "attention.wo.weight", "o", D, cfg_.q_dim());
     L.ffn_norm = add(p + "ffn_norm.weight", Shape{D}, base_trainable, false, false);
     L.gate = linear(p + "feed_forward.w1.weight", "gate", F, D);
     L.up = linear(p + "feed_forward.w3.weight", "up", F, D);
@@ -90,6 +90,11 @@ Model::Model(Backend& b, const ModelConfig& cfg) : backend_(b), cfg_(cfg), impl_
   }
   impl_->norm = add("norm.weight", Shape{D}, base_trainable, false, false);
   impl_->head = cfg_.tied_head ? impl_->emb : add("output.weight", Shape{V, D}, base_trainable, true, false);
+  if (!cfg_.rope_factors.empty()) {
+    std::vector<float> f;
+    for (double x : cfg_.rope_frequencies()) f.push_back(static_cast<float>(x));
+    impl_->rope_freqs = b.from_vector(Shape{static_cast<int64_t>(f.size())}, DType::f32, f);
+  }
 }
 
 Model::~Model() = default;

@@ -25,6 +25,8 @@ struct Model::Impl {
   Param* norm = nullptr;
   Param* head = nullptr;  // == emb when tied
   std::vector<Layer> layers;
+  // rope's freqs [head_dim/2] when the config scales rope (ModelConfig::rope_factors); undefined otherwise.
+  Tensor rope_freqs;
 
   // Forward + backward of one micro-batch (train) or forward only (eval), for a fixed batch x seq.
   struct StepProgram {
