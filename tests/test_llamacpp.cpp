@@ -486,8 +486,8 @@ TEST(LlamaCpp, TiedHeadMatches) {
 }
 
 // Heads of 24 (llama.attention.key_length) on a 32-wide model with 2 query heads and 1 key/value head
-// (q: 48 rows, o: 48 columns), with the Llama 3.1 factors of a 24-wide head and a tied head: all of a Llama
-// 3.2 file's features at once.
+// (q: 48 rows, o: 48 columns), with Llama 3's rope base, rope scaling factors for a 24-wide head and a tied
+// head: all of a Llama 3.2 file's features at once.
 TEST(LlamaCpp, WideHeadsMatch) {
   SKIP_WITHOUT_LLAMACPP();
   auto be = make_cpu_backend();
@@ -495,6 +495,7 @@ TEST(LlamaCpp, WideHeadsMatch) {
   c.head_size = 24;
   c.n_kv_heads = 1;
   c.tied_head = true;
+  c.rope_theta = 500000.0f;  // Llama 3's llama.rope.freq_base
   c.rope_factors = {1.0f, 1.0f, 2.5f, 8.0f, 8.0f, 8.0f, 8.0f, 8.0f, 8.0f, 8.0f, 8.0f, 8.0f};
   auto m = trained(*be, c, TrainMode::fp32, 200, 1e-2f);
   EXPECT_EQ(expect_llamacpp_agrees(*m, GgufType::F32, "wide_heads_f32", kF32), static_cast<size_t>(kGenerate));
