@@ -504,6 +504,64 @@ TEST(LlamaCpp, WideHeadsMatch) {
   expect_gguf_round_trip(*be, *m, tmp("wide_heads_f32.gguf"));
 }
 
+// ---- qwen2 (q/k/v biases) and qwen3 (per-head q/k RMSNorm) ----
+// llama.cpp runs both with "neox" rope (pair i of a head is rows i and i + head_dim/2 of q and k), so the
+// export reorders those rows (weights, biases, norm weights) and the import puts them back; the biases and
+// norms are trained, so they are far from their initial 0 and 1 by the time of the export.
+
+// Checks the file of `m` exported as F32 (all greedy tokens beyond doubt, and its round trip) and, for a
+// qat model, as Q4_0 (the 4-bit codes written bit for bit, rows reordered).
+void expect_arch_exports_match(Backend& be, Model& m, const std::string& name) {
+  const bool qat = m.config().mode == TrainMode::qat;
+  const size_t certain = expect_llamacpp_agrees(m, GgufType::F32, name + "_f32", kF32);
+  if (!qat) EXPECT_EQ(certain, static_cast<size_t>(kGenerate));
+  const gguf::File f = gguf::File::open(tmp(name + "_f32.gguf"));
+  EXPECT_EQ(f.find("general.architecture")->s, m.config().arch);
+  expect_gguf_round_trip(be, m, tmp(name + "_f32.gguf"));
+  if (qat) {
+    auto tok = make_byte_tokenizer();
+    const GgufExportReport rep = save_gguf(tmp(name + "_q4_0.gguf"), m, GgufType::Q4_0, tok.get());
+    EXPECT_EQ(rep.requantized, 0) << "every linear's codes written as they are";
+    expect_llamacpp_agrees_on(m, tmp(name + "_q4_0.gguf"), name + "_q4_0", kQ4_0);
+  }
+}
+
+TEST(LlamaCpp, Qwen2Matches) {
+  SKIP_WITHOUT_LLAMACPP();
+  auto be = make_cpu_backend();
+  ModelConfig c = ModelConfig::preset("tiny");
+  c.arch = "qwen2";
+  c.rope_theta = 1000000.0f;  // Qwen2's
+  c.tied_head = true;         // as the small Qwen2 models
+  for (TrainMode mode : {TrainMode::fp32, TrainMode::qat}) {
+    auto m = trained(*be, c, mode, mode == TrainMode::qat ? 300 : 200, 1e-2f);
+    const std::vector<float> bq = be->to_vector<float>(m->param("layers.0.attention.wq.bias").value);
+    double moved = 0;
+    for (float x : bq) moved = std::max(moved, static_cast<double>(std::fabs(x)));
+    EXPECT_GT(moved, 0.01) << "the q bias did not train";
+    expect_arch_exports_match(*be, *m, std::string("qwen2_") + mode_name(mode));
+  }
+}
+
+TEST(LlamaCpp, Qwen3Matches) {
+  SKIP_WITHOUT_LLAMACPP();
+  auto be = make_cpu_backend();
+  ModelConfig c = ModelConfig::preset("tiny");
+  c.arch = "qwen3";
+  c.rope_theta = 1000000.0f;
+  c.head_size = 24;  // Qwen3's heads are wider than hidden / heads too
+  c.n_kv_heads = 1;
+  c.tied_head = true;
+  for (TrainMode mode : {TrainMode::fp32, TrainMode::qat}) {
+    auto m = trained(*be, c, mode, mode == TrainMode::qat ? 300 : 200, 1e-2f);
+    const std::vector<float> kn = be->to_vector<float>(m->param("layers.1.attention.k_norm.weight").value);
+    double moved = 0;
+    for (float x : kn) moved = std::max(moved, std::fabs(x - 1.0));
+    EXPECT_GT(moved, 0.01) << "the k norm did not train";
+    expect_arch_exports_match(*be, *m, std::string("qwen3_") + mode_name(mode));
+  }
+}
+
 // The script's own checks: one line naming the problem and a non-zero exit, which run_llama_ref reports.
 TEST(LlamaCpp, ScriptReportsBadInput) {
   SKIP_WITHOUT_LLAMACPP();

@@ -19,6 +19,10 @@ const char* mode_name(TrainMode m);
 TrainMode mode_from_name(const std::string& s);
 
 struct ModelConfig {
+  // The architecture, as GGUF's general.architecture names it: "llama"; "qwen2" (Llama with trainable fp32
+  // biases on the q, k and v projections); "qwen3" (Llama with an RMSNorm over each q and k head, weights
+  // [head_dim] shared by the heads, applied before rope).
+  std::string arch = "llama";
   int64_t vocab = 256;
   int64_t dim = 128;
   int64_t n_layers = 2;
@@ -49,6 +53,8 @@ struct ModelConfig {
 
   int64_t head_dim() const { return head_size > 0 ? head_size : dim / n_heads; }
   int64_t q_dim() const { return n_heads * head_dim(); }  // rows of the Q projection, columns of O
+  bool qkv_bias() const { return arch == "qwen2"; }
+  bool qk_norm() const { return arch == "qwen3"; }
   int64_t kv_heads() const { return n_kv_heads < 0 ? n_heads : n_kv_heads; }
   int64_t kv_dim() const { return kv_heads() * head_dim(); }  // rows of the K and V projections
   // Each rotary pair's frequency, theta^(-2i/head_dim) / rope_factors[i], computed in double.

@@ -55,22 +55,23 @@ std::string what_tensor_is(const std::string& name) {
 struct Keys {
   const gguf::File& f;
   std::vector<std::string>& problems;
+  std::string pfx;  // "<architecture>."
 
-  const Value* find(const std::string& key) const { return f.find("llama." + key); }
+  const Value* find(const std::string& key) const { return f.find(pfx + key); }
   // An integer key; `fallback` when absent (a problem when `required`) or unusable.
   int64_t integer(const std::string& key, bool required, int64_t fallback) {
     const Value* v = find(key);
     if (!v) {
-      if (required) problems.push_back("metadata key 'llama." + key + "' is missing");
+      if (required) problems.push_back("metadata key '" + pfx + key + "' is missing");
       return fallback;
     }
     if (v->type == VType::ARRAY) {
-      problems.push_back("metadata key 'llama." + key + "' is an array " + v->describe() +
+      problems.push_back("metadata key '" + pfx + key + "' is an array " + v->describe() +
                          " (a value per layer); edgetrain's layers all have the same shape");
       return fallback;
     }
     if (!v->is_int() || (v->type == VType::U64 && v->u > (uint64_t{1} << 62))) {
-      problems.push_back("metadata key 'llama." + key + "' must be an integer, got " + v->describe());
+      problems.push_back("metadata key '" + pfx + key + "' must be an integer, got " + v->describe());
       return fallback;
     }
     return v->i;
@@ -80,11 +81,11 @@ struct Keys {
     const Value* v = find(key);
     if (present) *present = false;
     if (!v) {
-      if (required) problems.push_back("metadata key 'llama." + key + "' is missing");
+      if (required) problems.push_back("metadata key '" + pfx + key + "' is missing");
       return fallback;
     }
     if (!v->is_int() && !v->is_float()) {
-      problems.push_back("metadata key 'llama." + key + "' must be a number, got " + v->describe());
+      problems.push_back("metadata key '" + pfx + key + "' must be a number, got " + v->describe());
       return fallback;
     }
     if (present) *present = true;
@@ -98,13 +99,13 @@ void check_rope_scaling(Keys& k) {
   std::string type = "linear";
   if (const Value* v = k.find("rope.scaling.type")) {
     if (v->type != VType::STRING) {
-      k.problems.push_back("metadata key 'llama.rope.scaling.type' must be a string, got " + v->describe());
+      k.problems.push_back("metadata key '" + k.pfx + "rope.scaling.type' must be a string, got " + v->describe());
     } else {
       type = v->s;
     }
   }
   if (type != "none" && type != "linear") {
-    k.problems.push_back("metadata key 'llama.rope.scaling.type' = \"" + type +
+    k.problems.push_back("metadata key '" + k.pfx + "rope.scaling.type' = \"" + type +
                          "\": edgetrain's rotary embedding has no rope scaling (only \"none\" or a linear factor of 1)");
     return;
   }
@@ -113,7 +114,7 @@ void check_rope_scaling(Keys& k) {
     const double factor = k.number(key, false, 0.0, &present);
     if (present && factor != 0.0 && factor != 1.0) {
       std::ostringstream os;
-      os << "metadata key 'llama." << key << "' = " << factor
+      os << "metadata key '" << k.pfx << key << "' = " << factor
          << ": edgetrain's rotary embedding has no rope scaling (factor 1 or 0 only)";
       k.problems.push_back(os.str());
     }
@@ -122,7 +123,7 @@ void check_rope_scaling(Keys& k) {
   const double attn = k.number("rope.scaling.attn_factor", false, 1.0, &present);
   if (present && attn != 1.0) {
     std::ostringstream os;
-    os << "metadata key 'llama.rope.scaling.attn_factor' = " << attn << ": edgetrain implements only 1";
+    os << "metadata key '" << k.pfx << "rope.scaling.attn_factor' = " << attn << ": edgetrain implements only 1";
     k.problems.push_back(os.str());
   }
 }
@@ -140,10 +141,12 @@ Check check(const gguf::File& f, TrainMode mode, int64_t group_size) {
     P.push_back(arch ? "metadata key 'general.architecture' must be a string" : "metadata key 'general.architecture' is missing");
     return out;
   }
-  if (arch->s != "llama") {
-    P.push_back("general.architecture is '" + arch->s + "', only 'llama' is supported");
+  if (arch->s != "llama" && arch->s != "qwen2" && arch->s != "qwen3") {
+    P.push_back("general.architecture is '" + arch->s + "': edgetrain trains 'llama', 'qwen2' and 'qwen3' only");
     return out;
   }
+  c.arch = arch->s;
+  const std::string pfx = arch->s + ".";  // llama.cpp reads an architecture's keys under its name
   if (const Value* split = f.find("split.count"); split && (!split->is_int() || split->u != 1))
     P.push_back("split.count = " + split->describe() +
                 ": this is one part of a split GGUF file (merge the parts with llama.cpp's llama-gguf-split --merge)");
@@ -153,11 +156,11 @@ Check check(const gguf::File& f, TrainMode mode, int64_t group_size) {
     P.push_back("general.quantization_version = " + qv->describe() +
                 ": edgetrain reads the block layouts of version 2 (llama.cpp's since 2023)");
   for (const auto& [key, v] : f.metadata())
-    if (key.rfind("llama.", 0) == 0 && !kKnownKeys.count(key.substr(6)))
+    if (key.rfind(pfx, 0) == 0 && !kKnownKeys.count(key.substr(pfx.size())))
       P.push_back("metadata key '" + key + "' = " + v.describe() +
                   " is not one edgetrain knows, so it cannot tell whether it changes the model's math");
 
-  Keys k{f, P};
+  Keys k{f, P, pfx};
   c.dim = k.integer("embedding_length", true, 0);
   c.n_layers = k.integer("block_count", true, 0);
   c.n_heads = k.integer("attention.head_count", true, 0);
@@ -170,8 +173,8 @@ Check check(const gguf::File& f, TrainMode mode, int64_t group_size) {
       if (kv >= 1 && c.n_heads >= 1 && c.n_heads % kv == 0)
         c.n_kv_heads = kv;
       else
-        P.push_back("llama.attention.head_count_kv = " + std::to_string(kv) + " does not divide " +
-                    "llama.attention.head_count = " + std::to_string(c.n_heads) +
+        P.push_back(pfx + "attention.head_count_kv = " + std::to_string(kv) + " does not divide " +
+                    pfx + "attention.head_count = " + std::to_string(c.n_heads) +
                     " (grouped-query attention needs n_heads / n_kv_heads query heads per key/value head)");
     }
   }
@@ -190,20 +193,20 @@ Check check(const gguf::File& f, TrainMode mode, int64_t group_size) {
     if (P.size() != before) {
       hd = 0;
     } else if (has_k && has_v && kl != vl) {
-      P.push_back("llama.attention.value_length = " + std::to_string(vl) + " differs from llama.attention.key_length = " +
+      P.push_back(pfx + "attention.value_length = " + std::to_string(vl) + " differs from " + pfx + "attention.key_length = " +
                   std::to_string(kl) + " (edgetrain's value heads are as wide as its key heads)");
       hd = 0;
     } else if (!has_k && !has_v && hd == 0) {
-      P.push_back("llama.embedding_length " + std::to_string(c.dim) + " is not a multiple of llama.attention.head_count " +
-                  std::to_string(c.n_heads) + " and llama.attention.key_length is absent");
+      P.push_back(pfx + "embedding_length " + std::to_string(c.dim) + " is not a multiple of " + pfx + "attention.head_count " +
+                  std::to_string(c.n_heads) + " and " + pfx + "attention.key_length is absent");
     } else if (hd < 2 || hd % 2 != 0) {
-      P.push_back("llama.attention.key_length = " + std::to_string(hd) + ": a rotary head must be even and >= 2 wide");
+      P.push_back(pfx + "attention.key_length = " + std::to_string(hd) + ": a rotary head must be even and >= 2 wide");
       hd = 0;
     }
     if (hd > 0 && k.find("rope.dimension_count")) {
       const int64_t rd = k.integer("rope.dimension_count", false, hd);
       if (rd != hd)
-        P.push_back("llama.rope.dimension_count = " + std::to_string(rd) + " differs from the head dim " +
+        P.push_back(pfx + "rope.dimension_count = " + std::to_string(rd) + " differs from the head dim " +
                     std::to_string(hd) + " (partial rotary is not supported)");
     }
     if (hd > 0 && (c.dim % c.n_heads != 0 || hd != c.dim / c.n_heads)) c.head_size = hd;
@@ -211,7 +214,7 @@ Check check(const gguf::File& f, TrainMode mode, int64_t group_size) {
   check_rope_scaling(k);
   for (const char* key : {"expert_count", "expert_used_count"})
     if (k.find(key) && k.integer(key, false, 0) != 0)
-      P.push_back(std::string("llama.") + key + " = " + k.find(key)->describe() +
+      P.push_back(pfx + key + " = " + k.find(key)->describe() +
                   ": a mixture-of-experts model, which edgetrain does not train");
 
   const gguf::TensorInfo* emb = f.tensor("token_embd.weight");
@@ -223,7 +226,7 @@ Check check(const gguf::File& f, TrainMode mode, int64_t group_size) {
   if (k.find("vocab_size")) {
     const int64_t v = k.integer("vocab_size", false, c.vocab);
     if (v != c.vocab)
-      P.push_back("llama.vocab_size = " + std::to_string(v) + " differs from token_embd.weight's " +
+      P.push_back(pfx + "vocab_size = " + std::to_string(v) + " differs from token_embd.weight's " +
                   std::to_string(c.vocab) + " rows");
   }
   c.tied_head = f.tensor("output.weight") == nullptr;
@@ -237,7 +240,7 @@ Check check(const gguf::File& f, TrainMode mode, int64_t group_size) {
 
   // Llama 3.1/3.2 rope scaling: llama.cpp divides pair i's frequency by rope_freqs.weight[i] (one factor per
   // rotary pair, shared by every layer).
-  const gguf::TensorInfo* rf = f.tensor("rope_freqs.weight");
+  const gguf::TensorInfo* rf = c.arch == "llama" ? f.tensor("rope_freqs.weight") : nullptr;  // llama's only
   if (rf) {
     const uint64_t pairs = static_cast<uint64_t>(c.head_dim() / 2);
     if (rf->ne != std::vector<uint64_t>{pairs}) {

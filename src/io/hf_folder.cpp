@@ -223,7 +223,11 @@ Check check(const std::string& dir, const Shards& shards, TrainMode mode, int64_
   }
   Fields f{j, P};
   if (j.contains("model_type") && j["model_type"] != "llama") {
-    P.push_back("config.json: model_type " + j["model_type"].dump() + " is not supported (only \"llama\")");
+    const bool qwen = j["model_type"] == "qwen2" || j["model_type"] == "qwen3";
+    P.push_back("config.json: model_type " + j["model_type"].dump() + " is not supported (only \"llama\")" +
+                (qwen ? std::string("; edgetrain trains this architecture from GGUF files, not yet from Hugging Face "
+                                    "folders (their q/k biases and norms are not imported)")
+                      : std::string()));
     return out;
   }
   if (f.present("architectures") && j["architectures"] != json::array({"LlamaForCausalLM"}))

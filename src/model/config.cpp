@@ -25,6 +25,8 @@ TrainMode mode_from_name(const std::string& s) {
 int64_t ModelConfig::parameter_count() const {
   int64_t D = dim, F = ffn_dim, KV = kv_dim();
   int64_t per_layer = 2 * D * q_dim() + 2 * D * KV + 3 * D * F + 2 * D;  // q, o; k, v; gate, up, down; 2 norms
+  if (qkv_bias()) per_layer += q_dim() + 2 * KV;
+  if (qk_norm()) per_layer += 2 * head_dim();
   return vocab * D * (tied_head ? 1 : 2) + n_layers * per_layer + D;
 }
 
@@ -40,6 +42,8 @@ std::vector<double> ModelConfig::rope_frequencies() const {
 
 void ModelConfig::validate() const {
   auto positive = [](const char* name, int64_t v) { ET_CHECK(v >= 1, "config: ", name, " must be >= 1, got ", v); };
+  ET_CHECK(arch == "llama" || arch == "qwen2" || arch == "qwen3", "config: unknown arch '", arch,
+           "' (choose llama, qwen2 or qwen3)");
   positive("vocab", vocab);
   positive("dim", dim);
   positive("n_layers", n_layers);
@@ -57,6 +61,8 @@ void ModelConfig::validate() const {
   ET_CHECK(rope_theta > 1.0f && std::isfinite(rope_theta), "config: rope_theta must be > 1, got ", rope_theta);
   ET_CHECK(rope_factors.empty() || static_cast<int64_t>(rope_factors.size()) == head_dim() / 2,
            "config: rope_factors has ", rope_factors.size(), " values, the head has ", head_dim() / 2, " rotary pairs");
+  ET_CHECK(rope_factors.empty() || arch == "llama", "config: rope_factors (Llama 3.1 rope scaling) are for arch llama, not ",
+           arch);
   for (float f : rope_factors)
     ET_CHECK(std::isfinite(f) && f > 0.0f, "config: rope_factors must be finite and > 0, got ", f);
   ET_CHECK(norm_eps > 0.0f && norm_eps < 1.0f, "config: norm_eps must be in (0, 1), got ", norm_eps);
@@ -86,6 +92,7 @@ std::string ModelConfig::to_json() const {
                       {"lora_alpha", lora_alpha}, {"lora_targets", lora_targets}};
   if (!rope_factors.empty()) j["rope_factors"] = rope_factors;
   if (head_size > 0) j["head_dim"] = head_size;
+  if (arch != "llama") j["arch"] = arch;
   return j.dump();
 }
 
@@ -147,6 +154,9 @@ ModelConfig ModelConfig::from_json(const std::string& text) {
     } else if (k == "mode") {
       ET_CHECK(v.is_string(), "config: field 'mode' must be a string");
       c.mode = mode_from_name(v.get<std::string>());
+    } else if (k == "arch") {
+      ET_CHECK(v.is_string(), "config: field 'arch' must be a string");
+      c.arch = v.get<std::string>();
     } else if (k == "lora_targets") {
       ET_CHECK(v.is_string(), "config: field 'lora_targets' must be a string like \"q,k,v,o\"");
       c.lora_targets = v.get<std::string>();

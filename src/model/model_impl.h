@@ -15,10 +15,12 @@ struct Model::Impl {
     Param* w = nullptr;
     Param* a = nullptr;  // lora_a [r, K]
     Param* b = nullptr;  // lora_b [N, r]
+    Param* bias = nullptr;  // [N], qwen2's q, k, v
     int64_t N = 0, K = 0;
   };
   struct Layer {
     Param *attn_norm = nullptr, *ffn_norm = nullptr;
+    Param *q_norm = nullptr, *k_norm = nullptr;  // qwen3: [head_dim] each
     Lin q, k, v, o, gate, up, down;
   };
   Param* emb = nullptr;

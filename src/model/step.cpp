@@ -24,6 +24,7 @@ struct LinSaved {
 };
 struct BlockSaved {
   Tensor x, h, rstd1, qr, kr, vr, attn, lse, x2, h2, rstd2, g, u, m;  // qr, attn [B,T,H,hd]; kr, vr [B,T,KV,hd]
+  Tensor qh, kh, rstd_q, rstd_k;  // qwen3: the heads before their RMSNorm, and its rstd
   LinSaved q, k, v, o, gate, up, down;
 };
 
@@ -31,10 +32,12 @@ class Recorder {
  public:
   Recorder(Graph& g, const ModelConfig& cfg, Model::Impl& m) : g_(g), cfg_(cfg), m_(m) {}
 
-  // y = x W^T (4-bit or fp32) + (alpha/r) (x A^T) B^T.
+  // y = x W^T (4-bit or fp32) + bias + (alpha/r) (x A^T) B^T.
   Tensor lin(const Tensor& x, const Model::Impl::Lin& L, LinSaved& s) {
     s.x = x;
-    Tensor y = L.w->quantized() ? g_.linear_q4gsw(x, L.w->codes, L.w->scales, cfg_.group_size) : g_.linear(x, L.w->value);
+    const Tensor bias = L.bias ? L.bias->value : Tensor();
+    Tensor y = L.w->quantized() ? g_.linear_q4gsw(x, L.w->codes, L.w->scales, cfg_.group_size, bias)
+                                : g_.linear(x, L.w->value, bias);
     if (L.a) {
       s.t = g_.linear(x, L.a->value);
       Tensor y2 = g_.linear(s.t, L.b->value);
@@ -46,6 +49,7 @@ class Recorder {
   // Gradients of lin: accumulates dW (trainable base) and LoRA grads; returns dx.
   Tensor lin_backward(const Tensor& dy, const Model::Impl::Lin& L, const LinSaved& s) {
     if (L.w->trainable) g_.linear_dW_into(dy, s.x, L.w->grad, true);
+    if (L.bias && L.bias->trainable) add_into(L.bias->grad, g_.sum(dy, {0}));  // d bias[n] = sum_m dy[m, n]
     Tensor dx = L.w->quantized() ? g_.linear_q4gsw_backward(dy, L.w->codes, L.w->scales, cfg_.group_size, L.K)
                                  : g_.mm(dy, L.w->value);
     if (L.a) {
@@ -74,8 +78,15 @@ class Recorder {
     s.x = x;
     std::tie(s.h, s.rstd1) = g_.rms_norm(x, L.attn_norm->value, cfg_.norm_eps);
     Tensor q = lin(s.h, L.q, s.q), k = lin(s.h, L.k, s.k), v = lin(s.h, L.v, s.v);
-    s.qr = g_.rope(q.reshape(Shape{B, T, H, hd}), cfg_.rope_theta, 0.0f, m_.rope_freqs);
-    s.kr = g_.rope(k.reshape(Shape{B, T, KV, hd}), cfg_.rope_theta, 0.0f, m_.rope_freqs);
+    q = q.reshape(Shape{B, T, H, hd});
+    k = k.reshape(Shape{B, T, KV, hd});
+    if (L.q_norm) {  // qwen3: RMSNorm over each head, before rope
+      s.qh = q, s.kh = k;
+      std::tie(q, s.rstd_q) = g_.rms_norm(q, L.q_norm->value, cfg_.norm_eps);
+      std::tie(k, s.rstd_k) = g_.rms_norm(k, L.k_norm->value, cfg_.norm_eps);
+    }
+    s.qr = g_.rope(q, cfg_.rope_theta, 0.0f, m_.rope_freqs);
+    s.kr = g_.rope(k, cfg_.rope_theta, 0.0f, m_.rope_freqs);
     s.vr = v.reshape(Shape{B, T, KV, hd});
     std::tie(s.attn, s.lse) = g_.attention(s.qr, s.kr, s.vr, scale);
     s.x2 = g_.add(x, lin(s.attn.reshape(Shape{B * T, cfg_.q_dim()}), L.o, s.o));
@@ -99,8 +110,14 @@ class Recorder {
     // Attention: x2 = x + o(attn(rope(q(h)), rope(k(h)), v(h))), h = rms_norm(x).
     Tensor dattn = lin_backward(dx2, L.o, s.o).reshape(s.attn.shape());
     auto [dqr, dkr, dvr] = g_.attention_backward(dattn, s.qr, s.kr, s.vr, s.attn, s.lse, scale);
-    Tensor dq = g_.rope_backward(dqr, cfg_.rope_theta, 0.0f, m_.rope_freqs).reshape(rd);
-    Tensor dk = g_.rope_backward(dkr, cfg_.rope_theta, 0.0f, m_.rope_freqs).reshape(rkv);
+    Tensor dq = g_.rope_backward(dqr, cfg_.rope_theta, 0.0f, m_.rope_freqs);
+    Tensor dk = g_.rope_backward(dkr, cfg_.rope_theta, 0.0f, m_.rope_freqs);
+    if (L.q_norm) {
+      dq = rms_norm_backward(dq, s.qh, L.q_norm, s.rstd_q);
+      dk = rms_norm_backward(dk, s.kh, L.k_norm, s.rstd_k);
+    }
+    dq = dq.reshape(rd);
+    dk = dk.reshape(rkv);
     Tensor dh = lin_backward(dq, L.q, s.q);
     add_into(dh, lin_backward(dk, L.k, s.k));
     add_into(dh, lin_backward(dvr.reshape(rkv), L.v, s.v));
