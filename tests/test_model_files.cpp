@@ -69,10 +69,12 @@ void write_hf(Model& m, const std::string& dir, const json& cfg, const std::vect
     for (Param& p : m.params()) {
       if (p.name != t.name) continue;
       std::vector<float> v = m.backend().to_vector<float>(p.value);
-      if (t.name.find("attention.wq") != std::string::npos)
+      if (t.name.find("attention.wq.weight") != std::string::npos)
         v = interop_detail::permute_to_hf(v, c.n_heads, t.shape[0], t.shape[1]);
-      if (t.name.find("attention.wk") != std::string::npos)
+      else if (t.name.find("attention.wk.weight") != std::string::npos)
         v = interop_detail::permute_to_hf(v, c.kv_heads(), t.shape[0], t.shape[1]);
+      else  // q/k biases and norms: rotate_half order too
+        v = llama_names::rows_to_file(llama_names::neox_row_order(c, t.name), v);
       std::vector<uint8_t> bytes(v.size() * 4);
       std::memcpy(bytes.data(), v.data(), bytes.size());
       w.add_owned(t.hf, "F32", std::vector<int64_t>(t.shape.data(), t.shape.data() + t.shape.rank()), std::move(bytes));
@@ -203,6 +205,51 @@ TEST(ModelFiles, HfLlama3RopeScalingAndHeadDimAreRead) {
   }
 }
 
+// Qwen2 (q/k/v biases) and Qwen3 (q/k head norms, heads of 24) folders as transformers writes them: the
+// biases and norm weights (set away from 0 and 1) come back in our rotary order, and the logits are the same.
+TEST(ModelFiles, HfQwen2AndQwen3AreRead) {
+  auto be = make_cpu_backend();
+  const std::string dir = tmp("hf_qwen");
+  for (const char* arch : {"qwen2", "qwen3"}) {
+    SCOPED_TRACE(arch);
+    ModelConfig c = tiny(TrainMode::fp32);
+    c.arch = arch;
+    c.rope_theta = 1000000.0f;
+    if (c.arch == "qwen3") c.head_size = 24;
+    Model m(*be, c);
+    m.init(5);
+    int moved = 0;
+    for (Param& p : m.params()) {
+      if (p.name.find(".bias") == std::string::npos && p.name.find("attention.q_norm") == std::string::npos &&
+          p.name.find("attention.k_norm") == std::string::npos)
+        continue;
+      std::vector<float> v = be->to_vector<float>(p.value);
+      for (size_t i = 0; i < v.size(); ++i) v[i] = 0.5f + 0.03f * static_cast<float>(i % 17);  // no symmetry
+      be->upload(p.value, v.data(), v.size() * 4);
+      ++moved;
+    }
+    EXPECT_EQ(moved, c.arch == "qwen2" ? 6 : 4);  // 2 layers of 3 biases or 2 norms
+    json cfg = v5_config(c);
+    cfg["model_type"] = arch;
+    cfg["architectures"] = {c.arch == "qwen2" ? "Qwen2ForCausalLM" : "Qwen3ForCausalLM"};
+    cfg["use_sliding_window"] = false;
+    cfg["layer_types"] = {"full_attention", "full_attention"};
+    write_hf(m, dir, cfg);
+    auto back = load_hf_llama(dir, *be, TrainMode::fp32, 32);
+    EXPECT_EQ(back->config().to_json(), m.config().to_json());
+    const std::vector<int32_t> ids = {1, 5, 9, 2, 7, 30};
+    EXPECT_EQ(m.next_logits(ids), back->next_logits(ids));
+    EXPECT_HAS(describe_model_file(dir), "trainable: yes");
+    cfg["use_sliding_window"] = true;
+    write_hf(m, dir, cfg);
+    EXPECT_HAS(error_of([&] { load_hf_llama(dir, *be, TrainMode::qat, 32); }), "'use_sliding_window' is true");
+    cfg["use_sliding_window"] = false;
+    cfg["layer_types"] = {"full_attention", "sliding_attention"};
+    write_hf(m, dir, cfg);
+    EXPECT_HAS(error_of([&] { load_hf_llama(dir, *be, TrainMode::qat, 32); }), "'layer_types' is");
+  }
+}
+
 TEST(ModelFiles, HfFieldsThatChangeTheMathAreErrorsNamingThem) {
   auto be = make_cpu_backend();
   const ModelConfig c = tiny(TrainMode::fp32);
@@ -245,6 +292,7 @@ TEST(ModelFiles, HfFieldsThatChangeTheMathAreErrorsNamingThem) {
       {"classifier", [](json& j) { j["architectures"] = {"LlamaForSequenceClassification"}; }, "'architectures' is"},
       {"vocab", [](json& j) { j["vocab_size"] = 99; }, "'vocab_size' = 99 differs"},
       {"not llama", [](json& j) { j["model_type"] = "mistral"; }, "model_type \"mistral\" is not supported"},
+      {"qwen2 class for llama", [](json& j) { j["architectures"] = {"Qwen2ForCausalLM"}; }, "'architectures' is"},
   };
   for (const Case& k : cases) {
     SCOPED_TRACE(k.what);

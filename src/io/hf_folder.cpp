@@ -222,16 +222,19 @@ Check check(const std::string& dir, const Shards& shards, TrainMode mode, int64_
     return out;
   }
   Fields f{j, P};
-  if (j.contains("model_type") && j["model_type"] != "llama") {
-    const bool qwen = j["model_type"] == "qwen2" || j["model_type"] == "qwen3";
-    P.push_back("config.json: model_type " + j["model_type"].dump() + " is not supported (only \"llama\")" +
-                (qwen ? std::string("; edgetrain trains this architecture from GGUF files, not yet from Hugging Face "
-                                    "folders (their q/k biases and norms are not imported)")
-                      : std::string()));
+  // model_type -> our arch and the class transformers builds for it.
+  const std::map<std::string, std::string> kClasses = {
+      {"llama", "LlamaForCausalLM"}, {"qwen2", "Qwen2ForCausalLM"}, {"qwen3", "Qwen3ForCausalLM"}};
+  if (j.contains("model_type") && !(j["model_type"].is_string() && kClasses.count(j["model_type"].get<std::string>()))) {
+    P.push_back("config.json: model_type " + j["model_type"].dump() +
+                " is not supported (only \"llama\", \"qwen2\" and \"qwen3\")");
     return out;
   }
-  if (f.present("architectures") && j["architectures"] != json::array({"LlamaForCausalLM"}))
-    f.problem("architectures", "is " + j["architectures"].dump() + ": edgetrain trains [\"LlamaForCausalLM\"] only");
+  if (j.contains("model_type")) c.arch = j["model_type"].get<std::string>();
+  const std::string cls = kClasses.at(c.arch);
+  if (f.present("architectures") && j["architectures"] != json::array({cls}))
+    f.problem("architectures", "is " + j["architectures"].dump() + ": edgetrain trains [\"" + cls + "\"] only for model_type \"" +
+                                   c.arch + "\"");
   c.dim = f.integer("hidden_size", true, 0);
   c.n_layers = f.integer("num_hidden_layers", true, 0);
   c.n_heads = f.integer("num_attention_heads", true, 0);
@@ -256,8 +259,17 @@ Check check(const std::string& dir, const Shards& shards, TrainMode mode, int64_
   const Rope rope = read_rope(f);
   c.rope_theta = static_cast<float>(rope.theta);
   f.must_be("hidden_act", "silu", "edgetrain's MLP is SwiGLU (\"silu\")");
-  f.must_be("attention_bias", false, "edgetrain's attention projections have no bias");
+  // qwen2's q/k/v biases are always there (Qwen2Config has no switch); other biases edgetrain does not have.
+  if (c.arch != "qwen2") f.must_be("attention_bias", false, "edgetrain's " + c.arch + " attention projections have no bias");
   f.must_be("mlp_bias", false, "edgetrain's MLP projections have no bias");
+  f.must_be("use_sliding_window", false, "edgetrain's attention is full causal attention, no sliding window");
+  if (f.present("layer_types")) {
+    const json& lt = j["layer_types"];
+    bool full = lt.is_array();
+    if (full)
+      for (const json& t : lt) full &= t == "full_attention";
+    if (!full) f.problem("layer_types", "is " + lt.dump() + ": edgetrain's layers are all \"full_attention\"");
+  }
   f.must_be("attention_dropout", 0.0, "edgetrain trains without attention dropout");
   if (f.present("partial_rotary_factor")) f.must_be("partial_rotary_factor", 1.0, "edgetrain rotates the whole head");
   if (f.present("quantization_config"))

@@ -98,7 +98,10 @@ std::vector<BaseTensor> base_tensors(const ModelConfig& cfg) {
 }
 
 std::vector<int64_t> gguf_row_order(const ModelConfig& c, const std::string& ours) {
-  if (c.arch == "llama") return {};
+  return c.arch == "llama" ? std::vector<int64_t>() : neox_row_order(c, ours);
+}
+
+std::vector<int64_t> neox_row_order(const ModelConfig& c, const std::string& ours) {
   auto ends = [&](const char* s) {
     const std::string t = s;
     return ours.size() >= t.size() && ours.compare(ours.size() - t.size(), t.size(), t) == 0;

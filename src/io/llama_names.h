@@ -28,6 +28,8 @@ std::vector<BaseTensor> base_tensors(const ModelConfig& cfg);
 // q and k weights, biases and per-head norms of a neox file), file row r holds our row order[r]; empty when
 // the file's order is ours.
 std::vector<int64_t> gguf_row_order(const ModelConfig& cfg, const std::string& ours);
+// The same for a file in neox order whatever the architecture: a Hugging Face folder.
+std::vector<int64_t> neox_row_order(const ModelConfig& cfg, const std::string& ours);
 // v (rows of v.size() / order.size() values) from the file's row order to ours, and back.
 std::vector<float> rows_from_file(const std::vector<int64_t>& order, const std::vector<float>& v);
 std::vector<float> rows_to_file(const std::vector<int64_t>& order, const std::vector<float>& v);
