@@ -327,6 +327,13 @@ TEST(CpuFast, RopeBitIdentical) {
     for (float theta : {10000.0f, 20.0f})
       check(make(Op::rope, "offset" + std::to_string(offset) + "_theta" + std::to_string(theta), {random_f32(r, s)},
                  {f32z(s)}, {}, {theta, offset}, tol::exact));
+  // With freqs: the tables are keyed by their values too (same shape, theta and offset, other frequencies).
+  for (int k = 0; k < 3; ++k) {
+    HostTensor f = random_f32(r, Shape{s.last() / 2}, 0.0f, k == 2 ? 3.0f : 1.0f);
+    check(make(Op::rope, "freqs" + std::to_string(k), {random_f32(r, s), f}, {f32z(s)}, {}, {10000.0f, 4.0f}, tol::exact));
+    check(make(Op::rope_backward, "freqs" + std::to_string(k), {random_f32(r, s), f}, {f32z(s)}, {}, {10000.0f, 4.0f},
+               tol::exact));
+  }
 }
 
 TEST(CpuFast, EmbeddingBitIdentical) {

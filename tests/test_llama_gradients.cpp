@@ -95,6 +95,14 @@ TEST(Gradients, Rope) {
     };
     call(Op::rope_backward, {&r}, {&dx}, {}, floats);
     expect_gradient("dx", x, dx, loss);
+    // The same with per-pair frequencies (rope scaling): the backward must rotate back by the same angles.
+    HostTensor freqs = random_f32(rng, Shape{s.last() / 2}, 0.01f, 2.0f);
+    auto scaled = [&] {
+      call(Op::rope, {&x, &freqs}, {&y}, {}, floats);
+      return dot(r, y);
+    };
+    call(Op::rope_backward, {&r, &freqs}, {&dx}, {}, floats);
+    expect_gradient("dx with freqs", x, dx, scaled);
   }
 }
 

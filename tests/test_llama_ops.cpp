@@ -79,12 +79,38 @@ const RopeCase kRope[] = {
     {"B1_T9_H1_D2_offset3", Shape{1, 9, 1, 2}, 10.0f, 3.0f},
 };
 
+// Per-pair frequencies as a Llama 3.1 rope scaling makes them (theta^(-2i/D) divided by factors between 1
+// and 8), plus values a frequency table cannot hold: above 1 rad per position, tiny, zero, negative.
+HostTensor scaled_freqs(Rng& r, int64_t D, double theta) {
+  HostTensor f = random_f32(r, Shape{D / 2}, 1.0f, 8.0f);
+  float* v = f.as<float>();
+  for (int64_t i = 0; i < D / 2; ++i)
+    v[i] = static_cast<float>(std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(D)) / v[i]);
+  const float odd[] = {3.7f, 1e-30f, 0.0f, -0.61f, 1.0f};
+  for (int64_t i = 0; i < std::min<int64_t>(D / 2, 5); i += 2) v[i] = odd[(i / 2) % 5];
+  return f;
+}
+
+// Head dims below, at and above a workgroup's pairs and the WebGPU frequency table (512 pairs: D = 1280 takes
+// two dispatches), with and without the freqs input.
+const RopeCase kRopeFreqs[] = {
+    {"freqs_B1_T3_H2_D2", Shape{1, 3, 2, 2}, 10000.0f, 0.0f},
+    {"freqs_B2_T5_H3_D8_offset2", Shape{2, 5, 3, 8}, 500000.0f, 2.0f},
+    {"freqs_B2_T4_H2_D64_offset7", Shape{2, 4, 2, 64}, 500000.0f, 7.0f},
+    {"freqs_T6_H4_D128_offset40", Shape{6, 4, 128}, 500000.0f, 40.0f},
+    {"freqs_T1_H3_D130_decode_offset1000", Shape{1, 3, 130}, 10000.0f, 1000.0f},
+    {"freqs_T2_H1_D1280", Shape{2, 1, 1280}, 10000.0f, 3.0f},
+};
+
 std::vector<OpCase> rope_like_cases(Op op, uint32_t seed) {
   Rng r(seed);
   std::vector<OpCase> cs;
   for (const RopeCase& rc : kRope)
     cs.push_back(make_case(rc.name, op, {random_f32(r, rc.s)}, {zeros(rc.s, DType::f32)}, {}, {rc.theta, rc.pos_offset},
                            tol::transcendental));
+  for (const RopeCase& rc : kRopeFreqs)
+    cs.push_back(make_case(rc.name, op, {random_f32(r, rc.s), scaled_freqs(r, rc.s.last(), rc.theta)},
+                           {zeros(rc.s, DType::f32)}, {}, {rc.theta, rc.pos_offset}, tol::transcendental));
   return cs;
 }
 std::vector<OpCase> rope_cases() { return rope_like_cases(Op::rope, 43); }
@@ -252,6 +278,24 @@ TEST(LlamaReference, RopeRotatesEachPairByPositionTimesFrequency) {
                   .to_vector<float>();
   auto orig = x.to_vector<float>();
   for (int i = 0; i < 8; ++i) EXPECT_NEAR(back[i], orig[i], 1e-6);
+}
+
+TEST(LlamaReference, RopeFreqsReplaceThetasFrequencies) {
+  // With freqs, pair i at position p turns by p * freqs[i] whatever theta is.
+  HostTensor x = HostTensor::from(Shape{2, 1, 4}, DType::f32, std::vector<float>{1, 0, 1, 0, 1, 0, 1, 0});
+  const std::vector<float> f = {0.25f, 3.0f};
+  HostTensor freqs = HostTensor::from(Shape{2}, DType::f32, f);
+  for (float theta : {100.0f, 500000.0f}) {
+    auto y = run_reference(make_case("", Op::rope, {x, freqs}, {zeros(Shape{2, 1, 4}, DType::f32)}, {}, {theta, 2.0f},
+                                     tol::exact))[0]
+                 .to_vector<float>();
+    for (int t = 0; t < 2; ++t)
+      for (int i = 0; i < 2; ++i) {
+        const double a = (t + 2.0) * f[i];
+        EXPECT_NEAR(y[t * 4 + 2 * i], std::cos(a), 1e-6);
+        EXPECT_NEAR(y[t * 4 + 2 * i + 1], std::sin(a), 1e-6);
+      }
+  }
 }
 
 TEST(LlamaReference, SiluMulAtKnownPoints) {

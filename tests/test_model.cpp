@@ -1,6 +1,7 @@
-// Whole-model tests on the `tiny` preset: gradients against finite differences (fp32) and against the
-// fp32 model at the dequantized weights (qat's straight-through estimator), every device backend against
-// the CPU backend, a short run whose loss must fall, exact resume, and the qat/fp32 loss gap.
+// Whole-model tests on the `tiny` preset (and its Llama 3, qwen2 and qwen3 variants): gradients against
+// finite differences (fp32) and against the fp32 model at the dequantized weights (qat's straight-through
+// estimator), every device backend against the CPU backend, a short run whose loss must fall, exact resume,
+// the qat/fp32 loss gap, and the KV cache against a full forward.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -26,6 +27,38 @@ ModelConfig tiny(TrainMode mode) {
   return c;
 }
 
+// The architectures' variants of the tiny model: Llama; Llama 3.2-like (rope base 500000, rope scaling
+// factors, heads of 24 on a 32-wide model, one key/value head); qwen2 (q/k/v biases, started away from zero
+// so that they matter); qwen3 (q/k head norms, started away from one, on heads of 24).
+std::vector<std::pair<std::string, ModelConfig>> variants(TrainMode mode) {
+  std::vector<std::pair<std::string, ModelConfig>> v;
+  v.push_back({"llama", tiny(mode)});
+  ModelConfig l3 = tiny(mode);
+  l3.rope_theta = 500000.0f, l3.head_size = 24, l3.n_kv_heads = 1;
+  l3.rope_factors = {1.0f, 1.0f, 2.5f, 8.0f, 8.0f, 8.0f, 8.0f, 8.0f, 8.0f, 8.0f, 8.0f, 8.0f};
+  v.push_back({"llama3", l3});
+  ModelConfig q2 = tiny(mode);
+  q2.arch = "qwen2";
+  v.push_back({"qwen2", q2});
+  ModelConfig q3 = tiny(mode);
+  q3.arch = "qwen3", q3.head_size = 24;
+  v.push_back({"qwen3", q3});
+  return v;
+}
+
+// init() starts biases at 0 and norms at 1; moves them so that a forward that skips them differs.
+void perturb_biases_and_norms(Model& m) {
+  Rng r(77);
+  for (Param& p : m.params()) {
+    const bool bias = p.name.find(".bias") != std::string::npos, qk = p.name.find("_norm.weight") != std::string::npos &&
+                                                                         p.name.find("attention.") != std::string::npos;
+    if (!bias && !qk) continue;
+    std::vector<float> v = m.backend().to_vector<float>(p.value);
+    for (float& x : v) x = bias ? r.uniform(-0.5f, 0.5f) : r.uniform(0.5f, 1.5f);
+    m.backend().upload(p.value, v.data(), v.size() * 4);
+  }
+}
+
 struct Batch {
   std::vector<int32_t> tokens, labels;
   int64_t B = 2, T = 12;
@@ -44,39 +77,43 @@ Batch make_batch(uint32_t seed, int64_t vocab) {
 double mean_loss(Model& m, const Batch& b) { return m.evaluate(b.tokens, b.labels, b.B, b.T); }
 
 TEST(Model, Fp32GradientsMatchFiniteDifferences) {
-  auto backend = make_cpu_backend();
-  Model m(*backend, tiny(TrainMode::fp32));
-  m.init(3);
-  Batch b = make_batch(11, 64);
-  auto grads = m.gradients(b.tokens, b.labels, b.B, b.T);
-  int checked = 0;
-  for (Param& p : m.params()) {
-    const auto& g = grads.at(p.name);
-    auto v = backend->to_vector<float>(p.value);
-    // The three largest-gradient elements of each tensor: there the finite difference is well above
-    // fp32 rounding noise of the loss.
-    std::vector<size_t> idx(g.size());
-    for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
-    std::partial_sort(idx.begin(), idx.begin() + 3, idx.end(), [&](size_t a, size_t c) { return std::fabs(g[a]) > std::fabs(g[c]); });
-    for (int j = 0; j < 3; ++j) {
-      size_t i = idx[j];
-      const float eps = 1e-2f, old = v[i];
-      v[i] = old + eps;
-      backend->upload(p.value, v.data(), v.size() * 4);
-      double lp = mean_loss(m, b);
-      v[i] = old - eps;
-      backend->upload(p.value, v.data(), v.size() * 4);
-      double lm = mean_loss(m, b);
-      v[i] = old;
-      backend->upload(p.value, v.data(), v.size() * 4);
-      double fd = (lp - lm) / (2.0 * eps);
-      // Central differences with eps = 1e-2: truncation error O(eps^2 * f''') plus fp32 loss rounding
-      // (~1e-7 / eps); 3% of the gradient plus 2e-4 covers both for this smooth model.
-      EXPECT_NEAR(fd, g[i], 0.03 * std::fabs(g[i]) + 2e-4) << p.name << "[" << i << "]";
-      ++checked;
+  for (const auto& [name, cfg] : variants(TrainMode::fp32)) {
+    SCOPED_TRACE(name);
+    auto backend = make_cpu_backend();
+    Model m(*backend, cfg);
+    m.init(3);
+    perturb_biases_and_norms(m);
+    Batch b = make_batch(11, 64);
+    auto grads = m.gradients(b.tokens, b.labels, b.B, b.T);
+    int checked = 0;
+    for (Param& p : m.params()) {
+      const auto& g = grads.at(p.name);
+      auto v = backend->to_vector<float>(p.value);
+      // The three largest-gradient elements of each tensor: there the finite difference is well above
+      // fp32 rounding noise of the loss.
+      std::vector<size_t> idx(g.size());
+      for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
+      std::partial_sort(idx.begin(), idx.begin() + 3, idx.end(), [&](size_t a, size_t c) { return std::fabs(g[a]) > std::fabs(g[c]); });
+      for (int j = 0; j < 3; ++j) {
+        size_t i = idx[j];
+        const float eps = 1e-2f, old = v[i];
+        v[i] = old + eps;
+        backend->upload(p.value, v.data(), v.size() * 4);
+        double lp = mean_loss(m, b);
+        v[i] = old - eps;
+        backend->upload(p.value, v.data(), v.size() * 4);
+        double lm = mean_loss(m, b);
+        v[i] = old;
+        backend->upload(p.value, v.data(), v.size() * 4);
+        double fd = (lp - lm) / (2.0 * eps);
+        // Central differences with eps = 1e-2: truncation error O(eps^2 * f''') plus fp32 loss rounding
+        // (~1e-7 / eps); 3% of the gradient plus 2e-4 covers both for this smooth model.
+        EXPECT_NEAR(fd, g[i], 0.03 * std::fabs(g[i]) + 2e-4) << p.name << "[" << i << "]";
+        ++checked;
+      }
     }
+    EXPECT_GT(checked, 30);
   }
-  EXPECT_GT(checked, 30);
 }
 
 // qat's weight gradient is the straight-through estimate: the fp32 gradient evaluated at the
@@ -190,6 +227,16 @@ TEST(Model, DeviceBackendsMatchCpu) {
       d.init(9);
       expect_models_train_alike(a, d, 4, [&](int step) { return make_batch(100 + step, 64); });
     }
+    for (const auto& [variant, cfg] : variants(TrainMode::qat)) {  // the other architectures' ops, in qat
+      if (variant == "llama") continue;
+      SCOPED_TRACE(variant);
+      Model a(*cpu, cfg), d(dev, cfg);
+      a.init(9);
+      d.init(9);
+      perturb_biases_and_norms(a);
+      perturb_biases_and_norms(d);
+      expect_models_train_alike(a, d, 4, [&](int step) { return make_batch(100 + step, 64); });
+    }
   }
 }
 
@@ -275,9 +322,12 @@ TEST(Model, KvCacheMatchesFullForward) {
   for (const std::string& name : test_backends()) {
     SCOPED_TRACE(name);
     Backend& b = backend_for_tests(name);
-    for (TrainMode mode : {TrainMode::qat, TrainMode::qlora}) {
-      Model m(b, tiny(mode));
+    for (TrainMode mode : {TrainMode::qat, TrainMode::qlora})
+    for (const auto& [variant, cfg] : variants(mode)) {
+      SCOPED_TRACE(variant);
+      Model m(b, cfg);
       m.init(21);
+      perturb_biases_and_norms(m);
       std::vector<int32_t> seq = {5, 17, 3, 60, 22, 9, 41, 8, 30, 2};
       const int64_t V = m.config().vocab;
       std::vector<float> full = m.next_logits(seq);

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -68,10 +69,12 @@ void write_hf(Model& m, const std::string& dir, const json& cfg, const std::vect
     for (Param& p : m.params()) {
       if (p.name != t.name) continue;
       std::vector<float> v = m.backend().to_vector<float>(p.value);
-      if (t.name.find("attention.wq") != std::string::npos)
+      if (t.name.find("attention.wq.weight") != std::string::npos)
         v = interop_detail::permute_to_hf(v, c.n_heads, t.shape[0], t.shape[1]);
-      if (t.name.find("attention.wk") != std::string::npos)
+      else if (t.name.find("attention.wk.weight") != std::string::npos)
         v = interop_detail::permute_to_hf(v, c.kv_heads(), t.shape[0], t.shape[1]);
+      else  // q/k biases and norms: rotate_half order too
+        v = llama_names::rows_to_file(llama_names::neox_row_order(c, t.name), v);
       std::vector<uint8_t> bytes(v.size() * 4);
       std::memcpy(bytes.data(), v.data(), bytes.size());
       w.add_owned(t.hf, "F32", std::vector<int64_t>(t.shape.data(), t.shape.data() + t.shape.rank()), std::move(bytes));
@@ -151,6 +154,102 @@ TEST(ModelFiles, HfConfigOfTransformers5IsRead) {
   EXPECT_HAS(e, "'rope_theta' = 10000 disagrees with rope_parameters.rope_theta = 500000");
 }
 
+// Llama 3.1's rope scaling (rope_type "llama3") in both config forms, on heads wider than hidden_size /
+// num_attention_heads (head_dim): the frequencies are transformers' llama3 inv_freq (computed here as
+// transformers writes it: scale the low frequencies, blend the middle band), and the import computes with them.
+TEST(ModelFiles, HfLlama3RopeScalingAndHeadDimAreRead) {
+  auto be = make_cpu_backend();
+  ModelConfig c = tiny(TrainMode::fp32);
+  c.rope_theta = 500000.0f;
+  c.head_size = 24;  // dim 32, 2 heads: q has 48 rows
+  c.n_kv_heads = 1;
+  const double factor = 8, low = 1, high = 4, old_ctx = 64;
+  const json params = {{"factor", factor}, {"low_freq_factor", low}, {"high_freq_factor", high},
+                       {"original_max_position_embeddings", old_ctx}, {"rope_type", "llama3"}};
+  std::vector<double> want;
+  for (int i = 0; i < 12; ++i) {
+    const double inv = 1.0 / std::pow(500000.0, 2.0 * i / 24.0), wavelen = 2 * M_PI / inv;
+    const double scaled = wavelen > old_ctx / low ? inv / factor : inv;
+    const double smooth = (old_ctx / wavelen - low) / (high - low);
+    const bool medium = !(wavelen < old_ctx / high) && !(wavelen > old_ctx / low);
+    want.push_back(medium ? (1 - smooth) * scaled / factor + smooth * scaled : scaled);
+  }
+  json v5 = v5_config(c), v4 = v4_config(c);
+  for (auto& [k, v] : params.items()) v5["rope_parameters"][k] = v;
+  v4["rope_scaling"] = params;
+  const std::string dir = tmp("hf_llama3");
+  for (const json& cfg : {v5, v4}) {
+    SCOPED_TRACE(cfg["transformers_version"].get<std::string>());
+    write_hf(*std::make_unique<Model>(*be, c), dir, cfg);  // shapes only: the config is what is read
+    const ModelConfig got = read_hf_config(dir, TrainMode::fp32, 32);
+    EXPECT_EQ(got.head_dim(), 24);
+    ASSERT_EQ(got.rope_factors.size(), 12u);
+    const std::vector<double> f = got.rope_frequencies();
+    int scaled = 0, blended = 0;
+    for (size_t i = 0; i < 12; ++i) {
+      EXPECT_NEAR(f[i], want[i], 1e-6 * want[i]) << "pair " << i;  // factors are stored as fp32
+      scaled += got.rope_factors[i] == 8.0f;
+      blended += got.rope_factors[i] > 1.0f && got.rope_factors[i] < 8.0f;
+    }
+    EXPECT_GT(scaled, 0);
+    EXPECT_GT(blended, 0);
+    // A model of that config written out and read back computes the same logits.
+    Model m(*be, got);
+    m.init(9);
+    write_hf(m, dir, cfg);
+    auto back = load_hf_llama(dir, *be, TrainMode::fp32, 32);
+    EXPECT_EQ(back->config().to_json(), m.config().to_json());
+    const std::vector<int32_t> ids = {1, 5, 9, 2, 7, 30, 31};
+    EXPECT_EQ(m.next_logits(ids), back->next_logits(ids));
+    EXPECT_HAS(describe_model_file(dir), "trainable: yes");
+  }
+}
+
+// Qwen2 (q/k/v biases) and Qwen3 (q/k head norms, heads of 24) folders as transformers writes them: the
+// biases and norm weights (set away from 0 and 1) come back in our rotary order, and the logits are the same.
+TEST(ModelFiles, HfQwen2AndQwen3AreRead) {
+  auto be = make_cpu_backend();
+  const std::string dir = tmp("hf_qwen");
+  for (const char* arch : {"qwen2", "qwen3"}) {
+    SCOPED_TRACE(arch);
+    ModelConfig c = tiny(TrainMode::fp32);
+    c.arch = arch;
+    c.rope_theta = 1000000.0f;
+    if (c.arch == "qwen3") c.head_size = 24;
+    Model m(*be, c);
+    m.init(5);
+    int moved = 0;
+    for (Param& p : m.params()) {
+      if (p.name.find(".bias") == std::string::npos && p.name.find("attention.q_norm") == std::string::npos &&
+          p.name.find("attention.k_norm") == std::string::npos)
+        continue;
+      std::vector<float> v = be->to_vector<float>(p.value);
+      for (size_t i = 0; i < v.size(); ++i) v[i] = 0.5f + 0.03f * static_cast<float>(i % 17);  // no symmetry
+      be->upload(p.value, v.data(), v.size() * 4);
+      ++moved;
+    }
+    EXPECT_EQ(moved, c.arch == "qwen2" ? 6 : 4);  // 2 layers of 3 biases or 2 norms
+    json cfg = v5_config(c);
+    cfg["model_type"] = arch;
+    cfg["architectures"] = {c.arch == "qwen2" ? "Qwen2ForCausalLM" : "Qwen3ForCausalLM"};
+    cfg["use_sliding_window"] = false;
+    cfg["layer_types"] = {"full_attention", "full_attention"};
+    write_hf(m, dir, cfg);
+    auto back = load_hf_llama(dir, *be, TrainMode::fp32, 32);
+    EXPECT_EQ(back->config().to_json(), m.config().to_json());
+    const std::vector<int32_t> ids = {1, 5, 9, 2, 7, 30};
+    EXPECT_EQ(m.next_logits(ids), back->next_logits(ids));
+    EXPECT_HAS(describe_model_file(dir), "trainable: yes");
+    cfg["use_sliding_window"] = true;
+    write_hf(m, dir, cfg);
+    EXPECT_HAS(error_of([&] { load_hf_llama(dir, *be, TrainMode::qat, 32); }), "'use_sliding_window' is true");
+    cfg["use_sliding_window"] = false;
+    cfg["layer_types"] = {"full_attention", "sliding_attention"};
+    write_hf(m, dir, cfg);
+    EXPECT_HAS(error_of([&] { load_hf_llama(dir, *be, TrainMode::qat, 32); }), "'layer_types' is");
+  }
+}
+
 TEST(ModelFiles, HfFieldsThatChangeTheMathAreErrorsNamingThem) {
   auto be = make_cpu_backend();
   const ModelConfig c = tiny(TrainMode::fp32);
@@ -163,8 +262,17 @@ TEST(ModelFiles, HfFieldsThatChangeTheMathAreErrorsNamingThem) {
     const char* needle;
   };
   const std::vector<Case> cases = {
-      {"llama3 rope", [](json& j) { j["rope_parameters"] = {{"rope_theta", 5e5}, {"rope_type", "llama3"}, {"factor", 8.0}}; },
-       "'rope_parameters.rope_type' is \"llama3\""},
+      {"llama3 rope without its parameters",
+       [](json& j) { j["rope_parameters"] = {{"rope_theta", 5e5}, {"rope_type", "llama3"}, {"factor", 8.0}}; },
+       "'rope_parameters.low_freq_factor' is missing"},
+      {"llama3 rope, low > high",
+       [](json& j) {
+         j["rope_parameters"] = {{"rope_theta", 5e5}, {"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 4.0},
+                                 {"high_freq_factor", 1.0}, {"original_max_position_embeddings", 64}};
+       },
+       "high_freq_factor > low_freq_factor"},
+      {"yarn rope", [](json& j) { j["rope_parameters"] = {{"rope_theta", 5e5}, {"rope_type", "yarn"}, {"factor", 4.0}}; },
+       "'rope_parameters.rope_type' is \"yarn\""},
       {"rope factor under default", [](json& j) { j["rope_parameters"]["factor"] = 2.0; }, "'rope_parameters.factor' = 2.0"},
       {"v4 linear scaling", [](json& j) { j["rope_scaling"] = {{"type", "linear"}, {"factor", 2.0}}; },
        "'rope_scaling.type' is \"linear\""},
@@ -177,12 +285,14 @@ TEST(ModelFiles, HfFieldsThatChangeTheMathAreErrorsNamingThem) {
       {"gelu", [](json& j) { j["hidden_act"] = "gelu"; }, "'hidden_act' is \"gelu\""},
       {"attention bias", [](json& j) { j["attention_bias"] = true; }, "'attention_bias' is true"},
       {"mlp bias", [](json& j) { j["mlp_bias"] = true; }, "'mlp_bias' is true"},
-      {"head_dim", [](json& j) { j["head_dim"] = 8; }, "'head_dim' = 8 differs"},
+      {"odd head_dim", [](json& j) { j["head_dim"] = 7; }, "'head_dim' = 7: a rotary head must be even"},
+      {"head_dim without the tensors", [](json& j) { j["head_dim"] = 8; }, "model.layers.0.self_attn.q_proj.weight"},
       {"quantized", [](json& j) { j["quantization_config"] = {{"quant_method", "gptq"}, {"bits", 4}}; },
        "'quantization_config' is present: the weights are quantized (\"gptq\")"},
       {"classifier", [](json& j) { j["architectures"] = {"LlamaForSequenceClassification"}; }, "'architectures' is"},
       {"vocab", [](json& j) { j["vocab_size"] = 99; }, "'vocab_size' = 99 differs"},
       {"not llama", [](json& j) { j["model_type"] = "mistral"; }, "model_type \"mistral\" is not supported"},
+      {"qwen2 class for llama", [](json& j) { j["architectures"] = {"Qwen2ForCausalLM"}; }, "'architectures' is"},
   };
   for (const Case& k : cases) {
     SCOPED_TRACE(k.what);
@@ -275,13 +385,21 @@ TEST(ModelFiles, GgufKeysAndTensorsThatChangeTheMathAreErrorsNamingThem) {
       {"experts", {{"llama.expert_count", V::u32(8)}}, {}, {}, "llama.expert_count = 8"},
       {"unknown key", {{"llama.attention.sliding_window", V::u32(4)}}, {}, {}, "'llama.attention.sliding_window'"},
       {"per-layer heads", {{"llama.attention.head_count", u32s({2, 2})}}, {}, {}, "is an array"},
-      {"key length", {{"llama.attention.key_length", V::u32(8)}}, {}, {}, "llama.attention.key_length = 8 differs"},
+      {"key length without the tensors",
+       {{"llama.attention.key_length", V::u32(8)}, {"llama.rope.dimension_count", V::u32(8)}}, {}, {},
+       "tensor 'blk.0.attn_q.weight' has the wrong shape"},
+      {"value length", {{"llama.attention.key_length", V::u32(8)}, {"llama.attention.value_length", V::u32(16)}}, {}, {},
+       "llama.attention.value_length = 16 differs from llama.attention.key_length = 8"},
+      {"partial rotary", {{"llama.rope.dimension_count", V::u32(8)}}, {}, {}, "llama.rope.dimension_count = 8 differs"},
       {"vocab size", {{"llama.vocab_size", V::u32(300)}}, {}, {}, "llama.vocab_size = 300 differs"},
       {"split", {{"split.count", V::u32(3)}}, {}, {}, "split.count = 3"},
-      {"not llama", {{"general.architecture", V::str("qwen2")}}, {}, {}, "'qwen2', only 'llama'"},
+      {"another architecture", {{"general.architecture", V::str("gemma2")}}, {}, {},
+       "'gemma2': edgetrain trains 'llama', 'qwen2' and 'qwen3' only"},
+      {"qwen2 keys missing", {{"general.architecture", V::str("qwen2")}}, {}, {},
+       "metadata key 'qwen2.embedding_length' is missing"},
       {"Q5_0 tensor", {}, {{"blk.0.ffn_up.weight", 6}}, {}, "'blk.0.ffn_up.weight' is Q5_0, which edgetrain does not decode"},
       {"IQ4_NL tensor", {}, {{"blk.1.attn_k.weight", 20}}, {}, "'blk.1.attn_k.weight' is IQ4_NL"},
-      {"rope factors", {}, {}, {"rope_freqs.weight"}, "'rope_freqs.weight' (Llama 3.1-style rope frequency factors)"},
+      {"zero rope factors", {}, {}, {"rope_freqs.weight"}, "'rope_freqs.weight' holds 0.000000"},
       {"bias", {}, {}, {"blk.0.attn_q.bias"}, "'blk.0.attn_q.bias' (a bias"},
       {"old quantization", {{"general.quantization_version", V::u32(1)}}, {{"blk.0.ffn_up.weight", 2}}, {},
        "general.quantization_version = 1"},

@@ -285,6 +285,16 @@ TEST(WebGpuRuntime, RopeIsAccurateAtLargePositions) {
   OpCase w = make_case("wide_head", Op::rope, {random_f32(r, wide)}, {zeros(wide, DType::f32)}, {}, {10000.0f, 70000.0f},
                        tight);
   EXPECT_EQ(compare(run_on(gpu, w)[0], run_reference(w)[0], tight), "") << "D = 1280";
+  // Per-pair frequencies (rope scaling) are turned into turns exactly on the GPU: as tight at p ~ 1e5, for
+  // frequencies from ~1e-9 to above one turn per position.
+  for (Op op : {Op::rope, Op::rope_backward}) {
+    const Shape s{1, 3, 2, 256};
+    HostTensor f(Shape{128}, DType::f32);
+    for (int64_t i = 0; i < 128; ++i) f.as<float>()[i] = static_cast<float>(7.5 * std::pow(1e-10, i / 127.0) / (1 + i % 7));
+    OpCase c = make_case("freqs_large_pos", op, {random_f32(r, s), f}, {zeros(s, DType::f32)}, {}, {10000.0f, 99997.0f},
+                         tight);
+    EXPECT_EQ(compare(run_on(gpu, c)[0], run_reference(c)[0], tight), "") << op_name(op) << " with freqs";
+  }
 }
 
 // theta as a per-replay slot (no host table): fp32 frequencies, so only moderate positions are checked.

@@ -76,8 +76,9 @@ class Graph {
   std::pair<Tensor, Tensor> rms_norm(const Tensor& x, const Tensor& w, Scalar eps);  // {y, rstd}
   std::pair<Tensor, Tensor> rms_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& w,
                                               const Tensor& rstd);  // {dx, dw}
-  Tensor rope(const Tensor& x, Scalar theta, Scalar pos_offset = 0.0f);
-  Tensor rope_backward(const Tensor& dy, Scalar theta, Scalar pos_offset = 0.0f);
+  // freqs [D/2] (optional): each pair's frequency, replacing theta^(-2i/D) (rope scaling; see ops.inc).
+  Tensor rope(const Tensor& x, Scalar theta, Scalar pos_offset = 0.0f, const Tensor& freqs = Tensor());
+  Tensor rope_backward(const Tensor& dy, Scalar theta, Scalar pos_offset = 0.0f, const Tensor& freqs = Tensor());
   Tensor silu_mul(const Tensor& g, const Tensor& u);
   std::pair<Tensor, Tensor> silu_mul_backward(const Tensor& dh, const Tensor& g, const Tensor& u);
   Tensor embedding(const Tensor& w, const Tensor& idx);

@@ -19,6 +19,10 @@ const char* mode_name(TrainMode m);
 TrainMode mode_from_name(const std::string& s);
 
 struct ModelConfig {
+  // The architecture, as GGUF's general.architecture names it: "llama"; "qwen2" (Llama with trainable fp32
+  // biases on the q, k and v projections); "qwen3" (Llama with an RMSNorm over each q and k head, weights
+  // [head_dim] shared by the heads, applied before rope).
+  std::string arch = "llama";
   int64_t vocab = 256;
   int64_t dim = 128;
   int64_t n_layers = 2;
@@ -28,8 +32,15 @@ struct ModelConfig {
   // multi-head attention. Configs in JSON always carry the resolved value (kv_heads()).
   int64_t n_kv_heads = -1;
   int64_t ffn_dim = 384;
+  // Width of one attention head when it is not dim / n_heads (llama.attention.key_length, HF head_dim): the
+  // q projection then has n_heads * head_dim rows and o as many columns. -1 (the default): dim / n_heads.
+  int64_t head_size = -1;
   int64_t max_seq = 128;
   float rope_theta = 10000.0f;
+  // Rope scaling (Llama 3.1/3.2): one factor per rotary pair of a head [head_dim/2], dividing pair i's
+  // frequency theta^(-2i/head_dim), as GGUF's rope_freqs.weight holds them (llama.cpp applies them so).
+  // Empty: no scaling. Hugging Face's rope_type "llama3" parameters are turned into these factors on import.
+  std::vector<float> rope_factors;
   float norm_eps = 1e-5f;
   bool tied_head = false;  // output head shares the token embedding
   // Quantization / training mode.
@@ -40,9 +51,14 @@ struct ModelConfig {
   float lora_alpha = 16.0f;
   std::string lora_targets = "q,k,v,o";
 
-  int64_t head_dim() const { return dim / n_heads; }
+  int64_t head_dim() const { return head_size > 0 ? head_size : dim / n_heads; }
+  int64_t q_dim() const { return n_heads * head_dim(); }  // rows of the Q projection, columns of O
+  bool qkv_bias() const { return arch == "qwen2"; }
+  bool qk_norm() const { return arch == "qwen3"; }
   int64_t kv_heads() const { return n_kv_heads < 0 ? n_heads : n_kv_heads; }
   int64_t kv_dim() const { return kv_heads() * head_dim(); }  // rows of the K and V projections
+  // Each rotary pair's frequency, theta^(-2i/head_dim) / rope_factors[i], computed in double.
+  std::vector<double> rope_frequencies() const;
   int64_t parameter_count() const;
   void validate() const;  // throws Error naming the field
   std::string to_json() const;

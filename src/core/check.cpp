@@ -410,6 +410,11 @@ void rope_like(Ctx& x) {
   int r = a.shape().rank();
   if (r != 3 && r != 4) x.bad("x must be [B, T, H, D] or [T, H, D], got ", a.str());
   if (a.shape().last() % 2 != 0) x.bad("head dim D must be even, got ", a.str());
+  if (x.has_in(1)) {
+    x.dtype(x.in(1), DType::f32, "freqs");
+    if (x.in(1).shape() != Shape{a.shape().last() / 2})
+      x.bad("freqs must be [D/2] = [", a.shape().last() / 2, "] (one frequency per pair), got ", x.in(1).str());
+  }
   x.out(a.shape(), DType::f32);
 }
 void sig_rope(Ctx& x) { rope_like(x); }

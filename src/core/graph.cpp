@@ -121,9 +121,11 @@ std::pair<Tensor, Tensor> Graph::rms_norm_backward(const Tensor& dy, const Tenso
   auto o = apply(Op::rms_norm_backward, {dy, x, w, rstd}, {0});
   return {o[0], o[1]};
 }
-Tensor Graph::rope(const Tensor& x, Scalar theta, Scalar pos) { return apply(Op::rope, {x}, {}, {theta, pos})[0]; }
-Tensor Graph::rope_backward(const Tensor& dy, Scalar theta, Scalar pos) {
-  return apply(Op::rope_backward, {dy}, {}, {theta, pos})[0];
+Tensor Graph::rope(const Tensor& x, Scalar theta, Scalar pos, const Tensor& freqs) {
+  return apply(Op::rope, with_optional({x}, freqs), {}, {theta, pos})[0];
+}
+Tensor Graph::rope_backward(const Tensor& dy, Scalar theta, Scalar pos, const Tensor& freqs) {
+  return apply(Op::rope_backward, with_optional({dy}, freqs), {}, {theta, pos})[0];
 }
 Tensor Graph::silu_mul(const Tensor& g, const Tensor& u) { return apply(Op::silu_mul, {g, u})[0]; }
 std::pair<Tensor, Tensor> Graph::silu_mul_backward(const Tensor& dh, const Tensor& g, const Tensor& u) {

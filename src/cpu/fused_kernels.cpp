@@ -412,27 +412,34 @@ void silu_mul_backward(const ref::Call& c) {
 namespace {
 // The cosines and sines of RoPE's angles for positions [0, T), the reference's expressions, kept for the next
 // calls with the same arguments: a training step applies RoPE with the same table to q and k of every layer
-// (and the backward with the negated angles), and computing it took most of the op's time.
+// (and the backward with the negated angles), and computing it took most of the op's time. A table made
+// from rope's freqs input is keyed by their values (D/2 floats: cheap to compare).
 struct RopeTable {
   int64_t T, D;
   double theta, pos_offset, sign;
+  std::vector<float> freqs;    // empty: theta^(-2i/D)
   std::vector<double> cs, sn;  // [T, D / 2]
 };
 
-std::shared_ptr<const RopeTable> rope_table(int64_t T, int64_t D, double theta, double pos_offset, double sign) {
+std::shared_ptr<const RopeTable> rope_table(int64_t T, int64_t D, double theta, double pos_offset, double sign,
+                                            std::vector<float> freqs) {
   static std::mutex mu;
   static std::vector<std::shared_ptr<const RopeTable>> recent;  // newest last, at most 8
   std::lock_guard<std::mutex> lock(mu);
   for (const auto& e : recent)
-    if (e->T == T && e->D == D && e->theta == theta && e->pos_offset == pos_offset && e->sign == sign) return e;
-  auto e = std::make_shared<RopeTable>(RopeTable{T, D, theta, pos_offset, sign, {}, {}});
+    if (e->T == T && e->D == D && e->theta == theta && e->pos_offset == pos_offset && e->sign == sign &&
+        e->freqs == freqs)
+      return e;
+  auto e = std::make_shared<RopeTable>(RopeTable{T, D, theta, pos_offset, sign, std::move(freqs), {}, {}});
   const int64_t half = D / 2;
   e->cs.resize(static_cast<size_t>(T * half));
   e->sn.resize(static_cast<size_t>(T * half));
   for (int64_t t = 0; t < T; ++t) {
     const double p = static_cast<double>(t) + pos_offset;
     for (int64_t i = 0; i < half; ++i) {
-      double angle = sign * p * std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(D));
+      const double f = e->freqs.empty() ? std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(D))
+                                        : static_cast<double>(e->freqs[static_cast<size_t>(i)]);
+      double angle = sign * p * f;
       e->cs[t * half + i] = std::cos(angle);
       e->sn[t * half + i] = std::sin(angle);
     }
@@ -450,7 +457,9 @@ void rotate(const ref::Call& c, double sign) {
   const int64_t B = r == 4 ? s[0] : 1, T = s[r - 3], H = s[r - 2], D = s[r - 1];
   const float* xp = c.in[0].as<float>();
   float* yp = c.out[0].as<float>();
-  const auto table = rope_table(T, D, c.floats[0], c.floats[1], sign);
+  std::vector<float> freqs;
+  if (c.has_in(1)) freqs.assign(c.in[1].as<float>(), c.in[1].as<float>() + D / 2);
+  const auto table = rope_table(T, D, c.floats[0], c.floats[1], sign, std::move(freqs));
   parallel_for(T, std::max<int64_t>(1, 4096 / std::max<int64_t>(B * H * D, 1)), [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       const double* cs = table->cs.data() + t * (D / 2);

@@ -2,6 +2,7 @@
 // for bit as q4gsw group 32, the measured q4gsw error of the others), fp32 masters for `train --init`, and
 // the export save_gguf. What a file must be to import is gguf_llama_check.cpp's; tensor names come from
 // io/llama_names.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -58,9 +59,11 @@ std::unique_ptr<Model> load_gguf_model(const std::string& path, Backend& backend
   for (Param& p : model->params()) {
     if (gguf_name(p.name).empty()) continue;  // a LoRA adapter
     const gguf::TensorInfo* t = &tensor_for(f, p.name, p.value.shape());
-    std::vector<float> v = f.to_f32(*t);
+    const std::vector<int64_t> order = llama_names::gguf_row_order(cfg, p.name);
+    std::vector<float> v = llama_names::rows_from_file(order, f.to_f32(*t));
     backend.upload(p.value, v.data(), v.size() * sizeof(float));
-    if (p.quantized() && t->type == gguf::Q4_0 && group_size == 32) exact.push_back({&p, t});
+    // Q4_0 blocks become q4gsw codes bit for bit when the rows are in our order (else from the masters).
+    if (p.quantized() && t->type == gguf::Q4_0 && group_size == 32 && order.empty()) exact.push_back({&p, t});
   }
   model->quantize_from_masters();
   for (auto [p, t] : exact) {
@@ -91,7 +94,8 @@ std::map<std::string, std::vector<float>> llama_names::gguf_masters(const std::s
   gguf::File f = gguf::File::open(path);
   const ModelConfig cfg = config_from(f, TrainMode::fp32, 32);
   std::map<std::string, std::vector<float>> out;
-  for (const BaseTensor& t : base_tensors(cfg)) out[t.name] = f.to_f32(tensor_for(f, t.name, t.shape));
+  for (const BaseTensor& t : base_tensors(cfg))
+    out[t.name] = llama_names::rows_from_file(llama_names::gguf_row_order(cfg, t.name), f.to_f32(tensor_for(f, t.name, t.shape)));
   if (cfg_out) *cfg_out = cfg;
   return out;
 }
@@ -127,7 +131,9 @@ std::vector<uint8_t> f32_bytes(const std::vector<float>& v) {
 
 // The 4-bit linear `p` as Q4_0 blocks: its codes and scales bit for bit when they fit (group size a multiple
 // of 32, fp16 scales, no merged adapter), else llama.cpp's Q4_0 quantization of its weight `v` with a warning.
-std::vector<uint8_t> q4_0_blocks(Model& model, Param& p, const std::vector<float>& v, GgufExportReport& rep) {
+// `order`: the file's row order (llama_names::gguf_row_order), which `v` is already in.
+std::vector<uint8_t> q4_0_blocks(Model& model, Param& p, const std::vector<float>& v, const std::vector<int64_t>& order,
+                                 GgufExportReport& rep) {
   const ModelConfig& c = model.config();
   Backend& b = model.backend();
   const int64_t N = p.value.shape()[0], K = p.value.shape()[1];
@@ -154,7 +160,17 @@ std::vector<uint8_t> q4_0_blocks(Model& model, Param& p, const std::vector<float
       }
   }
   if (why_not.empty()) {
-    const auto codes = q4::unpack_w4x8(q4::Geometry(N, K, c.group_size), b.to_vector<uint32_t>(p.codes).data());
+    auto codes = q4::unpack_w4x8(q4::Geometry(N, K, c.group_size), b.to_vector<uint32_t>(p.codes).data());
+    if (!order.empty()) {  // rows to the file's order: code rows, and the scales' columns
+      std::vector<uint8_t> rc(codes.size());
+      std::vector<float> rs(scales32.size());
+      for (int64_t r = 0; r < N; ++r) {
+        std::copy_n(&codes[static_cast<size_t>(order[r] * K)], K, &rc[static_cast<size_t>(r * K)]);
+        for (int64_t j = 0; j < K / 32; ++j) rs[j * N + r] = scales32[j * N + order[r]];
+      }
+      codes = std::move(rc);
+      scales32 = std::move(rs);
+    }
     ++rep.exact_q4;
     return gguf::q4gsw_to_q4_0(N, K, codes.data(), scales32.data());
   }
@@ -189,31 +205,39 @@ GgufExportReport save_gguf(const std::string& path, Model& model, GgufType type,
   GgufExportReport rep;
   gguf::Writer w;
   using V = gguf::Value;
-  w.add_kv("general.architecture", V::str("llama"));
+  const std::string a = c.arch + ".";  // the key prefix is the architecture's name
+  w.add_kv("general.architecture", V::str(c.arch));
   w.add_kv("general.name", V::str("edgetrain"));
   w.add_kv("general.alignment", V::u32(32));
   w.add_kv("general.file_type", V::u32(file_type(type)));
   if (type != GgufType::F32 && type != GgufType::F16) w.add_kv("general.quantization_version", V::u32(2));
-  w.add_kv("llama.context_length", V::u32(static_cast<uint32_t>(c.max_seq)));
-  w.add_kv("llama.embedding_length", V::u32(static_cast<uint32_t>(c.dim)));
-  w.add_kv("llama.block_count", V::u32(static_cast<uint32_t>(c.n_layers)));
-  w.add_kv("llama.feed_forward_length", V::u32(static_cast<uint32_t>(c.ffn_dim)));
-  w.add_kv("llama.attention.head_count", V::u32(static_cast<uint32_t>(c.n_heads)));
-  w.add_kv("llama.attention.head_count_kv", V::u32(static_cast<uint32_t>(c.kv_heads())));
-  w.add_kv("llama.rope.dimension_count", V::u32(static_cast<uint32_t>(c.head_dim())));
-  w.add_kv("llama.rope.freq_base", V::f32(c.rope_theta));
-  w.add_kv("llama.attention.layer_norm_rms_epsilon", V::f32(c.norm_eps));
-  w.add_kv("llama.vocab_size", V::u32(static_cast<uint32_t>(c.vocab)));
+  w.add_kv(a + "context_length", V::u32(static_cast<uint32_t>(c.max_seq)));
+  w.add_kv(a + "embedding_length", V::u32(static_cast<uint32_t>(c.dim)));
+  w.add_kv(a + "block_count", V::u32(static_cast<uint32_t>(c.n_layers)));
+  w.add_kv(a + "feed_forward_length", V::u32(static_cast<uint32_t>(c.ffn_dim)));
+  w.add_kv(a + "attention.head_count", V::u32(static_cast<uint32_t>(c.n_heads)));
+  w.add_kv(a + "attention.head_count_kv", V::u32(static_cast<uint32_t>(c.kv_heads())));
+  w.add_kv(a + "rope.dimension_count", V::u32(static_cast<uint32_t>(c.head_dim())));
+  if (c.head_size > 0) {  // heads not embedding_length / head_count wide
+    w.add_kv(a + "attention.key_length", V::u32(static_cast<uint32_t>(c.head_dim())));
+    w.add_kv(a + "attention.value_length", V::u32(static_cast<uint32_t>(c.head_dim())));
+  }
+  w.add_kv(a + "rope.freq_base", V::f32(c.rope_theta));
+  w.add_kv(a + "attention.layer_norm_rms_epsilon", V::f32(c.norm_eps));
+  w.add_kv(a + "vocab_size", V::u32(static_cast<uint32_t>(c.vocab)));
   if (tok) {
     ET_CHECK(tok->vocab_size() == c.vocab, "save_gguf: tokenizer '", tok->name(), "' has ", tok->vocab_size(),
              " tokens, the model ", c.vocab);
     gguf::add_vocab(w, tok->gguf_vocab());
   }
+  if (!c.rope_factors.empty())  // llama.cpp's name and type for Llama 3.1 rope scaling factors
+    w.add_tensor("rope_freqs.weight", {static_cast<uint64_t>(c.rope_factors.size())}, gguf::F32, f32_bytes(c.rope_factors));
   for (Param& p : model.params()) {
     std::string gn = gguf_name(p.name);
     if (gn.empty()) continue;
     auto ne = gguf_dims(p.value.shape());
-    std::vector<float> v = interop_detail::effective_weight(model, p);
+    const std::vector<int64_t> order = llama_names::gguf_row_order(c, p.name);
+    std::vector<float> v = llama_names::rows_to_file(order, interop_detail::effective_weight(model, p));
     const bool linear = p.value.shape().rank() == 2 && p.name != "tok_embeddings.weight";
     const int64_t K = linear ? p.value.shape()[1] : 0;
     // Quantized files keep what edgetrain never quantizes (embeddings, norms, the output head) in F32, as
@@ -237,7 +261,7 @@ GgufExportReport save_gguf(const std::string& path, Model& model, GgufType type,
     } else {
       if (type == GgufType::Q4_K)
         rep.warnings.push_back(p.name + ": K = " + std::to_string(K) + " is not a multiple of 256 (a Q4_K block), written as Q4_0");
-      w.add_tensor(gn, ne, gguf::Q4_0, q4_0_blocks(model, p, v, rep));
+      w.add_tensor(gn, ne, gguf::Q4_0, q4_0_blocks(model, p, v, order, rep));
     }
   }
   w.save(path);

@@ -1,7 +1,8 @@
 // Whether a GGUF file is a Llama model edgetrain can train, and its config (see gguf_llama.h). The rule: a
 // key or tensor that changes the model's math must be one edgetrain reads and implements; one it does not
-// know, or knows with a value it does not implement (rope scaling, experts, per-layer head counts, rope
-// frequency factors, biases), is a problem naming it, never silently ignored or replaced by a default.
+// know, or knows with a value it does not implement (rope scaling other than rope_freqs.weight's factors,
+// experts, per-layer head counts, biases), is a problem naming it, never silently ignored or replaced by a
+// default.
 // llama.cpp reads a llama model's math from the llama.* keys and the tensors only; general.*, tokenizer.*
 // and other namespaces (quantize.imatrix.*, ...) describe the file.
 #include <cmath>
@@ -44,7 +45,6 @@ const std::set<std::string> kKnownKeys = {
 
 // What some tensors llama.cpp knows are, for the message that edgetrain does not use them.
 std::string what_tensor_is(const std::string& name) {
-  if (name == "rope_freqs.weight") return " (Llama 3.1-style rope frequency factors)";
   if (name.find(".bias") != std::string::npos) return " (a bias, which edgetrain's Llama has none of)";
   if (name.find("_exps") != std::string::npos || name.find("ffn_gate_inp") != std::string::npos)
     return " (mixture-of-experts weights)";
@@ -55,22 +55,23 @@ std::string what_tensor_is(const std::string& name) {
 struct Keys {
   const gguf::File& f;
   std::vector<std::string>& problems;
+  std::string pfx;  // "<architecture>."
 
-  const Value* find(const std::string& key) const { return f.find("llama." + key); }
+  const Value* find(const std::string& key) const { return f.find(pfx + key); }
   // An integer key; `fallback` when absent (a problem when `required`) or unusable.
   int64_t integer(const std::string& key, bool required, int64_t fallback) {
     const Value* v = find(key);
     if (!v) {
-      if (required) problems.push_back("metadata key 'llama." + key + "' is missing");
+      if (required) problems.push_back("metadata key '" + pfx + key + "' is missing");
       return fallback;
     }
     if (v->type == VType::ARRAY) {
-      problems.push_back("metadata key 'llama." + key + "' is an array " + v->describe() +
+      problems.push_back("metadata key '" + pfx + key + "' is an array " + v->describe() +
                          " (a value per layer); edgetrain's layers all have the same shape");
       return fallback;
     }
     if (!v->is_int() || (v->type == VType::U64 && v->u > (uint64_t{1} << 62))) {
-      problems.push_back("metadata key 'llama." + key + "' must be an integer, got " + v->describe());
+      problems.push_back("metadata key '" + pfx + key + "' must be an integer, got " + v->describe());
       return fallback;
     }
     return v->i;
@@ -80,11 +81,11 @@ struct Keys {
     const Value* v = find(key);
     if (present) *present = false;
     if (!v) {
-      if (required) problems.push_back("metadata key 'llama." + key + "' is missing");
+      if (required) problems.push_back("metadata key '" + pfx + key + "' is missing");
       return fallback;
     }
     if (!v->is_int() && !v->is_float()) {
-      problems.push_back("metadata key 'llama." + key + "' must be a number, got " + v->describe());
+      problems.push_back("metadata key '" + pfx + key + "' must be a number, got " + v->describe());
       return fallback;
     }
     if (present) *present = true;
@@ -98,13 +99,13 @@ void check_rope_scaling(Keys& k) {
   std::string type = "linear";
   if (const Value* v = k.find("rope.scaling.type")) {
     if (v->type != VType::STRING) {
-      k.problems.push_back("metadata key 'llama.rope.scaling.type' must be a string, got " + v->describe());
+      k.problems.push_back("metadata key '" + k.pfx + "rope.scaling.type' must be a string, got " + v->describe());
     } else {
       type = v->s;
     }
   }
   if (type != "none" && type != "linear") {
-    k.problems.push_back("metadata key 'llama.rope.scaling.type' = \"" + type +
+    k.problems.push_back("metadata key '" + k.pfx + "rope.scaling.type' = \"" + type +
                          "\": edgetrain's rotary embedding has no rope scaling (only \"none\" or a linear factor of 1)");
     return;
   }
@@ -113,7 +114,7 @@ void check_rope_scaling(Keys& k) {
     const double factor = k.number(key, false, 0.0, &present);
     if (present && factor != 0.0 && factor != 1.0) {
       std::ostringstream os;
-      os << "metadata key 'llama." << key << "' = " << factor
+      os << "metadata key '" << k.pfx << key << "' = " << factor
          << ": edgetrain's rotary embedding has no rope scaling (factor 1 or 0 only)";
       k.problems.push_back(os.str());
     }
@@ -122,7 +123,7 @@ void check_rope_scaling(Keys& k) {
   const double attn = k.number("rope.scaling.attn_factor", false, 1.0, &present);
   if (present && attn != 1.0) {
     std::ostringstream os;
-    os << "metadata key 'llama.rope.scaling.attn_factor' = " << attn << ": edgetrain implements only 1";
+    os << "metadata key '" << k.pfx << "rope.scaling.attn_factor' = " << attn << ": edgetrain implements only 1";
     k.problems.push_back(os.str());
   }
 }
@@ -140,10 +141,12 @@ Check check(const gguf::File& f, TrainMode mode, int64_t group_size) {
     P.push_back(arch ? "metadata key 'general.architecture' must be a string" : "metadata key 'general.architecture' is missing");
     return out;
   }
-  if (arch->s != "llama") {
-    P.push_back("general.architecture is '" + arch->s + "', only 'llama' is supported");
+  if (arch->s != "llama" && arch->s != "qwen2" && arch->s != "qwen3") {
+    P.push_back("general.architecture is '" + arch->s + "': edgetrain trains 'llama', 'qwen2' and 'qwen3' only");
     return out;
   }
+  c.arch = arch->s;
+  const std::string pfx = arch->s + ".";  // llama.cpp reads an architecture's keys under its name
   if (const Value* split = f.find("split.count"); split && (!split->is_int() || split->u != 1))
     P.push_back("split.count = " + split->describe() +
                 ": this is one part of a split GGUF file (merge the parts with llama.cpp's llama-gguf-split --merge)");
@@ -153,11 +156,11 @@ Check check(const gguf::File& f, TrainMode mode, int64_t group_size) {
     P.push_back("general.quantization_version = " + qv->describe() +
                 ": edgetrain reads the block layouts of version 2 (llama.cpp's since 2023)");
   for (const auto& [key, v] : f.metadata())
-    if (key.rfind("llama.", 0) == 0 && !kKnownKeys.count(key.substr(6)))
+    if (key.rfind(pfx, 0) == 0 && !kKnownKeys.count(key.substr(pfx.size())))
       P.push_back("metadata key '" + key + "' = " + v.describe() +
                   " is not one edgetrain knows, so it cannot tell whether it changes the model's math");
 
-  Keys k{f, P};
+  Keys k{f, P, pfx};
   c.dim = k.integer("embedding_length", true, 0);
   c.n_layers = k.integer("block_count", true, 0);
   c.n_heads = k.integer("attention.head_count", true, 0);
@@ -170,8 +173,8 @@ Check check(const gguf::File& f, TrainMode mode, int64_t group_size) {
       if (kv >= 1 && c.n_heads >= 1 && c.n_heads % kv == 0)
         c.n_kv_heads = kv;
       else
-        P.push_back("llama.attention.head_count_kv = " + std::to_string(kv) + " does not divide " +
-                    "llama.attention.head_count = " + std::to_string(c.n_heads) +
+        P.push_back(pfx + "attention.head_count_kv = " + std::to_string(kv) + " does not divide " +
+                    pfx + "attention.head_count = " + std::to_string(c.n_heads) +
                     " (grouped-query attention needs n_heads / n_kv_heads query heads per key/value head)");
     }
   }
@@ -179,26 +182,39 @@ Check check(const gguf::File& f, TrainMode mode, int64_t group_size) {
   c.max_seq = k.integer("context_length", false, 2048);
   c.rope_theta = static_cast<float>(k.number("rope.freq_base", false, 10000.0));  // llama.cpp's default too
   c.norm_eps = static_cast<float>(k.number("attention.layer_norm_rms_epsilon", true, 1e-5));
-  const bool heads_ok = c.n_heads >= 1 && c.dim >= 1 && c.dim % c.n_heads == 0;
-  if (c.n_heads >= 1 && c.dim >= 1 && !heads_ok)
-    P.push_back("llama.embedding_length " + std::to_string(c.dim) + " is not a multiple of llama.attention.head_count " +
-                std::to_string(c.n_heads));
-  if (heads_ok) {
-    const int64_t hd = c.dim / c.n_heads;
-    for (const char* key : {"rope.dimension_count", "attention.key_length", "attention.value_length"}) {
-      if (!k.find(key)) continue;
-      const int64_t v = k.integer(key, false, hd);
-      if (v != hd)
-        P.push_back(std::string("llama.") + key + " = " + std::to_string(v) + " differs from the head dim " +
-                    std::to_string(hd) + " = embedding_length / head_count" +
-                    (std::string(key) == "rope.dimension_count" ? " (partial rotary is not supported)"
-                                                                : " (edgetrain's heads are embedding_length / head_count wide)"));
+  // The head width: attention.key_length (= value_length) when given, else embedding_length / head_count.
+  // Rotary embedding covers the whole head (rope.dimension_count, when given, must be that width).
+  if (c.n_heads >= 1 && c.dim >= 1) {
+    const size_t before = P.size();
+    const bool has_k = k.find("attention.key_length") != nullptr, has_v = k.find("attention.value_length") != nullptr;
+    const int64_t kl = has_k ? k.integer("attention.key_length", false, 0) : 0;
+    const int64_t vl = has_v ? k.integer("attention.value_length", false, 0) : 0;
+    int64_t hd = has_k ? kl : has_v ? vl : (c.dim % c.n_heads == 0 ? c.dim / c.n_heads : 0);
+    if (P.size() != before) {
+      hd = 0;
+    } else if (has_k && has_v && kl != vl) {
+      P.push_back(pfx + "attention.value_length = " + std::to_string(vl) + " differs from " + pfx + "attention.key_length = " +
+                  std::to_string(kl) + " (edgetrain's value heads are as wide as its key heads)");
+      hd = 0;
+    } else if (!has_k && !has_v && hd == 0) {
+      P.push_back(pfx + "embedding_length " + std::to_string(c.dim) + " is not a multiple of " + pfx + "attention.head_count " +
+                  std::to_string(c.n_heads) + " and " + pfx + "attention.key_length is absent");
+    } else if (hd < 2 || hd % 2 != 0) {
+      P.push_back(pfx + "attention.key_length = " + std::to_string(hd) + ": a rotary head must be even and >= 2 wide");
+      hd = 0;
     }
+    if (hd > 0 && k.find("rope.dimension_count")) {
+      const int64_t rd = k.integer("rope.dimension_count", false, hd);
+      if (rd != hd)
+        P.push_back(pfx + "rope.dimension_count = " + std::to_string(rd) + " differs from the head dim " +
+                    std::to_string(hd) + " (partial rotary is not supported)");
+    }
+    if (hd > 0 && (c.dim % c.n_heads != 0 || hd != c.dim / c.n_heads)) c.head_size = hd;
   }
   check_rope_scaling(k);
   for (const char* key : {"expert_count", "expert_used_count"})
     if (k.find(key) && k.integer(key, false, 0) != 0)
-      P.push_back(std::string("llama.") + key + " = " + k.find(key)->describe() +
+      P.push_back(pfx + key + " = " + k.find(key)->describe() +
                   ": a mixture-of-experts model, which edgetrain does not train");
 
   const gguf::TensorInfo* emb = f.tensor("token_embd.weight");
@@ -210,7 +226,7 @@ Check check(const gguf::File& f, TrainMode mode, int64_t group_size) {
   if (k.find("vocab_size")) {
     const int64_t v = k.integer("vocab_size", false, c.vocab);
     if (v != c.vocab)
-      P.push_back("llama.vocab_size = " + std::to_string(v) + " differs from token_embd.weight's " +
+      P.push_back(pfx + "vocab_size = " + std::to_string(v) + " differs from token_embd.weight's " +
                   std::to_string(c.vocab) + " rows");
   }
   c.tied_head = f.tensor("output.weight") == nullptr;
@@ -222,8 +238,30 @@ Check check(const gguf::File& f, TrainMode mode, int64_t group_size) {
     return out;
   }
 
+  // Llama 3.1/3.2 rope scaling: llama.cpp divides pair i's frequency by rope_freqs.weight[i] (one factor per
+  // rotary pair, shared by every layer).
+  const gguf::TensorInfo* rf = c.arch == "llama" ? f.tensor("rope_freqs.weight") : nullptr;  // llama's only
+  if (rf) {
+    const uint64_t pairs = static_cast<uint64_t>(c.head_dim() / 2);
+    if (rf->ne != std::vector<uint64_t>{pairs}) {
+      P.push_back("tensor 'rope_freqs.weight' (rope frequency factors) has ne " + dims_str(rf->ne) +
+                  ", expected [" + std::to_string(pairs) + "]: one factor per rotary pair of a head");
+    } else if (!gguf::can_decode(rf->type)) {
+      P.push_back("tensor 'rope_freqs.weight' is " + gguf::type_name(rf->type) +
+                  ", which edgetrain does not decode (it decodes " + gguf::decodable_types() + ")");
+    } else {
+      c.rope_factors = f.to_f32(*rf);
+      for (float x : c.rope_factors)
+        if (!(std::isfinite(x) && x > 0.0f)) {
+          P.push_back("tensor 'rope_freqs.weight' holds " + std::to_string(x) +
+                      ": rope frequency factors must be finite and > 0");
+          break;
+        }
+    }
+  }
   // The tensors: the model's, with their shapes and decodable types, and nothing else.
   std::set<std::string> expected;
+  if (rf) expected.insert(rf->name);
   for (const llama_names::BaseTensor& t : llama_names::base_tensors(c)) {
     expected.insert(t.gguf);
     const gguf::TensorInfo* ti = f.tensor(t.gguf);

@@ -3,8 +3,11 @@
 // reported as a problem naming it.
 #include "io/hf_folder.h"
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
@@ -69,9 +72,21 @@ struct Fields {
   }
 };
 
+// The rotary embedding of config.json: rope_theta and, for rope_type "llama3" (Llama 3.1/3.2), its four
+// parameters.
+struct Rope {
+  double theta = 10000.0;  // LlamaConfig's default
+  bool llama3 = false;
+  std::string block;                      // the object that said "llama3"
+  std::map<std::string, double> params;  // factor, low_freq_factor, high_freq_factor, original_max_position_embeddings
+};
+const char* const kLlama3Params[] = {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"};
+
 // rope_theta from transformers 5's rope_parameters {rope_theta, rope_type, ...} or transformers 4's
-// top-level rope_theta, with the rope type (either's rope_type, or rope_scaling's older "type") "default".
-double read_rope(Fields& f) {
+// top-level rope_theta, with the rope type (either's rope_type, or rope_scaling's older "type") "default" or
+// "llama3" (with all four of its parameters, as transformers requires them).
+Rope read_rope(Fields& f) {
+  Rope r;
   std::optional<double> top, inner;
   std::string inner_from;
   if (f.present("rope_theta")) top = f.number(f.j["rope_theta"], "rope_theta");
@@ -83,16 +98,23 @@ double read_rope(Fields& f) {
       continue;
     }
     // The type first: a scaled rope's other parameters are that type's, and the type is the problem.
-    bool scaled = false;
-    for (const char* key : {"rope_type", "type"})
-      if (o.contains(key) && o[key] != "default") {
-        f.problem(std::string(block) + "." + key,
-                  "is " + o[key].dump() + ": edgetrain's rotary embedding has no rope scaling (only rope_type \"default\")");
-        scaled = true;
+    bool unknown = false, llama3 = false;
+    for (const char* key : {"rope_type", "type"}) {
+      if (!o.contains(key) || o[key] == "default") continue;
+      if (o[key] == "llama3") {
+        llama3 = true;
+        continue;
       }
-    if (scaled) continue;
+      f.problem(std::string(block) + "." + key, "is " + o[key].dump() +
+                                                    ": edgetrain's rotary embedding implements rope_type \"default\" "
+                                                    "and \"llama3\" only");
+      unknown = true;
+    }
+    if (unknown) continue;
+    if (llama3) r.llama3 = true, r.block = block;
     for (const auto& [k, v] : o.items()) {
       const std::string field = std::string(block) + "." + k;
+      const bool l3 = std::find(std::begin(kLlama3Params), std::end(kLlama3Params), k) != std::end(kLlama3Params);
       if (k == "rope_type" || k == "type") {
         continue;
       } else if (k == "rope_theta") {
@@ -104,16 +126,56 @@ double read_rope(Fields& f) {
       } else if (k == "partial_rotary_factor") {
         if (auto p = f.number(v, field); p && *p != 1.0)
           f.problem(field, "= " + num(*p) + ": edgetrain rotates the whole head (factor 1 only)");
+      } else if (llama3 && l3) {
+        if (auto x = f.number(v, field)) {
+          if (r.params.count(k) && r.params[k] != *x)
+            f.problem(field, "= " + num(*x) + " disagrees with the other block's " + num(r.params[k]));
+          r.params[k] = *x;
+        }
       } else if (v.is_object()) {
         f.problem(field, "holds rope parameters per layer type, which a Llama does not have");
       } else {
-        f.problem(field, "= " + v.dump() + " is not a parameter of rope_type \"default\" that edgetrain knows");
+        f.problem(field, "= " + v.dump() + " is not a parameter of rope_type \"" + (llama3 ? "llama3" : "default") +
+                             "\" that edgetrain knows");
       }
     }
   }
   if (top && inner && *top != *inner)
     f.problem("rope_theta", "= " + num(*top) + " disagrees with " + inner_from + " = " + num(*inner));
-  return inner ? *inner : top ? *top : 10000.0;  // LlamaConfig's default
+  r.theta = inner ? *inner : top ? *top : 10000.0;
+  if (r.llama3) {
+    for (const char* k : kLlama3Params)
+      if (!r.params.count(k)) f.problem(r.block + "." + k, "is missing (rope_type \"llama3\" needs it)");
+    if (r.params.size() == 4 &&
+        !(r.params["factor"] > 0 && r.params["low_freq_factor"] > 0 &&
+          r.params["high_freq_factor"] > r.params["low_freq_factor"] && r.params["original_max_position_embeddings"] > 0))
+      f.problem(r.block, "has llama3 parameters edgetrain cannot use: factor and low_freq_factor must be "
+                                   "> 0 and high_freq_factor > low_freq_factor");
+  }
+  return r;
+}
+
+// Llama 3.1's rope scaling as per-pair factors dividing theta^(-2i/hd) (the form of GGUF's rope_freqs.weight,
+// ModelConfig::rope_factors): with wavelength w = 2 pi / theta^(-2i/hd) and old context L, a pair keeps its
+// frequency when w < L / high_freq_factor, is divided by `factor` when w > L / low_freq_factor, and in
+// between by 1 / ((1 - s) / factor + s) with s = (L / w - low_freq_factor) / (high_freq_factor -
+// low_freq_factor) -- what transformers' llama3 inv_freq and llama.cpp's converter compute.
+std::vector<float> llama3_factors(const Rope& r, int64_t hd) {
+  const double factor = r.params.at("factor"), low = r.params.at("low_freq_factor"),
+               high = r.params.at("high_freq_factor"), L = r.params.at("original_max_position_embeddings");
+  std::vector<float> out;
+  for (int64_t i = 0; i < hd / 2; ++i) {
+    const double w = 2.0 * M_PI / std::pow(r.theta, -2.0 * static_cast<double>(i) / static_cast<double>(hd));
+    double f;
+    if (w < L / high) f = 1.0;
+    else if (w > L / low) f = factor;
+    else {
+      const double smooth = (L / w - low) / (high - low);
+      f = 1.0 / ((1.0 - smooth) / factor + smooth);
+    }
+    out.push_back(static_cast<float>(f));
+  }
+  return out;
 }
 
 bool float_dtype(const std::string& d) { return d == "F32" || d == "F16" || d == "BF16"; }
@@ -160,12 +222,19 @@ Check check(const std::string& dir, const Shards& shards, TrainMode mode, int64_
     return out;
   }
   Fields f{j, P};
-  if (j.contains("model_type") && j["model_type"] != "llama") {
-    P.push_back("config.json: model_type " + j["model_type"].dump() + " is not supported (only \"llama\")");
+  // model_type -> our arch and the class transformers builds for it.
+  const std::map<std::string, std::string> kClasses = {
+      {"llama", "LlamaForCausalLM"}, {"qwen2", "Qwen2ForCausalLM"}, {"qwen3", "Qwen3ForCausalLM"}};
+  if (j.contains("model_type") && !(j["model_type"].is_string() && kClasses.count(j["model_type"].get<std::string>()))) {
+    P.push_back("config.json: model_type " + j["model_type"].dump() +
+                " is not supported (only \"llama\", \"qwen2\" and \"qwen3\")");
     return out;
   }
-  if (f.present("architectures") && j["architectures"] != json::array({"LlamaForCausalLM"}))
-    f.problem("architectures", "is " + j["architectures"].dump() + ": edgetrain trains [\"LlamaForCausalLM\"] only");
+  if (j.contains("model_type")) c.arch = j["model_type"].get<std::string>();
+  const std::string cls = kClasses.at(c.arch);
+  if (f.present("architectures") && j["architectures"] != json::array({cls}))
+    f.problem("architectures", "is " + j["architectures"].dump() + ": edgetrain trains [\"" + cls + "\"] only for model_type \"" +
+                                   c.arch + "\"");
   c.dim = f.integer("hidden_size", true, 0);
   c.n_layers = f.integer("num_hidden_layers", true, 0);
   c.n_heads = f.integer("num_attention_heads", true, 0);
@@ -187,10 +256,20 @@ Check check(const std::string& dir, const Shards& shards, TrainMode mode, int64_
   if (f.present("rms_norm_eps"))
     if (auto e = f.number(j["rms_norm_eps"], "rms_norm_eps")) c.norm_eps = static_cast<float>(*e);
   if (!f.present("rms_norm_eps")) c.norm_eps = 1e-6f;  // LlamaConfig's default
-  c.rope_theta = static_cast<float>(read_rope(f));
+  const Rope rope = read_rope(f);
+  c.rope_theta = static_cast<float>(rope.theta);
   f.must_be("hidden_act", "silu", "edgetrain's MLP is SwiGLU (\"silu\")");
-  f.must_be("attention_bias", false, "edgetrain's attention projections have no bias");
+  // qwen2's q/k/v biases are always there (Qwen2Config has no switch); other biases edgetrain does not have.
+  if (c.arch != "qwen2") f.must_be("attention_bias", false, "edgetrain's " + c.arch + " attention projections have no bias");
   f.must_be("mlp_bias", false, "edgetrain's MLP projections have no bias");
+  f.must_be("use_sliding_window", false, "edgetrain's attention is full causal attention, no sliding window");
+  if (f.present("layer_types")) {
+    const json& lt = j["layer_types"];
+    bool full = lt.is_array();
+    if (full)
+      for (const json& t : lt) full &= t == "full_attention";
+    if (!full) f.problem("layer_types", "is " + lt.dump() + ": edgetrain's layers are all \"full_attention\"");
+  }
   f.must_be("attention_dropout", 0.0, "edgetrain trains without attention dropout");
   if (f.present("partial_rotary_factor")) f.must_be("partial_rotary_factor", 1.0, "edgetrain rotates the whole head");
   if (f.present("quantization_config"))
@@ -199,12 +278,16 @@ Check check(const std::string& dir, const Shards& shards, TrainMode mode, int64_
                                               ? j["quantization_config"]["quant_method"].dump()
                                               : std::string("unknown method")) +
                                          "), and edgetrain reads F32, F16 and BF16 weights only");
-  if (f.present("head_dim") && c.n_heads >= 1 && c.dim % c.n_heads == 0) {
-    const int64_t hd = f.integer("head_dim", false, c.dim / c.n_heads);
-    if (hd != c.dim / c.n_heads)
-      f.problem("head_dim", "= " + std::to_string(hd) + " differs from hidden_size / num_attention_heads = " +
-                                std::to_string(c.dim / c.n_heads));
+  // head_dim (transformers: hidden_size / num_attention_heads when absent) sets the q/k/v head width.
+  if (f.present("head_dim") && c.n_heads >= 1) {
+    const int64_t hd = f.integer("head_dim", false, 0);
+    if (hd < 2 || hd % 2 != 0)
+      f.problem("head_dim", "= " + std::to_string(hd) + ": a rotary head must be even and >= 2 wide");
+    else if (c.dim % c.n_heads != 0 || hd != c.dim / c.n_heads)
+      c.head_size = hd;
   }
+  if (rope.llama3 && rope.params.size() == 4 && c.n_heads >= 1 && (c.head_size > 0 || c.dim % c.n_heads == 0))
+    c.rope_factors = llama3_factors(rope, c.head_dim());
   if (f.present("tie_word_embeddings")) {
     if (j["tie_word_embeddings"].is_boolean())
       c.tied_head = j["tie_word_embeddings"].get<bool>();

@@ -30,8 +30,8 @@ struct Check {
 };
 // Reads config.json as transformers 4 and 5 write it (rope_theta/rope_scaling at the top, or
 // rope_parameters {rope_theta, rope_type}). Every LlamaConfig field that changes the math must be absent or
-// in a form edgetrain implements (rope_type "default", hidden_act "silu", no biases, head_dim =
-// hidden_size / num_attention_heads, no quantization_config); anything else is a problem naming the field.
+// in a form edgetrain implements (rope_type "default" or "llama3", hidden_act "silu", no biases, no
+// quantization_config; head_dim any even width); anything else is a problem naming the field.
 // Fields LlamaConfig does not read do not change a Llama's math and are ignored, as transformers does.
 // The tensors: each the model needs present, of its shape and of F32/F16/BF16; none the model would lack.
 // Throws Error only for a config.json that cannot be read or is not JSON.

@@ -82,13 +82,9 @@ std::map<std::string, std::vector<float>> hf_masters(const std::string& dir, con
     const std::vector<int64_t> want(t.shape.data(), t.shape.data() + t.shape.rank());
     ET_CHECK(shape == want, "file ", r->source(), ": tensor '", hn, "' has the wrong shape for ", t.name, " ",
              t.shape.str());
-    std::vector<float> v = r->to_f32(hn);
-    // rotate_half -> adjacent pairs within each head: n_heads heads in q_proj, n_kv_heads in k_proj.
-    if (t.name.find("attention.wq") != std::string::npos)
-      v = interop_detail::permute_from_hf(v, c.n_heads, want[0], want[1]);
-    else if (t.name.find("attention.wk") != std::string::npos)
-      v = interop_detail::permute_from_hf(v, c.kv_heads(), want[0], want[1]);
-    out[t.name] = std::move(v);
+    // rotate_half -> adjacent pairs within each head: the rows of q_proj (n_heads heads) and k_proj (n_kv_heads),
+    // their biases (qwen2) and the per-head q/k norm weights (qwen3).
+    out[t.name] = llama_names::rows_from_file(llama_names::neox_row_order(c, t.name), r->to_f32(hn));
   }
   return out;
 }

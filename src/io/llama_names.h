@@ -22,6 +22,18 @@ struct BaseTensor {
 // output.weight only when the head is not tied. A test checks this against Model.
 std::vector<BaseTensor> base_tensors(const ModelConfig& cfg);
 
+// Rotary pairs in a GGUF file: llama files keep a pair's two elements in adjacent rows (2i, 2i+1) of each
+// q/k head, as edgetrain does; qwen2 and qwen3 files (llama.cpp's "neox" rope) half a head apart (i and
+// i + head_dim/2), as Hugging Face does. For a tensor of ours whose rows a file holds in another order (the
+// q and k weights, biases and per-head norms of a neox file), file row r holds our row order[r]; empty when
+// the file's order is ours.
+std::vector<int64_t> gguf_row_order(const ModelConfig& cfg, const std::string& ours);
+// The same for a file in neox order whatever the architecture: a Hugging Face folder.
+std::vector<int64_t> neox_row_order(const ModelConfig& cfg, const std::string& ours);
+// v (rows of v.size() / order.size() values) from the file's row order to ours, and back.
+std::vector<float> rows_from_file(const std::vector<int64_t>& order, const std::vector<float>& v);
+std::vector<float> rows_to_file(const std::vector<int64_t>& order, const std::vector<float>& v);
+
 // Our name -> GGUF's ("" for a LoRA adapter, which exports merge into its linear). Throws Error for a name
 // that is not a Llama tensor.
 std::string gguf_name(const std::string& ours);

@@ -24,12 +24,26 @@ TrainMode mode_from_name(const std::string& s) {
 
 int64_t ModelConfig::parameter_count() const {
   int64_t D = dim, F = ffn_dim, KV = kv_dim();
-  int64_t per_layer = 2 * D * D + 2 * D * KV + 3 * D * F + 2 * D;  // q, o; k, v; gate, up, down; 2 norms
+  int64_t per_layer = 2 * D * q_dim() + 2 * D * KV + 3 * D * F + 2 * D;  // q, o; k, v; gate, up, down; 2 norms
+  if (qkv_bias()) per_layer += q_dim() + 2 * KV;
+  if (qk_norm()) per_layer += 2 * head_dim();
   return vocab * D * (tied_head ? 1 : 2) + n_layers * per_layer + D;
+}
+
+std::vector<double> ModelConfig::rope_frequencies() const {
+  const int64_t hd = head_dim();
+  std::vector<double> f(static_cast<size_t>(hd / 2));
+  for (int64_t i = 0; i < hd / 2; ++i) {
+    f[static_cast<size_t>(i)] = std::pow(static_cast<double>(rope_theta), -2.0 * static_cast<double>(i) / static_cast<double>(hd));
+    if (!rope_factors.empty()) f[static_cast<size_t>(i)] /= static_cast<double>(rope_factors[static_cast<size_t>(i)]);
+  }
+  return f;
 }
 
 void ModelConfig::validate() const {
   auto positive = [](const char* name, int64_t v) { ET_CHECK(v >= 1, "config: ", name, " must be >= 1, got ", v); };
+  ET_CHECK(arch == "llama" || arch == "qwen2" || arch == "qwen3", "config: unknown arch '", arch,
+           "' (choose llama, qwen2 or qwen3)");
   positive("vocab", vocab);
   positive("dim", dim);
   positive("n_layers", n_layers);
@@ -37,12 +51,20 @@ void ModelConfig::validate() const {
   positive("ffn_dim", ffn_dim);
   positive("max_seq", max_seq);
   ET_CHECK(vocab <= (int64_t{1} << 24), "config: vocab ", vocab, " is too large (limit 16M)");
-  ET_CHECK(dim % n_heads == 0, "config: dim (", dim, ") must be a multiple of n_heads (", n_heads, ")");
+  ET_CHECK(head_size == -1 || head_size >= 2, "config: head_dim must be >= 2 (or absent), got ", head_size);
+  ET_CHECK(head_size > 0 || dim % n_heads == 0, "config: dim (", dim, ") must be a multiple of n_heads (", n_heads,
+           ") unless head_dim is given");
   ET_CHECK(n_kv_heads == -1 || n_kv_heads >= 1, "config: n_kv_heads must be >= 1, got ", n_kv_heads);
   ET_CHECK(n_heads % kv_heads() == 0, "config: n_kv_heads (", kv_heads(), ") must divide n_heads (", n_heads,
            "): each key/value head serves n_heads / n_kv_heads query heads");
-  ET_CHECK(head_dim() % 2 == 0, "config: head dim dim/n_heads = ", head_dim(), " must be even for rotary embeddings");
+  ET_CHECK(head_dim() % 2 == 0, "config: head dim ", head_dim(), " must be even for rotary embeddings");
   ET_CHECK(rope_theta > 1.0f && std::isfinite(rope_theta), "config: rope_theta must be > 1, got ", rope_theta);
+  ET_CHECK(rope_factors.empty() || static_cast<int64_t>(rope_factors.size()) == head_dim() / 2,
+           "config: rope_factors has ", rope_factors.size(), " values, the head has ", head_dim() / 2, " rotary pairs");
+  ET_CHECK(rope_factors.empty() || arch == "llama", "config: rope_factors (Llama 3.1 rope scaling) are for arch llama, not ",
+           arch);
+  for (float f : rope_factors)
+    ET_CHECK(std::isfinite(f) && f > 0.0f, "config: rope_factors must be finite and > 0, got ", f);
   ET_CHECK(norm_eps > 0.0f && norm_eps < 1.0f, "config: norm_eps must be in (0, 1), got ", norm_eps);
   ET_CHECK(group_size == 32 || group_size == 64 || group_size == 128, "config: group_size must be 32, 64 or 128, got ",
            group_size);
@@ -68,6 +90,9 @@ std::string ModelConfig::to_json() const {
                       {"tied_head", tied_head},   {"mode", mode_name(mode)},
                       {"group_size", group_size}, {"lora_rank", lora_rank},
                       {"lora_alpha", lora_alpha}, {"lora_targets", lora_targets}};
+  if (!rope_factors.empty()) j["rope_factors"] = rope_factors;
+  if (head_size > 0) j["head_dim"] = head_size;
+  if (arch != "llama") j["arch"] = arch;
   return j.dump();
 }
 
@@ -105,11 +130,23 @@ ModelConfig ModelConfig::from_json(const std::string& text) {
       ET_CHECK(c.n_kv_heads >= 1, "config: n_kv_heads must be >= 1, got ", c.n_kv_heads);
     }
     else if (k == "ffn_dim") integer(c.ffn_dim);
+    else if (k == "head_dim") {
+      integer(c.head_size);
+      ET_CHECK(c.head_size >= 2, "config: head_dim must be >= 2, got ", c.head_size);
+    }
     else if (k == "max_seq") integer(c.max_seq);
     else if (k == "group_size") integer(c.group_size);
     else if (k == "lora_rank") integer(c.lora_rank);
     else if (k == "rope_theta") number(c.rope_theta);
     else if (k == "norm_eps") number(c.norm_eps);
+    else if (k == "rope_factors") {
+      ET_CHECK(v.is_array(), "config: field 'rope_factors' must be an array of numbers");
+      c.rope_factors.clear();
+      for (const auto& x : v) {
+        ET_CHECK(x.is_number(), "config: field 'rope_factors' must be an array of numbers, got ", x.dump());
+        c.rope_factors.push_back(x.get<float>());
+      }
+    }
     else if (k == "lora_alpha") number(c.lora_alpha);
     else if (k == "tied_head") {
       ET_CHECK(v.is_boolean(), "config: field 'tied_head' must be true or false");
@@ -117,6 +154,9 @@ ModelConfig ModelConfig::from_json(const std::string& text) {
     } else if (k == "mode") {
       ET_CHECK(v.is_string(), "config: field 'mode' must be a string");
       c.mode = mode_from_name(v.get<std::string>());
+    } else if (k == "arch") {
+      ET_CHECK(v.is_string(), "config: field 'arch' must be a string");
+      c.arch = v.get<std::string>();
     } else if (k == "lora_targets") {
       ET_CHECK(v.is_string(), "config: field 'lora_targets' must be a string like \"q,k,v,o\"");
       c.lora_targets = v.get<std::string>();

@@ -14,7 +14,7 @@ void Model::reset_cache() { impl_->cache_len = 0; }
 
 std::vector<float> Model::next_logits(const std::vector<int32_t>& new_tokens) {
   Impl& m = *impl_;
-  const int64_t T = static_cast<int64_t>(new_tokens.size()), D = cfg_.dim, H = cfg_.n_heads, hd = cfg_.head_dim();
+  const int64_t T = static_cast<int64_t>(new_tokens.size()), H = cfg_.n_heads, hd = cfg_.head_dim();
   const int64_t KV = cfg_.kv_heads(), KVD = cfg_.kv_dim();
   ET_CHECK(T >= 1, "generate: no tokens given");
   for (int32_t t : new_tokens) ET_CHECK(t >= 0 && t < cfg_.vocab, "generate: token id ", t, " outside the vocabulary");
@@ -32,7 +32,9 @@ std::vector<float> Model::next_logits(const std::vector<int32_t>& new_tokens) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const float theta = cfg_.rope_theta, p0 = static_cast<float>(pos);
   auto lin = [&](const Tensor& x, const Impl::Lin& l) {
-    Tensor y = l.w->quantized() ? g.linear_q4gsw(x, l.w->codes, l.w->scales, cfg_.group_size) : g.linear(x, l.w->value);
+    const Tensor bias = l.bias ? l.bias->value : Tensor();
+    Tensor y = l.w->quantized() ? g.linear_q4gsw(x, l.w->codes, l.w->scales, cfg_.group_size, bias)
+                                : g.linear(x, l.w->value, bias);
     if (l.a) g.call(Op::add, {y, g.linear(g.linear(x, l.a->value), l.b->value)}, {y}, {},
                     {cfg_.lora_alpha / static_cast<float>(cfg_.lora_rank)});
     return y;
@@ -41,13 +43,18 @@ std::vector<float> Model::next_logits(const std::vector<int32_t>& new_tokens) {
   for (size_t i = 0; i < m.layers.size(); ++i) {
     const Impl::Layer& Ly = m.layers[i];
     Tensor h = g.rms_norm(x, Ly.attn_norm->value, cfg_.norm_eps).first;
-    Tensor q = g.rope(lin(h, Ly.q).reshape(Shape{1, T, H, hd}), theta, p0);
-    Tensor k = g.rope(lin(h, Ly.k).reshape(Shape{1, T, KV, hd}), theta, p0);
+    Tensor q = lin(h, Ly.q).reshape(Shape{1, T, H, hd}), k = lin(h, Ly.k).reshape(Shape{1, T, KV, hd});
+    if (Ly.q_norm) {  // qwen3
+      q = g.rms_norm(q, Ly.q_norm->value, cfg_.norm_eps).first;
+      k = g.rms_norm(k, Ly.k_norm->value, cfg_.norm_eps).first;
+    }
+    q = g.rope(q, theta, p0, m.rope_freqs);
+    k = g.rope(k, theta, p0, m.rope_freqs);
     g.write_rows(k.reshape(Shape{T, KVD}), m.k_cache[i], p0);
     g.write_rows(lin(h, Ly.v), m.v_cache[i], p0);
     // The first L rows of a cache are a contiguous prefix of its memory: view them without a copy.
     Tensor kc(m.k_cache[i].storage(), Shape{1, L, KV, hd}, DType::f32), vc(m.v_cache[i].storage(), Shape{1, L, KV, hd}, DType::f32);
-    Tensor o = g.attention(q, kc, vc, scale).first.reshape(Shape{T, D});
+    Tensor o = g.attention(q, kc, vc, scale).first.reshape(Shape{T, H * hd});
     Tensor x2 = g.add(x, lin(o, Ly.o));
     Tensor h2 = g.rms_norm(x2, Ly.ffn_norm->value, cfg_.norm_eps).first;
     x = g.add(x2, lin(g.silu_mul(lin(h2, Ly.gate), lin(h2, Ly.up)), Ly.down));

@@ -36,8 +36,8 @@ Model::Model(Backend& b, const ModelConfig& cfg) : backend_(b), cfg_(cfg), impl_
   const int64_t D = cfg_.dim, F = cfg_.ffn_dim, V = cfg_.vocab, KV = cfg_.kv_dim();
   const bool base_trainable = cfg_.mode != TrainMode::qlora;
   const bool quantized = cfg_.mode != TrainMode::fp32;
-  // Param* stay valid: no reallocation. Per layer at most 2 norms + 7 linears, each with 2 LoRA adapters.
-  params_.reserve(static_cast<size_t>(23 * cfg_.n_layers + 3));
+  // Param* stay valid: no reallocation. Per layer at most 4 norms + 7 linears, each with 2 LoRA adapters, + 3 biases.
+  params_.reserve(static_cast<size_t>(28 * cfg_.n_layers + 3));
   auto add = [&](const std::string& name, Shape shape, bool trainable, bool decay, bool q4) -> Param* {
     Param p;
     p.name = name;
@@ -62,7 +62,7 @@ Model::Model(Backend& b, const ModelConfig& cfg) : backend_(b), cfg_(cfg), impl_
   auto lora_on = [&](const char* t) {
     return cfg_.mode == TrainMode::qlora && targets.find(std::string(t) + ",") != std::string::npos;
   };
-  auto linear = [&](const std::string& name, const char* target, int64_t N, int64_t K) {
+  auto linear = [&](const std::string& name, const char* target, int64_t N, int64_t K, bool bias = false) {
     Impl::Lin l;
     l.w = add(name, Shape{N, K}, base_trainable, true, quantized);
     l.N = N;
@@ -71,6 +71,8 @@ Model::Model(Backend& b, const ModelConfig& cfg) : backend_(b), cfg_(cfg), impl_
       l.a = add(name + ".lora_a", Shape{cfg_.lora_rank, K}, true, false, false);
       l.b = add(name + ".lora_b", Shape{N, cfg_.lora_rank}, true, false, false);
     }
+    // A bias trains like the norms (fp32, no decay; frozen in qlora). Its name is the weight's with ".bias".
+    if (bias) l.bias = add(name.substr(0, name.size() - 7) + ".bias", Shape{N}, base_trainable, false, false);
     return l;
   };
   impl_->emb = add("tok_embeddings.weight", Shape{V, D}, base_trainable, false, false);
@@ -78,10 +80,15 @@ Model::Model(Backend& b, const ModelConfig& cfg) : backend_(b), cfg_(cfg), impl_
     std::string p = "layers." + std::to_string(i) + ".";
     Impl::Layer L;
     L.attn_norm = add(p + "attention_norm.weight", Shape{D}, base_trainable, false, false);
-    L.q = linear(p + "attention.wq.weight", "q", D, D);
-    L.k = linear(p + "attention.wk.weight", "k", KV, D);  // [n_kv_heads * head_dim, dim]
-    L.v = linear(p + "attention.wv.weight", "v", KV, D);
-    L.o = linear(p + "attention.wo.weight", "o", D, D);
+    const bool bias = cfg_.qkv_bias();
+    L.q = linear(p + "attention.wq.weight", "q", cfg_.q_dim(), D, bias);  // [n_heads * head_dim, dim]
+    L.k = linear(p + "attention.wk.weight", "k", KV, D, bias);            // [n_kv_heads * head_dim, dim]
+    L.v = linear(p + "attention.wv.weight", "v", KV, D, bias);
+    L.o = linear(p + "attention.wo.weight", "o", D, cfg_.q_dim());
+    if (cfg_.qk_norm()) {
+      L.q_norm = add(p + "attention.q_norm.weight", Shape{cfg_.head_dim()}, base_trainable, false, false);
+      L.k_norm = add(p + "attention.k_norm.weight", Shape{cfg_.head_dim()}, base_trainable, false, false);
+    }
     L.ffn_norm = add(p + "ffn_norm.weight", Shape{D}, base_trainable, false, false);
     L.gate = linear(p + "feed_forward.w1.weight", "gate", F, D);
     L.up = linear(p + "feed_forward.w3.weight", "up", F, D);
@@ -90,6 +97,11 @@ Model::Model(Backend& b, const ModelConfig& cfg) : backend_(b), cfg_(cfg), impl_
   }
   impl_->norm = add("norm.weight", Shape{D}, base_trainable, false, false);
   impl_->head = cfg_.tied_head ? impl_->emb : add("output.weight", Shape{V, D}, base_trainable, true, false);
+  if (!cfg_.rope_factors.empty()) {
+    std::vector<float> f;
+    for (double x : cfg_.rope_frequencies()) f.push_back(static_cast<float>(x));
+    impl_->rope_freqs = b.from_vector(Shape{static_cast<int64_t>(f.size())}, DType::f32, f);
+  }
 }
 
 Model::~Model() = default;
@@ -105,12 +117,14 @@ void Model::init(uint64_t seed) {
   for (Param& p : params_) {
     SplitMix rng{seed ^ name_hash(p.name)};
     std::vector<float> v(static_cast<size_t>(p.value.numel()));
-    bool is_norm = p.value.shape().rank() == 1;
+    const bool is_bias = p.name.size() > 5 && p.name.compare(p.name.size() - 5, 5, ".bias") == 0;
+    bool is_norm = p.value.shape().rank() == 1 && !is_bias;
     bool lora_a = p.name.size() > 7 && p.name.compare(p.name.size() - 7, 7, ".lora_a") == 0;
     bool lora_b = p.name.size() > 7 && p.name.compare(p.name.size() - 7, 7, ".lora_b") == 0;
     bool residual_out = p.name.find("attention.wo") != std::string::npos || p.name.find("feed_forward.w2") != std::string::npos;
     for (float& x : v) {
       if (is_norm) x = 1.0f;
+      else if (is_bias) x = 0.0f;
       else if (lora_b) x = 0.0f;  // adapters start as the identity: B = 0
       else if (lora_a) x = static_cast<float>((rng.uniform() * 2.0 - 1.0) / std::sqrt(static_cast<double>(p.value.shape()[1])));
       else x = static_cast<float>(rng.normal() * (residual_out && !lora_a ? resid : std_dev));

@@ -15,16 +15,20 @@ struct Model::Impl {
     Param* w = nullptr;
     Param* a = nullptr;  // lora_a [r, K]
     Param* b = nullptr;  // lora_b [N, r]
+    Param* bias = nullptr;  // [N], qwen2's q, k, v
     int64_t N = 0, K = 0;
   };
   struct Layer {
     Param *attn_norm = nullptr, *ffn_norm = nullptr;
+    Param *q_norm = nullptr, *k_norm = nullptr;  // qwen3: [head_dim] each
     Lin q, k, v, o, gate, up, down;
   };
   Param* emb = nullptr;
   Param* norm = nullptr;
   Param* head = nullptr;  // == emb when tied
   std::vector<Layer> layers;
+  // rope's freqs [head_dim/2] when the config scales rope (ModelConfig::rope_factors); undefined otherwise.
+  Tensor rope_freqs;
 
   // Forward + backward of one micro-batch (train) or forward only (eval), for a fixed batch x seq.
   struct StepProgram {

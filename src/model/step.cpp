@@ -3,7 +3,7 @@
 // re-quantization. Precision::fp16 records the same ops with fp16 GEMM operands and scales the loss
 // (LossScaler: the scale enters through fused_ce's n_valid and leaves through the clipping coefficient);
 // the fused attention op keeps fp32 in both precisions.
-// Shapes: B sequences of T tokens, R = B*T rows, D = dim, H heads of hd = D/H, F = ffn.
+// Shapes: B sequences of T tokens, R = B*T rows, D = dim, H heads of hd (D/H unless head_dim says), F = ffn.
 // Attention is the fused causal attention op on the projections' own layouts: the rows of Q are
 // [B, T, H, hd] and those of K and V [B, T, KV, hd], so nothing is permuted or copied around it, and its
 // output rows [B, T, H, hd] are the o projection's input [R, D]. Grouped-query attention: KV = n_kv_heads
@@ -24,6 +24,7 @@ struct LinSaved {
 };
 struct BlockSaved {
   Tensor x, h, rstd1, qr, kr, vr, attn, lse, x2, h2, rstd2, g, u, m;  // qr, attn [B,T,H,hd]; kr, vr [B,T,KV,hd]
+  Tensor qh, kh, rstd_q, rstd_k;  // qwen3: the heads before their RMSNorm, and its rstd
   LinSaved q, k, v, o, gate, up, down;
 };
 
@@ -31,10 +32,12 @@ class Recorder {
  public:
   Recorder(Graph& g, const ModelConfig& cfg, Model::Impl& m) : g_(g), cfg_(cfg), m_(m) {}
 
-  // y = x W^T (4-bit or fp32) + (alpha/r) (x A^T) B^T.
+  // y = x W^T (4-bit or fp32) + bias + (alpha/r) (x A^T) B^T.
   Tensor lin(const Tensor& x, const Model::Impl::Lin& L, LinSaved& s) {
     s.x = x;
-    Tensor y = L.w->quantized() ? g_.linear_q4gsw(x, L.w->codes, L.w->scales, cfg_.group_size) : g_.linear(x, L.w->value);
+    const Tensor bias = L.bias ? L.bias->value : Tensor();
+    Tensor y = L.w->quantized() ? g_.linear_q4gsw(x, L.w->codes, L.w->scales, cfg_.group_size, bias)
+                                : g_.linear(x, L.w->value, bias);
     if (L.a) {
       s.t = g_.linear(x, L.a->value);
       Tensor y2 = g_.linear(s.t, L.b->value);
@@ -46,6 +49,7 @@ class Recorder {
   // Gradients of lin: accumulates dW (trainable base) and LoRA grads; returns dx.
   Tensor lin_backward(const Tensor& dy, const Model::Impl::Lin& L, const LinSaved& s) {
     if (L.w->trainable) g_.linear_dW_into(dy, s.x, L.w->grad, true);
+    if (L.bias && L.bias->trainable) add_into(L.bias->grad, g_.sum(dy, {0}));  // d bias[n] = sum_m dy[m, n]
     Tensor dx = L.w->quantized() ? g_.linear_q4gsw_backward(dy, L.w->codes, L.w->scales, cfg_.group_size, L.K)
                                  : g_.mm(dy, L.w->value);
     if (L.a) {
@@ -74,11 +78,18 @@ class Recorder {
     s.x = x;
     std::tie(s.h, s.rstd1) = g_.rms_norm(x, L.attn_norm->value, cfg_.norm_eps);
     Tensor q = lin(s.h, L.q, s.q), k = lin(s.h, L.k, s.k), v = lin(s.h, L.v, s.v);
-    s.qr = g_.rope(q.reshape(Shape{B, T, H, hd}), cfg_.rope_theta, 0.0f);
-    s.kr = g_.rope(k.reshape(Shape{B, T, KV, hd}), cfg_.rope_theta, 0.0f);
+    q = q.reshape(Shape{B, T, H, hd});
+    k = k.reshape(Shape{B, T, KV, hd});
+    if (L.q_norm) {  // qwen3: RMSNorm over each head, before rope
+      s.qh = q, s.kh = k;
+      std::tie(q, s.rstd_q) = g_.rms_norm(q, L.q_norm->value, cfg_.norm_eps);
+      std::tie(k, s.rstd_k) = g_.rms_norm(k, L.k_norm->value, cfg_.norm_eps);
+    }
+    s.qr = g_.rope(q, cfg_.rope_theta, 0.0f, m_.rope_freqs);
+    s.kr = g_.rope(k, cfg_.rope_theta, 0.0f, m_.rope_freqs);
     s.vr = v.reshape(Shape{B, T, KV, hd});
     std::tie(s.attn, s.lse) = g_.attention(s.qr, s.kr, s.vr, scale);
-    s.x2 = g_.add(x, lin(s.attn.reshape(Shape{B * T, cfg_.dim}), L.o, s.o));
+    s.x2 = g_.add(x, lin(s.attn.reshape(Shape{B * T, cfg_.q_dim()}), L.o, s.o));
     std::tie(s.h2, s.rstd2) = g_.rms_norm(s.x2, L.ffn_norm->value, cfg_.norm_eps);
     s.g = lin(s.h2, L.gate, s.gate);
     s.u = lin(s.h2, L.up, s.up);
@@ -88,7 +99,7 @@ class Recorder {
 
   Tensor block_backward(const Tensor& dx3, const Model::Impl::Layer& L, int64_t B, int64_t T, const BlockSaved& s) {
     const float scale = 1.0f / std::sqrt(static_cast<float>(cfg_.head_dim()));
-    const Shape rd{B * T, cfg_.dim}, rkv{B * T, cfg_.kv_dim()};
+    const Shape rd{B * T, cfg_.q_dim()}, rkv{B * T, cfg_.kv_dim()};
     // MLP: x3 = x2 + down(silu(gate(h2)) * up(h2)), h2 = rms_norm(x2).
     Tensor dm = lin_backward(dx3, L.down, s.down);
     auto [dg, du] = g_.silu_mul_backward(dm, s.g, s.u);
@@ -99,8 +110,14 @@ class Recorder {
     // Attention: x2 = x + o(attn(rope(q(h)), rope(k(h)), v(h))), h = rms_norm(x).
     Tensor dattn = lin_backward(dx2, L.o, s.o).reshape(s.attn.shape());
     auto [dqr, dkr, dvr] = g_.attention_backward(dattn, s.qr, s.kr, s.vr, s.attn, s.lse, scale);
-    Tensor dq = g_.rope_backward(dqr, cfg_.rope_theta, 0.0f).reshape(rd);
-    Tensor dk = g_.rope_backward(dkr, cfg_.rope_theta, 0.0f).reshape(rkv);
+    Tensor dq = g_.rope_backward(dqr, cfg_.rope_theta, 0.0f, m_.rope_freqs);
+    Tensor dk = g_.rope_backward(dkr, cfg_.rope_theta, 0.0f, m_.rope_freqs);
+    if (L.q_norm) {
+      dq = rms_norm_backward(dq, s.qh, L.q_norm, s.rstd_q);
+      dk = rms_norm_backward(dk, s.kh, L.k_norm, s.rstd_k);
+    }
+    dq = dq.reshape(rd);
+    dk = dk.reshape(rkv);
     Tensor dh = lin_backward(dq, L.q, s.q);
     add_into(dh, lin_backward(dk, L.k, s.k));
     add_into(dh, lin_backward(dvr.reshape(rkv), L.v, s.v));

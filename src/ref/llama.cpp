@@ -13,8 +13,9 @@ constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 double sigmoid(double g) { return 1.0 / (1.0 + std::exp(-g)); }
 
 // Rotates every pair (2i, 2i+1) of x [B, T, H, D] or [T, H, D] at position p = t + pos_offset by
-// sign * p * theta^(-2i/D): y0 = x0 cos - x1 sin, y1 = x0 sin + x1 cos.
+// sign * p * f_i, f_i = freqs[i] when given, else theta^(-2i/D): y0 = x0 cos - x1 sin, y1 = x0 sin + x1 cos.
 void rotate(const Call& c, double sign) {
+  const float* freqs = c.has_in(1) ? c.in[1].as<float>() : nullptr;
   const View& x = c.in[0];
   const Shape& s = x.shape;
   int r = s.rank();
@@ -28,7 +29,9 @@ void rotate(const Call& c, double sign) {
       for (int64_t h = 0; h < H; ++h) {
         int64_t base = ((b * T + t) * H + h) * D;
         for (int64_t i = 0; i < D / 2; ++i) {
-          double angle = sign * p * std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(D));
+          const double f = freqs ? static_cast<double>(freqs[i])
+                                 : std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(D));
+          double angle = sign * p * f;
           double cs = std::cos(angle), sn = std::sin(angle);
           double x0 = xp[base + 2 * i], x1 = xp[base + 2 * i + 1];
           yp[base + 2 * i] = static_cast<float>(x0 * cs - x1 * sn);
@@ -83,9 +86,9 @@ void rms_norm_backward(const Call& c) {
   }
 }
 
-// x [B, T, H, D] or [T, H, D], D even -> y, same shape; floats {theta, pos_offset}:
-// with p = t + pos_offset and a = p * theta^(-2i/D) (in double), pair i = (x[2i], x[2i+1]) becomes
-// (x0 cos a - x1 sin a, x0 sin a + x1 cos a).
+// x [B, T, H, D] or [T, H, D], D even, freqs [D/2] optional -> y, same shape; floats {theta, pos_offset}:
+// with p = t + pos_offset and a = p * f_i (in double; f_i = freqs[i] if given, else theta^(-2i/D)),
+// pair i = (x[2i], x[2i+1]) becomes (x0 cos a - x1 sin a, x0 sin a + x1 cos a).
 void rope(const Call& c) { rotate(c, 1.0); }
 
 // dy -> dx, shapes as rope: the transpose of rope's rotation, i.e. the same pairs rotated by -a.

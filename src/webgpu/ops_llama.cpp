@@ -77,18 +77,23 @@ void rope_like(const OpCall& c, const EncodeContext& ctx, Encoded& out, bool bac
   const int64_t BT = H * D == 0 ? 0 : s.numel() / (H * D);
   if (BT == 0 || pairs == 0 || H == 0) return;
   u32(s.numel(), c);
-  const bool slot = c.floats[0].is_slot();
+  const bool freqs = c.in.size() > 1 && c.in[1].defined();  // the kernel forms F from them
+  const bool slot = !freqs && c.floats[0].is_slot();
   for (int64_t first = 0; first < pairs; first += kRopeTablePairs) {
     const int64_t n_pairs = std::min(kRopeTablePairs, pairs - first);
     const uint64_t n = static_cast<uint64_t>(BT) * static_cast<uint64_t>(n_pairs);
     Dispatch d(ET_WG_KERNEL(rope));
-    d.constant("BACKWARD", backward ? 1 : 0).constant("THETA_SLOT", slot ? 1 : 0).constant("WG", 64);
-    d.in(0).out(0).scalars().uniform();
+    d.constant("BACKWARD", backward ? 1 : 0).constant("THETA_SLOT", slot ? 1 : 0).constant("FREQS", freqs ? 1 : 0);
+    d.constant("WG", 64);
+    d.in(0);
+    if (freqs) d.in(1);
+    else d.dummy();
+    d.out(0).scalars().uniform();
     d.arg(u32(static_cast<int64_t>(n), c)).arg(u32(T, c)).arg(u32(H, c)).arg(u32(D, c)).arg(u32(first, c)).arg(u32(n_pairs, c));
     d.arg(ctx.float_index[0]).arg(ctx.float_index[1]);
     for (int64_t j = 0; j < kRopeTablePairs; ++j) {
       uint32_t f[2] = {0, 0};
-      if (!slot && j < n_pairs) rope_turns(c.floats[0].value, first + j, D, f);
+      if (!slot && !freqs && j < n_pairs) rope_turns(c.floats[0].value, first + j, D, f);
       d.arg(f[0]).arg(f[1]);
     }
     grid_1d(ceil_div(n, 64), ctx, d.groups);

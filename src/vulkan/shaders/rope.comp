@@ -5,16 +5,19 @@
 // a few hundred), so the angle is built in float-float (hi + lo, ~44 bits): theta^(-1/n) (n = D/2) by two
 // Newton steps on b^n * theta = 1, then b^i, times p, reduced by pi/2 in float-float, and sin/cos of the
 // reduced angle from short polynomials (drivers' sin/cos are only specified to 2^-11 absolute error).
+// With the freqs input (HAS_FREQS) the pair's frequency is that fp32 value, exactly, instead of theta^(-i/n).
 #version 450
 #extension GL_GOOGLE_include_directive : require
 layout(local_size_x = 128) in;
 #include "generic_common.glsl"
 
-layout(constant_id = 0) const uint BACKWARD = 0;  // 1: rotate by -a
+layout(constant_id = 0) const uint BACKWARD = 0;   // 1: rotate by -a
+layout(constant_id = 1) const uint HAS_FREQS = 0;  // 1: binding 1 holds each pair's frequency
 
 layout(set = 0, binding = 0) readonly buffer X { float x[]; };
-layout(set = 0, binding = 1) writeonly buffer Y { float y[]; };
-layout(set = 0, binding = 2) readonly buffer Scalars { float scal[]; };
+layout(set = 0, binding = 1) readonly buffer Freqs { float freqs[]; };  // a dummy when HAS_FREQS = 0
+layout(set = 0, binding = 2) writeonly buffer Y { float y[]; };
+layout(set = 0, binding = 3) readonly buffer Scalars { float scal[]; };
 
 layout(push_constant) uniform P {
   uint n;  // B * T * D/2 invocations
@@ -90,7 +93,8 @@ void main() {
   uint i = q % half_d, bt = q / half_d, t = bt % p.T;
   float theta = scal[p.theta_idx];
   vec2 pos = ff_two_sum(float(t), scal[p.pos_idx]);
-  vec2 freq = i == 0u ? vec2(1.0, 0.0) : ff_pow(inv_root(theta, half_d), i);
+  vec2 freq = HAS_FREQS == 1u ? vec2(freqs[i], 0.0)
+                              : (i == 0u ? vec2(1.0, 0.0) : ff_pow(inv_root(theta, half_d), i));
   vec2 a = ff_mul(pos, freq);
   if (BACKWARD == 1u) a = -a;
   // a = k * pi/2 + r, |r| <= pi/4 (+ rounding)

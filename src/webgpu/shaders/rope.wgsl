@@ -8,9 +8,11 @@
 // 1 with u32 arithmetic, so no floating-point contraction or reassociation by a compiler can change it.
 // The reduced angle (|s| <= pi/4) goes through short sin/cos polynomials (WGSL's sin/cos have no
 // accuracy bound that would do). THETA_SLOT (theta is a per-replay slot, so no host table): F is derived
-// on the GPU from fp32 exp2/log2, accurate to ~1e-7 relative in the frequency only.
+// on the GPU from fp32 exp2/log2, accurate to ~1e-7 relative in the frequency only. FREQS (rope's freqs
+// input): F is that fp32 frequency times 1/(2 pi), formed exactly in integer arithmetic on the GPU.
 override BACKWARD: bool = false;
 override THETA_SLOT: bool = false;
+override FREQS: bool = false;
 override WG: u32 = 64u;
 struct Params {
   n: u32,       // B*T*pairs invocations
@@ -24,9 +26,10 @@ struct Params {
   freq: array<vec4<u32>, 256>,  // pair first + 2j: (hi, lo) in .xy, pair first + 2j + 1 in .zw
 }
 @group(0) @binding(0) var<storage, read> X: array<f32>;
-@group(0) @binding(1) var<storage, read_write> Y: array<f32>;
-@group(0) @binding(2) var<storage, read> scalars: array<f32>;
-@group(0) @binding(3) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> freqs: array<f32>;  // a dummy unless FREQS
+@group(0) @binding(2) var<storage, read_write> Y: array<f32>;
+@group(0) @binding(3) var<storage, read> scalars: array<f32>;
+@group(0) @binding(4) var<uniform> p: Params;
 
 // a * b as a 64-bit value (lo, hi).
 fn mul64(a: u32, b: u32) -> vec2<u32> {
@@ -48,8 +51,37 @@ fn add64(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> {
 }
 fn neg64(a: vec2<u32>) -> vec2<u32> { return add64(~a, vec2<u32>(1u, 0u)); }
 
+// 1/(2 pi) as a 96-bit binary fraction, least significant word first.
+const INV_2PI = vec3<u32>(0x7f09d5f4u, 0x9391054au, 0x28be60dbu);
+
+// The fp32 frequency f (radians per position) in turns mod 1, as a 64-bit fraction (lo, hi): with
+// f = m * 2^(e - 150) (m the 24-bit significand), f / (2 pi) * 2^64 = (m * INV_2PI) >> (182 - e), a 120-bit
+// product shifted right. Exact but for INV_2PI's truncation (2^-96 relative). Zero and subnormal f give 0;
+// so do f >= 2^32 (and inf/NaN), which no rotary embedding has.
+fn turns_of(f: f32) -> vec2<u32> {
+  let bits = bitcast<u32>(abs(f));
+  let e = bits >> 23u;
+  if (e == 0u || e >= 159u) { return vec2<u32>(0u, 0u); }
+  let m = (bits & 0x7FFFFFu) | 0x800000u;
+  let p0 = mul64(m, INV_2PI.x);
+  let p1 = mul64(m, INV_2PI.y);
+  let p2 = mul64(m, INV_2PI.z);
+  let s1 = add64(vec2<u32>(p0.y, 0u), vec2<u32>(p1.x, 0u));  // word 1 and its carry
+  let s2 = add64(add64(vec2<u32>(p1.y, 0u), vec2<u32>(p2.x, 0u)), vec2<u32>(s1.y, 0u));
+  var w = array<u32, 8>(p0.x, s1.x, s2.x, p2.y + s2.y, 0u, 0u, 0u, 0u);
+  let sh = 182u - e;  // 24..181
+  let ws = sh / 32u;
+  let bs = sh % 32u;
+  // (a >> bs) | (b << (32 - bs)), the second term absent when bs = 0 (a shift by 32 is taken mod 32).
+  let lo = (w[ws] >> bs) | select(0u, w[ws + 1u] << (32u - bs), bs != 0u);
+  let hi = (w[ws + 1u] >> bs) | select(0u, w[ws + 2u] << (32u - bs), bs != 0u);
+  if (f < 0.0) { return neg64(vec2<u32>(lo, hi)); }
+  return vec2<u32>(lo, hi);
+}
+
 // Frequency of pair i in turns, as a 64-bit fraction (lo, hi).
 fn turns(i: u32) -> vec2<u32> {
+  if (FREQS) { return turns_of(freqs[i]); }
   if (THETA_SLOT) {
     let freq = exp2(-f32(2u * i) / f32(p.D) * log2(scalars[p.theta_idx]));
     let f = fract(freq * 0.15915494309189535);
