@@ -24,7 +24,7 @@ void print_q4_error(const ImportInfo& info) {
 
 Runner add_convert(CLI::App& app) {
   auto* sub = app.add_subcommand("convert",
-      "Convert models: IN is a checkpoint (.safetensors), a GGUF file or a Hugging Face Llama folder. Example:\n"
+      "Convert models: IN is a checkpoint (.safetensors), a GGUF file or a Hugging Face llama, qwen2 or qwen3 folder. Example:\n"
       "  edgetrain convert runs/mini/checkpoint.safetensors mini.gguf --to gguf-q4_0");
   struct Flags {
     std::string in, out, to = "gguf-f32", mode = "qat", tokenizer;

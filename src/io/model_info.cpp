@@ -35,7 +35,8 @@ std::string describe_model_file(const std::string& path) {
     const hf_folder::Check c = hf_folder::check(path, sh, TrainMode::qat, 32);
     size_t n = 0;
     for (const auto& r : sh.readers) n += r.tensors().size();
-    os << path << ": Hugging Face Llama folder, " << sh.readers.size() << " safetensors file"
+    os << path << ": Hugging Face " << (c.problems.empty() ? c.config.arch : std::string("model")) << " folder, "
+       << sh.readers.size() << " safetensors file"
        << (sh.readers.size() > 1 ? "s" : "") << ", " << n << " tensors\n";
     if (c.problems.empty()) os << "  config: " << c.config.to_json() << "\n";
     verdict(os, c.problems, "`edgetrain train --init " + path + "` starts from its weights (fp32; qat/qlora quantize "

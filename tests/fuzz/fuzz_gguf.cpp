@@ -1,19 +1,20 @@
 // libFuzzer target for the GGUF reader: any input must either throw edgetrain::Error or parse into a file
 // whose every tensor lies inside the input and, when of a type edgetrain decodes (F32, F16, BF16, Q4_0,
-// Q8_0, Q4_K, Q5_K, Q6_K), decodes (ASan/UBSan catch the rest). The Llama check (gguf_llama::check: the
-// llama.* keys, rope scaling, tensor names, shapes and types) runs on every parsed file and must either
+// Q8_0, Q4_K, Q5_K, Q6_K), decodes (ASan/UBSan catch the rest). The model check (gguf_llama::check: the
+// <arch>.* keys, rope scaling, tensor names, shapes and types) runs on every parsed file and must either
 // list problems or give a valid config whose every tensor decodes. A file with tokenizer metadata also goes
 // through the tokenizer's construction (gguf::read_vocab, make_gguf_tokenizer), and a tokenizer that loads
 // must keep its promises: ids in [0, vocab_size) and decode(encode(text)) == text.
 //
 // Seeds: with EDGETRAIN_FUZZ_SEED_DIR set, LLVMFuzzerInitialize writes a few small GGUF files there before
 // fuzzing starts: tokenizer metadata ("llama" and "gpt2" vocabularies, the latter with each pre-tokenizer,
-// the byte tokenizer's export) and a one-layer Llama whose tensors are of every decodable type, with rope
-// and quantization keys; pass that folder as a second corpus directory.
+// the byte tokenizer's export) and a one-layer llama, qwen2 and qwen3 model each, whose tensors are of every
+// decodable type, with rope and quantization keys; pass that folder as a second corpus directory.
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <string>
 #include <string_view>
@@ -58,42 +59,69 @@ void write_file(const std::string& path, const std::vector<uint8_t>& bytes) {
   std::fclose(f);
 }
 
-// A one-layer Llama (dim 256, so K-quant rows are whole super-blocks) whose tensors cover every decodable
-// type, with the keys the Llama check reads.
-void write_llama_seed(const std::string& path) {
+// A one-layer model (dim 256, so K-quant rows are whole super-blocks) of architecture `arch` whose tensors
+// cover every decodable type, with the keys the check reads: for llama also Llama 3.1 rope factors
+// (rope_freqs.weight), for qwen2 its q/k/v biases and a tied head, for qwen3 its q/k norms on heads of 96
+// (attention.key_length, wider than 256 / 4).
+void write_model_seed(const std::string& path, const std::string& arch) {
   using V = gguf::Value;
   gguf::Writer w;
-  w.add_kv("general.architecture", V::str("llama"));
+  const std::string a = arch + ".";
+  const uint64_t hd = arch == "qwen3" ? 96 : 64, q = 4 * hd, kv = 2 * hd;
+  w.add_kv("general.architecture", V::str(arch));
   w.add_kv("general.quantization_version", V::u32(2));
-  w.add_kv("llama.embedding_length", V::u32(256));
-  w.add_kv("llama.block_count", V::u32(1));
-  w.add_kv("llama.attention.head_count", V::u32(4));
-  w.add_kv("llama.attention.head_count_kv", V::u32(2));
-  w.add_kv("llama.feed_forward_length", V::u32(256));
-  w.add_kv("llama.context_length", V::u32(64));
-  w.add_kv("llama.rope.freq_base", V::f32(10000.0f));
-  w.add_kv("llama.rope.scaling.type", V::str("linear"));
-  w.add_kv("llama.rope.scaling.factor", V::f32(1.0f));
-  w.add_kv("llama.attention.layer_norm_rms_epsilon", V::f32(1e-5f));
-  w.add_kv("llama.vocab_size", V::u32(8));
+  w.add_kv(a + "embedding_length", V::u32(256));
+  w.add_kv(a + "block_count", V::u32(1));
+  w.add_kv(a + "attention.head_count", V::u32(4));
+  w.add_kv(a + "attention.head_count_kv", V::u32(2));
+  if (arch == "qwen3") {
+    w.add_kv(a + "attention.key_length", V::u32(static_cast<uint32_t>(hd)));
+    w.add_kv(a + "attention.value_length", V::u32(static_cast<uint32_t>(hd)));
+  }
+  w.add_kv(a + "feed_forward_length", V::u32(256));
+  w.add_kv(a + "context_length", V::u32(64));
+  w.add_kv(a + "rope.freq_base", V::f32(arch == "llama" ? 500000.0f : 1000000.0f));
+  w.add_kv(a + "rope.dimension_count", V::u32(static_cast<uint32_t>(hd)));
+  w.add_kv(a + "rope.scaling.type", V::str("linear"));
+  w.add_kv(a + "rope.scaling.factor", V::f32(1.0f));
+  w.add_kv(a + "attention.layer_norm_rms_epsilon", V::f32(1e-5f));
+  w.add_kv(a + "vocab_size", V::u32(8));
   uint32_t seed = 1;
   auto add = [&](const std::string& name, std::vector<uint64_t> ne, uint32_t type) {
     std::vector<uint8_t> bytes(gguf::tensor_bytes(type, ne, name));
     for (uint8_t& b : bytes) b = static_cast<uint8_t>((seed = seed * 1103515245u + 12345u) >> 24);
     w.add_tensor(name, std::move(ne), type, std::move(bytes));
   };
+  auto add_f32 = [&](const std::string& name, uint64_t n, float lo, float step) {  // valid values
+    std::vector<uint8_t> bytes(n * 4);
+    for (uint64_t i = 0; i < n; ++i) {
+      const float v = lo + step * static_cast<float>(i);
+      std::memcpy(&bytes[i * 4], &v, 4);
+    }
+    w.add_tensor(name, {n}, gguf::F32, std::move(bytes));
+  };
   add("token_embd.weight", {256, 8}, gguf::Q4_K);
+  if (arch == "llama") add_f32("rope_freqs.weight", hd / 2, 1.0f, 0.2f);
   add("blk.0.attn_norm.weight", {256}, gguf::F32);
-  add("blk.0.attn_q.weight", {256, 256}, gguf::Q5_K);
-  add("blk.0.attn_k.weight", {256, 128}, gguf::Q6_K);
-  add("blk.0.attn_v.weight", {256, 128}, gguf::Q8_0);
-  add("blk.0.attn_output.weight", {256, 256}, gguf::Q4_0);
+  add("blk.0.attn_q.weight", {256, q}, gguf::Q5_K);
+  add("blk.0.attn_k.weight", {256, kv}, gguf::Q6_K);
+  add("blk.0.attn_v.weight", {256, kv}, gguf::Q8_0);
+  if (arch == "qwen2") {
+    add("blk.0.attn_q.bias", {q}, gguf::F32);
+    add("blk.0.attn_k.bias", {kv}, gguf::F32);
+    add("blk.0.attn_v.bias", {kv}, gguf::F16);
+  }
+  if (arch == "qwen3") {
+    add_f32("blk.0.attn_q_norm.weight", hd, 0.5f, 0.01f);
+    add("blk.0.attn_k_norm.weight", {hd}, gguf::BF16);
+  }
+  add("blk.0.attn_output.weight", {q, 256}, gguf::Q4_0);
   add("blk.0.ffn_norm.weight", {256}, gguf::BF16);
   add("blk.0.ffn_gate.weight", {256, 256}, gguf::F16);
   add("blk.0.ffn_up.weight", {256, 256}, gguf::Q4_K);
   add("blk.0.ffn_down.weight", {256, 256}, gguf::Q6_K);
   add("output_norm.weight", {256}, gguf::F32);
-  add("output.weight", {256, 8}, gguf::Q6_K);
+  if (arch != "qwen2") add("output.weight", {256, 8}, gguf::Q6_K);
   write_file(path, w.to_bytes());
 }
 
@@ -134,7 +162,7 @@ void write_seeds(const std::string& dir) {
     bpe.pre = pre;
     write_seed(dir + "/seed_gpt2_" + pre + ".gguf", bpe);
   }
-  write_llama_seed(dir + "/seed_llama_model.gguf");
+  for (const char* arch : {"llama", "qwen2", "qwen3"}) write_model_seed(dir + "/seed_" + arch + "_model.gguf", arch);
 }
 
 }  // namespace
