@@ -14,6 +14,7 @@
 
 #include "edgetrain/checkpoint.h"
 #include "harness/model_helpers.h"
+#include "harness/temp_files.h"
 #include "train/run.h"
 
 namespace edgetrain::test {
@@ -21,19 +22,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using namespace edgetrain::training;
-
-struct TempDir {
-  fs::path path;
-  explicit TempDir(const std::string& name)
-      : path(fs::temp_directory_path() / ("edgetrain_budget_" + name + "_" + std::to_string(::getpid()))) {
-    fs::remove_all(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string str() const { return path.string(); }
-};
 
 void expect_error(const TrainOptions& o, const std::string& what) {
   try {
@@ -96,7 +84,7 @@ TEST(TimeBudget, PlanCountsTheStepsThatFit) {
 }
 
 TEST(TimeBudget, CombinationsThatMakeNoSenseAreErrors) {
-  TempDir dir("errors");
+  TempDir dir("budget", "errors");
   TrainOptions o = quick_options(dir.str());
   o.time_budget_s = 60;
   o.time_limit_s = 30;
@@ -117,7 +105,7 @@ TEST(TimeBudget, CombinationsThatMakeNoSenseAreErrors) {
 // A budget run measures its first steps, fixes the total (at most the given cap), says so, evaluates and
 // saves at that last step, and every checkpoint records the total; the cosine ends at that step.
 TEST(TimeBudget, RunFixesItsTotalAfterTheFirstStepsAndRecordsIt) {
-  TempDir dir("run");
+  TempDir dir("budget", "run");
   TrainOptions o = quick_options(dir.str());
   o.time_budget_s = 2.0;
   o.optim.total_steps = 100000;  // the cap: far more than fits
@@ -145,7 +133,7 @@ TEST(TimeBudget, RunFixesItsTotalAfterTheFirstStepsAndRecordsIt) {
 
 // A budget smaller than start-up: one step, evaluated and saved, the total 1.
 TEST(TimeBudget, TinyBudgetStillWritesACheckpoint) {
-  TempDir dir("tiny");
+  TempDir dir("budget", "tiny");
   TrainOptions o = quick_options(dir.str());
   o.time_budget_s = 1e-3;
   o.optim.total_steps = 1000;
@@ -160,7 +148,7 @@ TEST(TimeBudget, TinyBudgetStillWritesACheckpoint) {
 // Stopped after its plan, a budget run resumes to its planned total and reaches the losses and learning rates
 // of a run given that total as --steps: the plan is the whole of the difference.
 TEST(TimeBudget, ResumeOfABudgetRunIsExact) {
-  TempDir dir("resume");
+  TempDir dir("budget", "resume");
   TrainOptions o = quick_options(dir.str() + "/budget");
   o.time_budget_s = 3.0;
   o.optim.total_steps = 100000;

@@ -12,6 +12,7 @@
 #include "edgetrain/backends.h"
 #include "edgetrain/checkpoint.h"
 #include "harness/model_helpers.h"
+#include "harness/temp_files.h"
 #include "train/run.h"
 
 namespace edgetrain::test {
@@ -19,20 +20,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using namespace edgetrain::training;
-
-// A folder of its own per test and process, removed afterwards.
-struct TempDir {
-  fs::path path;
-  explicit TempDir(const std::string& name)
-      : path(fs::temp_directory_path() / ("edgetrain_run_" + name + "_" + std::to_string(::getpid()))) {
-    fs::remove_all(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string str() const { return path.string(); }
-};
 
 // A finished 3-step run of `tiny` with options unlike the defaults, to resume or --init from.
 TrainOptions recorded_run(const std::string& out) {
@@ -53,7 +40,7 @@ TrainOptions recorded_run(const std::string& out) {
 }
 
 TEST(TrainRun, ResumeTakesTheRecordedOptionsAndOnlyTheStepBudgetGrows) {
-  TempDir dir("resume");
+  TempDir dir("run", "resume");
   const TrainOptions rec = recorded_run(dir.str());
   TrainOptions given;  // what `train --resume --out DIR --steps N` passes: defaults everywhere else
   given.out_dir = dir.str();
@@ -86,7 +73,7 @@ TEST(TrainRun, ResumeTakesTheRecordedOptionsAndOnlyTheStepBudgetGrows) {
 }
 
 TEST(TrainRun, InitTakesTheFilesShapeWithThisRunsModeAndLora) {
-  TempDir dir("init");
+  TempDir dir("run", "init");
   const TrainOptions rec = recorded_run(dir.str() + "/base");
   TrainOptions given;
   given.init = checkpoint_path(rec);
@@ -161,7 +148,7 @@ TEST(TrainRun, CadenceIsEveryNStepsAndTheLast) {
 // token of the validation split. The corpus is numbered lines ("000123\n"), so a window's first full number
 // says where it starts.
 TEST(TrainRun, TrainingBatchesAreKeyedByStepAndStayInTheTrainingSplit) {
-  TempDir dir("batches");
+  TempDir dir("run", "batches");
   fs::create_directories(dir.path);
   const std::string corpus = dir.str() + "/numbers.txt";
   {
@@ -214,7 +201,7 @@ TEST(TrainRun, TrainingBatchesAreKeyedByStepAndStayInTheTrainingSplit) {
 // TrainOptions::stop (the CLI's SIGINT/SIGTERM flag), set before the run: the first step completes, the
 // checkpoint holds it, and the result says what stopped the run.
 TEST(TrainRun, StopFlagEndsTheRunAfterTheStepUnderWay) {
-  TempDir dir("stop");
+  TempDir dir("run", "stop");
   TrainOptions o = quick_options(dir.str());
   o.checkpoint_every = 1000;
   std::atomic<int> stop{15};

@@ -1,4 +1,4 @@
-// Per-process temporary files for tests: temp_path("interop", "x.gguf") is a path in
+// Per-process temporary files and folders for tests: temp_path("interop", "x.gguf") is a path in
 // $TMPDIR/edgetrain_interop_<pid>/ (CTest runs test processes in parallel), a folder created on first use and
 // removed with everything in it when the process exits.
 #pragma once
@@ -27,5 +27,21 @@ inline std::string temp_path(const std::string& suite, const std::string& name) 
   std::filesystem::create_directories(it->second);
   return (it->second / name).string();
 }
+
+// A folder of its own per test and process ($TMPDIR/edgetrain_<prefix>_<name>_<pid>), empty at the start and
+// removed with everything in it at the end of its scope.
+struct TempDir {
+  std::filesystem::path path;
+  TempDir(const std::string& prefix, const std::string& name)
+      : path(std::filesystem::temp_directory_path() /
+             ("edgetrain_" + prefix + "_" + name + "_" + std::to_string(::getpid()))) {
+    std::filesystem::remove_all(path);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+  std::string str() const { return path.string(); }
+};
 
 }  // namespace edgetrain::test
