@@ -163,6 +163,7 @@ Runner add_train(CLI::App& app) {
     // ignored, the write fails with EFBIG and the trainer reports it, keeping the previous checkpoint.
     std::signal(SIGXFSZ, SIG_IGN);
     o.stop = &g_stop;
+    g_stop.store(0);  // each run starts unstopped (the browser build calls main again in one process)
     catch_stop_signals();
     const TrainResult r = train(o);
     default_action(SIGINT);

@@ -113,7 +113,7 @@ std::unique_ptr<TokenStream> TokenStream::open(const std::string& corpus, const 
   auto mtime = std::filesystem::last_write_time(corpus).time_since_epoch().count();
   std::filesystem::create_directories(cache_dir);
   std::string cache = cache_dir + "/" + std::filesystem::path(corpus).filename().string() + "." + tok.name() + "." +
-                      std::to_string(size) + "-" + std::to_string(mtime) + ".tokens";
+                      std::to_string(size) + "-" + std::to_string(static_cast<long long>(mtime)) + ".tokens";
   if (!std::filesystem::exists(cache)) build_cache(corpus, tok, cache);
   return std::make_unique<CachedStream>(cache);
 }
