@@ -23,7 +23,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 OUT=${EDGETRAIN_WEB_BUILD_DIR:-build-web}
 [[ $OUT = /* ]] || OUT="$ROOT/$OUT"
-DEPS="$ROOT/.deps"
+DEPS=${EDGETRAIN_DEPS:-$ROOT/.deps}
 BROWSER=0
 [[ ${1:-} == --browser ]] && BROWSER=1
 
@@ -104,4 +104,5 @@ got=$(sha256sum "$SITE/kjv-excerpt.txt.tmp" | cut -d' ' -f1)
 mv -f "$SITE/kjv-excerpt.txt.tmp" "$SITE/kjv-excerpt.txt"
 for f in web/*.html web/*.js web/*.css; do install -m 0644 "$f" "$SITE/"; done
 install -m 0644 "$OUT/edgetrain.js" "$OUT/edgetrain.wasm" "$SITE/"
+[[ -f $OUT/edgetrain_op_tests.wasm ]] && install -m 0644 "$OUT/edgetrain_op_tests.js" "$OUT/edgetrain_op_tests.wasm" "$SITE/"
 log "page ready: $SITE ($(du -sh "$SITE" | cut -f1)); serve it with: python3 -m http.server -d ${SITE#"$ROOT"/} 8000"

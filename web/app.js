@@ -324,6 +324,7 @@ async function main() {
     if (state.running || state.saving) { e.preventDefault(); e.returnValue = ''; }
   });
   drawChart($('chart'), [], []);
+  if ('serviceWorker' in navigator) navigator.serviceWorker.register('sw.js').catch(() => { /* offline reloads only */ });
   setBusy(false);
   status('ready: choose a preset and press Train', 'ready');
 }

@@ -11,9 +11,10 @@ export class Trainer {
     this.dead = null;      // set when the module aborted: it cannot run again until the page reloads
   }
 
-  static async load(sink, hooks = {}) {
+  // factory: the module's MODULARIZE factory (createEdgetrain: the CLI; createEdgetrainOpTests: the op tests).
+  static async load(sink, hooks = {}, factory = globalThis.createEdgetrain) {
     const t = new Trainer(null, sink);
-    t.M = await createEdgetrain({
+    t.M = await factory({
       print: (line) => t.sink.out(line),
       printErr: (line) => t.sink.err(line),
       onAbort: (what) => { t.dead = String(what); },

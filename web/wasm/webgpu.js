@@ -27,6 +27,9 @@ mergeInto(LibraryManager.library, {
     // Module.etLoseDevice() loses the device as a driver reset does.
     injectOom: false,
     simulatedLoss: false,
+    // Module.etWaitStats: how often the backend waited, how often that suspended the wasm stack, and the
+    // wall time spent suspended (docs/WEB.md uses it to size the cost of Asyncify's suspensions).
+    stats: { waits: 0, sleeps: 0, sleepMs: 0 },
     add: function(obj) {
       var id = WG.free_ids.length ? WG.free_ids.pop() : WG.objs.length;
       WG.objs[id] = obj;
@@ -130,6 +133,7 @@ mergeInto(LibraryManager.library, {
   wgpuCreateInstance__deps: ['$WG'],
   wgpuCreateInstance: function(desc) {
     WG.L('StringView');                                            // loads the layout table
+    Module['etWaitStats'] = WG.stats;
     Module['etLoseDevice'] = function() {
       WG.simulatedLoss = true;
       Module['etDevice'].destroy();
@@ -179,10 +183,16 @@ mergeInto(LibraryManager.library, {
     if (Asyncify.state === Asyncify.State.Rewinding || !anyDone) {
       if (!anyDone && timeoutLo === 0 && timeoutHi === 0) return 2;  // TimedOut
       Asyncify.handleSleep(function(wakeUp) {
-        Promise.race(fs.map(function(f) { return f.promise; })).then(function() { wakeUp(0); });
+        var t0 = performance.now();
+        WG.stats.sleeps++;
+        Promise.race(fs.map(function(f) { return f.promise; })).then(function() {
+          WG.stats.sleepMs += performance.now() - t0;
+          wakeUp(0);
+        });
       });
       if (Asyncify.state === Asyncify.State.Unwinding) return 0;
     }
+    WG.stats.waits++;
     for (var j = 0; j < count; ++j) {
       var id = WG.u32(infos + j * stride + fo), g = WG.futures.get(id);
       if (g && g.done) {
