@@ -137,6 +137,13 @@ try {
   await phase(bare, ['ready', 'error'], 120_000);
   check(/no WebGPU/.test(await bare.textContent('#message')) && await bare.inputValue('#backend') === 'cpu',
     `no WebGPU: ${await bare.textContent('#message')}`);
+} catch (e) {
+  // What the page said, for the failure's reader.
+  for (const p of browser.context.pages()) {
+    console.log(`---- ${p.url()}: message ----\n${await p.textContent('#message').catch(() => '')}`);
+    console.log(`---- log (end) ----\n${(await p.textContent('#log').catch(() => '')).slice(-4000)}`);
+  }
+  throw e;
 } finally {
   await browser.close();
   server.close();
