@@ -6,7 +6,8 @@
 #   python3 bench/peer_torch.py --out peer.json --cases mm,adamw_step  # a subset (op names or case ids)
 #   python3 bench/peer_torch.py --out peer.json --cases none --step base --batch 16 --seq 512 [--compile]
 #
-# fp32 everywhere with TF32 off. Timing: CUDA events (perf_counter on CPU), warm-up, medians; like the
+# fp32 with TF32 off (the attention cases also in bf16, under shape ids ending in _bf16; the matrix
+# products also in bf16, ids ending in :f16; the step also with TF32 and bf16 autocast). Timing: CUDA events (perf_counter on CPU), warm-up, medians; like the
 # harness, a timed sample runs the op `inner` times back to back (chosen so a sample lasts ~--target-ms)
 # and is divided by inner. The rate columns of the harness are recomputed from "ms" with its own models.
 import argparse
@@ -81,18 +82,28 @@ def rand(shape, dev, lo=-1.0, hi=1.0):
     return torch.empty(shape, device=dev, dtype=torch.float32).uniform_(lo, hi)
 
 
-def mm_case(M, N, K):
-    def build(dev):
-        a, b, out = rand((M, K), dev), rand((K, N), dev), torch.empty((M, N), device=dev)
-        return (lambda: torch.mm(a, b, out=out)), "torch.mm(a, b) fp32, TF32 off"
-    return "mm", dims(M=M, N=N, K=K), build
+# The matrix products' half-precision peers: bf16 operands and output (cuBLAS, fp32 accumulation), what a
+# user training in mixed precision runs. Their ids end in ":f16", the suffix `edgetrain bench --precision fp16`
+# gives its fp16-operand cases.
+HALF = ":f16"
 
 
-def dw_case(M, N, K):
+def mm_case(M, N, K, half=False):
     def build(dev):
-        dy, x, dw = rand((M, N), dev), rand((M, K), dev), torch.empty((N, K), device=dev)
-        return (lambda: torch.mm(dy.t(), x, out=dw)), "torch.mm(dy.t(), x) fp32, TF32 off"
-    return "linear_dW", dims(M=M, N=N, K=K), build
+        t = torch.bfloat16 if half else torch.float32
+        a, b = rand((M, K), dev).to(t), rand((K, N), dev).to(t)
+        out = torch.empty((M, N), device=dev, dtype=t)
+        return (lambda: torch.mm(a, b, out=out)), f"torch.mm(a, b) {t}" + ("" if half else ", TF32 off")
+    return "mm", dims(M=M, N=N, K=K) + (HALF if half else ""), build
+
+
+def dw_case(M, N, K, half=False):
+    def build(dev):
+        t = torch.bfloat16 if half else torch.float32
+        dy, x = rand((M, N), dev).to(t), rand((M, K), dev).to(t)
+        dw = torch.empty((N, K), device=dev, dtype=t)
+        return (lambda: torch.mm(dy.t(), x, out=dw)), f"torch.mm(dy.t(), x) {t}" + ("" if half else ", TF32 off")
+    return "linear_dW", dims(M=M, N=N, K=K) + (HALF if half else ""), build
 
 
 def random_q4(N, K, gs, dev):
@@ -112,22 +123,30 @@ def dequantize(packed, scales, gs):
     return w.view(N, K)
 
 
-def q4_case(M, N, K, gs):
+def q4_case(M, N, K, gs, half=False):
     def build(dev):
         packed, scales = random_q4(N, K, gs, dev)
+        if half:
+            x = rand((M, K), dev).to(torch.bfloat16)
+            return (lambda: torch.mm(x, dequantize(packed, scales, gs).to(torch.bfloat16).t())), \
+                "dequantize packed 4-bit codes ((c-8)*scale per group) to bf16, then x @ W.t() in bf16, timed together"
         x = rand((M, K), dev)
         return (lambda: torch.mm(x, dequantize(packed, scales, gs).t())), \
             "dequantize packed 4-bit codes to fp32 ((c-8)*scale per group), then x @ W.t(), timed together"
-    return "linear_q4gsw", dims(M=M, N=N, K=K, gs=gs), build
+    return "linear_q4gsw", dims(M=M, N=N, K=K, gs=gs) + (HALF if half else ""), build
 
 
-def q4_backward_case(M, N, K, gs):
+def q4_backward_case(M, N, K, gs, half=False):
     def build(dev):
         packed, scales = random_q4(N, K, gs, dev)
+        if half:
+            dy = rand((M, N), dev).to(torch.bfloat16)
+            return (lambda: torch.mm(dy, dequantize(packed, scales, gs).to(torch.bfloat16))), \
+                "dequantize packed 4-bit codes to bf16, then dy @ W in bf16, timed together"
         dy = rand((M, N), dev)
         return (lambda: torch.mm(dy, dequantize(packed, scales, gs))), \
             "dequantize packed 4-bit codes to fp32, then dy @ W, timed together"
-    return "linear_q4gsw_backward", dims(M=M, N=N, K=K, gs=gs), build
+    return "linear_q4gsw_backward", dims(M=M, N=N, K=K, gs=gs) + (HALF if half else ""), build
 
 
 def requant_case(N, K, gs):
@@ -235,19 +254,80 @@ def copy_case(N):
     return "copy", dims(N=N), build
 
 
+def attention_inputs(B, H, T, D, dev, dtype, grad):
+    """q, k, v stored [B, T, H, D] (edgetrain's layout: rows of the projections) and seen as [B, H, T, D]."""
+    return [torch.empty((B, T, H, D), device=dev, dtype=dtype).uniform_(-1.0, 1.0).transpose(1, 2).requires_grad_(grad)
+            for _ in range(3)]
+
+
+def attention_case(B, H, T, D, dtype=torch.float32):
+    """Causal SDPA forward; fp32 ids match edgetrain's `attention` case, bf16 ones are peer-only."""
+    tag = "" if dtype == torch.float32 else "_bf16"
+
+    def build(dev):
+        q, k, v = attention_inputs(B, H, T, D, dev, dtype, False)
+        return (lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True)), \
+            f"F.scaled_dot_product_attention(is_causal=True) forward, {dtype}, [B,T,H,D] storage seen as [B,H,T,D]"
+    return "attention", dims(B=B, H=H, T=T, D=D) + tag, build
+
+
+def attention_backward_case(B, H, T, D, dtype=torch.float32):
+    """The backward kernels alone: autograd.grad of one stored SDPA output w.r.t. q, k, v."""
+    tag = "" if dtype == torch.float32 else "_bf16"
+
+    def build(dev):
+        q, k, v = attention_inputs(B, H, T, D, dev, dtype, True)
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        dout = torch.empty_like(out).uniform_(-1.0, 1.0)
+        return (lambda: torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)), \
+            f"torch.autograd.grad of F.scaled_dot_product_attention(is_causal=True) w.r.t. q, k, v, {dtype}"
+    return "attention_backward", dims(B=B, H=H, T=T, D=D) + tag, build
+
+
+def attention_fwd_bwd_case(B, H, T, D, dtype=torch.float32):
+    """Forward + backward timed together (a training step's attention); peer-only ids."""
+    tag = "" if dtype == torch.float32 else "_bf16"
+
+    def build(dev):
+        q, k, v = attention_inputs(B, H, T, D, dev, dtype, True)
+        dout = torch.empty((B, H, T, D), device=dev, dtype=dtype).uniform_(-1.0, 1.0)
+
+        def fn():
+            out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            return torch.autograd.grad(out, (q, k, v), dout)
+        return fn, f"F.scaled_dot_product_attention(is_causal=True) forward + autograd.grad w.r.t. q, k, v, {dtype}"
+    return "attention_fwd_bwd", dims(B=B, H=H, T=T, D=D) + tag, build
+
+
+def attention_cases(B, H, T, D):
+    return [make(B, H, T, D, dtype) for dtype in (torch.float32, torch.bfloat16)
+            for make in (attention_case, attention_backward_case, attention_fwd_bwd_case)]
+
+
 def all_cases(small):
     if small:
         return [mm_case(512, 512, 512), dw_case(512, 256, 256), dw_case(512, 512, 512),
                 q4_case(512, 512, 512, 64), q4_case(1, 512, 512, 64), q4_case(1, 384, 512, 64),
                 q4_backward_case(512, 512, 512, 64), requant_case(512, 512, 64), ce_case(512, 512),
                 adamw_case(1 << 18), rms_case(512, 512), softmax_case(512, 512), causal_case(2, 4, 64),
-                silu_case(512, 512), rope_case(2, 64, 4, 64), copy_case(1 << 18)]
+                silu_case(512, 512), rope_case(2, 64, 4, 64), copy_case(1 << 18)] + attention_cases(4, 4, 128, 32) + half_cases(True)
     return [mm_case(4096, 4096, 4096), mm_case(8192, 8192, 8192), dw_case(4096, 2048, 2048),
             dw_case(4096, 4096, 4096), dw_case(8192, 2048, 2048), q4_case(4096, 4096, 4096, 64),
             q4_case(1, 4096, 4096, 64), q4_case(1, 11008, 4096, 64), q4_backward_case(4096, 4096, 4096, 64),
             requant_case(4096, 4096, 64), ce_case(8192, 32000), adamw_case(1 << 28), rms_case(8192, 4096),
             softmax_case(8192, 4096), causal_case(16, 12, 512), silu_case(8192, 11008), rope_case(16, 512, 32, 128),
-            copy_case(1 << 28)]
+            copy_case(1 << 28)] + attention_cases(16, 12, 512, 64) + half_cases(False)
+
+
+def half_cases(small):
+    """The bf16 peers of the matrix-product cases (ids ending in :f16)."""
+    if small:
+        return [mm_case(512, 512, 512, True), dw_case(512, 512, 512, True), q4_case(512, 512, 512, 64, True),
+                q4_backward_case(512, 512, 512, 64, True)]
+    return [mm_case(4096, 4096, 4096, True), mm_case(8192, 8192, 8192, True), dw_case(4096, 2048, 2048, True),
+            dw_case(4096, 4096, 4096, True), dw_case(8192, 2048, 2048, True), q4_case(4096, 4096, 4096, 64, True),
+            q4_case(1, 4096, 4096, 64, True), q4_case(1, 11008, 4096, 64, True),
+            q4_backward_case(4096, 4096, 4096, 64, True)]
 
 
 # ---------------------------------------------------------------------------------------------- Llama step
@@ -348,7 +428,7 @@ class Timeout(Exception):
     pass
 
 
-def time_steps(args, dev, timer, sdpa, compile_model):
+def time_steps(args, dev, timer, sdpa, compile_model, precision="fp32"):
     dim, layers, heads, ffn, _ = PRESETS[args.step]
     torch.manual_seed(1234)
     model = Llama(args.vocab, dim, layers, heads, ffn, args.group_size, sdpa).to(dev)
@@ -365,11 +445,17 @@ def time_steps(args, dev, timer, sdpa, compile_model):
                 torch.randint(0, args.vocab, (args.batch, args.seq), generator=g).to(dev)) for _ in range(2)]
     state = {"i": 0, "loss": None}
 
+    # bf16: autocast over the forward (matmuls and SDPA in bf16, fp32 masters and AdamW), as users train in
+    # mixed precision; tf32: fp32 tensors with TF32 tensor-core matmuls.
+    amp = precision == "bf16" and dev.type == "cuda"
+    torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
+
     def step():
         tokens, labels = batches[state["i"] % 2]
         state["i"] += 1
         opt.zero_grad(set_to_none=True)
-        loss = fwd(tokens, labels)
+        with torch.autocast(device_type=dev.type, dtype=torch.bfloat16, enabled=amp):
+            loss = fwd(tokens, labels)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
@@ -391,7 +477,9 @@ def time_steps(args, dev, timer, sdpa, compile_model):
             "step_min_ms": min(samples) * 1e3, "steps_timed": len(samples), "warmup_and_compile_s": setup,
             "loss_last": float(state["loss"].item()),
             "what": ("torch.compile " if compile_model else "eager ") + ("SDPA" if sdpa else "matmul+mask") +
-                    " attention, fake-quant STE q4 block linears, fp32, AdamW, grad clip 1.0"}
+                    " attention, fake-quant STE q4 block linears, " +
+                    {"fp32": "fp32", "tf32": "fp32 with TF32 matmuls", "bf16": "bf16 autocast"}[precision] +
+                    ", AdamW, grad clip 1.0"}
 
 
 def run_step(args, dev, timer, doc, save):
@@ -399,10 +487,14 @@ def run_step(args, dev, timer, doc, save):
     args.seq = args.seq or seq_default
     key = f"{args.step}:{dims(B=args.batch, T=args.seq, V=args.vocab)}"
     entry = doc["step"].setdefault(key, {})
-    variants = [("eager", False, False), ("eager_sdpa", True, False)]
+    # The same entry serves `edgetrain bench --step ... --precision fp16` (its id ends in :f16): each variant
+    # names its precision, and the bf16 ones are the peers of a mixed-precision step.
+    doc["step"][key + HALF] = entry
+    variants = [("eager", False, False, "fp32"), ("eager_sdpa", True, False, "fp32"),
+                ("tf32_eager_sdpa", True, False, "tf32"), ("bf16_eager_sdpa", True, False, "bf16")]
     if args.compile:
-        variants.append(("compile", False, True))
-    for name, sdpa, comp in variants:
+        variants += [("compile", False, True, "fp32"), ("bf16_compile_sdpa", True, True, "bf16")]
+    for name, sdpa, comp, precision in variants:
         print(f"step {key} {name} ...", flush=True)
         use_alarm = comp and hasattr(signal, "SIGALRM") and args.compile_timeout > 0
         try:
@@ -411,7 +503,7 @@ def run_step(args, dev, timer, doc, save):
                     raise Timeout(f"torch.compile step took over {args.compile_timeout} s")
                 signal.signal(signal.SIGALRM, on_alarm)
                 signal.alarm(args.compile_timeout)
-            r = time_steps(args, dev, timer, sdpa, comp)
+            r = time_steps(args, dev, timer, sdpa, comp, precision)
             print(f"  {r['tokens_per_s']:.0f} tokens/s, step {r['step_median_ms']:.2f} ms", flush=True)
         except Exception as e:  # noqa: BLE001 - a peer that fails is reported, never fatal
             r = {"skipped": f"{type(e).__name__}: {e}"[:500]}

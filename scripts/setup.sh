@@ -78,6 +78,9 @@ APT_PINS=(
   "libopenblas0-pthread=${OPENBLAS_VER}"
   "nlohmann-json3-dev=3.11.2-2"
   "libcli11-dev=2.1.2+ds-1"
+  # data-parallel training (mpirun -n N edgetrain train ...)
+  "openmpi-bin=4.1.4-3+b1"
+  "libopenmpi-dev=4.1.4-3+b1"
   "libstb-dev=0.0~git20220908.8b5f1f3+ds-1"
   "libgtest-dev=${GTEST_VER}"
   # libFuzzer targets (tests/fuzz, run for a bounded time by CTest)

@@ -1,6 +1,8 @@
 // The CPU backend's fast kernels against the reference at realistic and awkward shapes (bigger than the
 // shared op cases: tiles, K/N chunking, GEMV paths, special values), and the same results for 1, 2 and 3
-// worker threads, byte for byte (every fast kernel uses fixed tiles and fixed reduction orders).
+// worker threads, byte for byte (every fast kernel uses fixed tiles and fixed reduction orders) — on each
+// instruction-set path the machine has: the AVX-512 kernels where the CPU supports them, and the portable
+// ones (which every CPU runs, so they are checked on AVX-512 machines too).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -15,6 +17,7 @@
 #include <unistd.h>
 
 #include "cpu/cpu_backend.h"
+#include "cpu/isa.h"
 #include "cpu/threads.h"
 #include "edgetrain/q4gsw.h"
 #include "harness/op_case.h"
@@ -38,21 +41,34 @@ bool same_bytes(const HostTensor& a, const HostTensor& b) {
   return a.nbytes() == b.nbytes() && std::memcmp(a.data(), b.data(), a.nbytes()) == 0;
 }
 
-// Fast vs reference within c.tol, then thread counts 1, 2, 3 byte-identical.
+// The instruction-set paths to check: AVX-512 first where the CPU has it, then the portable kernels.
+std::vector<bool> isa_paths() {
+  cpu::set_avx512(true);
+  std::vector<bool> paths;
+  if (cpu::use_avx512()) paths.push_back(true);
+  paths.push_back(false);
+  return paths;
+}
+
+// On each path: fast vs reference within c.tol, then thread counts 1, 2, 3 byte-identical.
 void check(const OpCase& c) {
-  SCOPED_TRACE(std::string(op_name(c.op)) + "/" + c.name);
   auto want = run_reference(c);
-  auto got1 = run_fast(c, 1);
-  ASSERT_EQ(got1.size(), want.size());
-  for (size_t i = 0; i < want.size(); ++i) {
-    std::string diff = compare(got1[i], want[i], c.tol);
-    EXPECT_TRUE(diff.empty()) << "output " << i << ":\n" << diff;
+  for (bool avx512 : isa_paths()) {
+    SCOPED_TRACE(std::string(op_name(c.op)) + "/" + c.name + (avx512 ? " (AVX-512)" : " (portable)"));
+    cpu::set_avx512(avx512);
+    auto got1 = run_fast(c, 1);
+    ASSERT_EQ(got1.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+      std::string diff = compare(got1[i], want[i], c.tol);
+      EXPECT_TRUE(diff.empty()) << "output " << i << ":\n" << diff;
+    }
+    for (int t : {2, 3}) {
+      auto got = run_fast(c, t);
+      for (size_t i = 0; i < want.size(); ++i)
+        EXPECT_TRUE(same_bytes(got[i], got1[i])) << "output " << i << " differs between 1 and " << t << " threads";
+    }
   }
-  for (int t : {2, 3}) {
-    auto got = run_fast(c, t);
-    for (size_t i = 0; i < want.size(); ++i)
-      EXPECT_TRUE(same_bytes(got[i], got1[i])) << "output " << i << " differs between 1 and " << t << " threads";
-  }
+  cpu::set_avx512(true);
 }
 
 OpCase make(Op op, std::string name, std::vector<HostTensor> in, std::vector<HostTensor> out,
@@ -81,6 +97,8 @@ const std::vector<Q4Shape> kQ4Shapes = {
     {1, 512, 768, 32, true},   {1, 512, 768, 128, false},  {1, 37, 13, 4, true},        // GEMV
     {7, 101, 27, 8, true},     {2, 30, 9, 12, false},      {65, 64, 129, 64, true},     // odd shapes
     {5, 2100, 70, 128, true},  {3, 70, 1100, 32, false},                                // K / N chunking
+    {2048, 128, 384, 32, true}, {2048, 384, 128, 32, false},                            // the mini step
+    {5, 2100, 200, 64, true},  {3, 200, 2100, 8, false},  // AVX-512: several column blocks of W
 };
 
 std::string q4_name(const Q4Shape& s) {
@@ -168,6 +186,9 @@ TEST(CpuFast, LinearAndDw) {
     check(make(Op::linear_dW, "M300_N200_K130_acc" + std::to_string(acc),
                {random_f32(r, Shape{300, 200}), random_f32(r, Shape{300, 130})}, {random_f32(r, Shape{200, 130})}, {acc}, {},
                tol::reduction(301)));
+    check(make(Op::linear_dW, "M2048_N128_K384_acc" + std::to_string(acc),  // the mini step's down projection
+               {random_f32(r, Shape{16, 128, 128}), random_f32(r, Shape{16, 128, 384})}, {random_f32(r, Shape{128, 384})},
+               {acc}, {}, tol::reduction(2049)));
     check(make(Op::linear_dW, "M512_N64_K1024_acc" + std::to_string(acc),
                {random_f32(r, Shape{4, 128, 64}), random_f32(r, Shape{4, 128, 1024})}, {random_f32(r, Shape{64, 1024})},
                {acc}, {}, tol::reduction(513)));
@@ -260,6 +281,29 @@ TEST(CpuFast, SoftmaxFamily) {
              {}, {0.125f}, tol::transcendental));
 }
 
+// Several blocks of 64 queries and of 256 keys (the online softmax across key blocks), a KV cache (S > T),
+// grouped heads, and a NaN query row (its row of out and lse is NaN, every other row is unaffected).
+TEST(CpuFast, Attention) {
+  Rng r(22);
+  struct Shp {
+    int64_t B, T, S, H, KV, hd;
+  };
+  for (Shp a : {Shp{2, 200, 200, 3, 1, 32}, Shp{1, 70, 600, 4, 2, 16}, Shp{1, 300, 300, 2, 2, 20}}) {
+    const Shape qs{a.B, a.T, a.H, a.hd}, ks{a.B, a.S, a.KV, a.hd}, ls{a.B, a.H, a.T};
+    const std::string name = "T" + std::to_string(a.T) + "_S" + std::to_string(a.S) + "_hd" + std::to_string(a.hd);
+    HostTensor q = random_f32(r, qs, -2, 2), k = random_f32(r, ks, -2, 2), v = random_f32(r, ks);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(a.hd));
+    const Tolerance t{1e-5, 1e-4};
+    HostTensor qn = q;
+    qn.as<float>()[5 * a.H * a.hd + 3] = kNaN;  // query 5 of head 0
+    check(make(Op::attention, name + "_nan_row", {qn, k, v}, {f32z(qs), f32z(ls)}, {}, {scale}, t));
+    auto fwd = run_reference(make(Op::attention, "", {q, k, v}, {f32z(qs), f32z(ls)}, {}, {scale}, tol::exact));
+    // dq, dk, dv start as garbage: the kernel overwrites them.
+    check(make(Op::attention_backward, name, {random_f32(r, qs), q, k, v, fwd[0], fwd[1]},
+               {random_f32(r, qs), random_f32(r, ks), random_f32(r, ks)}, {}, {scale}, Tolerance{1e-4, 1e-3}));
+  }
+}
+
 TEST(CpuFast, SiluMul) {
   Rng r(22);
   const Shape s{50021};
@@ -277,6 +321,12 @@ TEST(CpuFast, RopeBitIdentical) {
     check(make(Op::rope, "shape" + s.str(), {random_f32(r, s)}, {f32z(s)}, {}, {10000.0f, 5.0f}, tol::exact));
     check(make(Op::rope_backward, "shape" + s.str(), {random_f32(r, s)}, {f32z(s)}, {}, {500000.0f, 0.0f}, tol::exact));
   }
+  // The angle tables are kept between calls: another offset or theta at the same shape must not reuse them.
+  const Shape s{1, 9, 2, 16};
+  for (float offset : {0.0f, 3.0f, 0.0f})
+    for (float theta : {10000.0f, 20.0f})
+      check(make(Op::rope, "offset" + std::to_string(offset) + "_theta" + std::to_string(theta), {random_f32(r, s)},
+                 {f32z(s)}, {}, {theta, offset}, tol::exact));
 }
 
 TEST(CpuFast, EmbeddingBitIdentical) {

@@ -267,7 +267,7 @@ TEST(BackendList, InputErrorsRaisedInsideTheVulkanBackendAreTheError) {
          const vk::EncodeContext ctx = dynamic_cast<vk::VulkanBackend&>(b).encode_context();
          const vk::CoopOperand a = vk::coop_fp32(0, 128, 256, 256, 1, 0), w = vk::coop_fp32(1, 128, 128, 1, 128, 0);
          vk::Encoded out;
-         vk::append_coop(a, w, vk::CoopEpilogue{}, ctx, out);
+         vk::append_coop(a, w, vk::CoopEpilogue{}, false, ctx, out);
        }},
   };
   for (const Case& c : cases) {

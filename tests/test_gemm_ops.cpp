@@ -1,6 +1,8 @@
-// Matrix products (mm, bmm, linear): op cases at GPU tile edges for the cross-backend harness, and
-// hand-computed checks of the reference's transpose flags, alpha, batching and bias.
+// Matrix products (mm, bmm, linear): op cases at GPU tile edges for the cross-backend harness (each also
+// with fp16 operands), and hand-computed checks of the reference's transpose flags, alpha, batching and bias.
 #include <gtest/gtest.h>
+
+#include <cmath>
 
 #include "harness/op_case.h"
 
@@ -36,7 +38,7 @@ std::vector<OpCase> mm_cases() {
         c.ints = {ta, tb};
         c.floats = {alphas[i % 3]};
         c.tol = tol::reduction(s.K);
-        cs.push_back(std::move(c));
+        push_with_f16(cs, std::move(c), s.K, std::fabs(alphas[i % 3]));
       }
   return cs;
 }
@@ -73,7 +75,7 @@ std::vector<OpCase> bmm_cases() {
         c.ints = {ta, tb};
         c.floats = {i % 2 ? 0.25f : 1.0f};
         c.tol = tol::reduction(m.K);
-        cs.push_back(std::move(c));
+        push_with_f16(cs, std::move(c), m.K, 1.0);
       }
   return cs;
 }
@@ -114,7 +116,7 @@ std::vector<OpCase> linear_cases() {
     }
     c.out = {zeros(with(s.mnk.N), DType::f32)};
     c.tol = tol::reduction(s.mnk.K);
-    cs.push_back(std::move(c));
+    push_with_f16(cs, std::move(c), s.mnk.K, 1.0);
   }
   return cs;
 }

@@ -702,12 +702,15 @@ TEST(Interop, GgufCorruptFieldsAreRejected) {
   }
   cases.push_back({"bad magic", header(0, 0, 0x12345678), "bad magic"});
   cases.push_back({"bad version", header(0, 0, gguf::kMagic, 99), "version"});
-  cases.push_back({"bad tensor type", one_tensor(1, {32}, 99, 0), "unsupported tensor type"});
+  cases.push_back({"bad tensor type", one_tensor(1, {32}, 99, 0), "unknown tensor type 99"});
+  cases.push_back({"removed tensor type", one_tensor(1, {32}, 31, 0), "unknown tensor type 31"});
   cases.push_back({"five dims", one_tensor(5, {1, 1, 1, 1, 1}, 0, 0), "dims"});
   cases.push_back({"dims overflow", one_tensor(2, {uint64_t{1} << 40, uint64_t{1} << 40}, 0, 0), "overflow"});
   cases.push_back({"offset past the end", one_tensor(1, {4}, 0, 1024), "past the end"});
   cases.push_back({"misaligned offset", one_tensor(1, {4}, 0, 4), "alignment"});
-  cases.push_back({"partial Q4_0 block", one_tensor(1, {31}, 2, 0), "multiple of 32"});
+  cases.push_back({"partial Q4_0 block", one_tensor(1, {31}, 2, 0), "whole blocks of 32 elements, but ne[0] = 31"});
+  // 256 values, but rows of 128: a Q4_K block would straddle two rows.
+  cases.push_back({"Q4_K row of half a block", one_tensor(2, {128, 2}, 12, 0), "Q4_K row holds whole blocks of 256"});
   for (auto& c : cases) {
     std::string m = reject_message(c.bytes);
     EXPECT_NE(m.find("corrupt.gguf"), std::string::npos) << c.what << ": " << m;

@@ -1,6 +1,6 @@
 // Finite-difference checks of every backward op against its forward, both run by the CPU reference:
 // rms_norm_backward, rope_backward, silu_mul_backward, softmax_backward (through softmax and through
-// causal_softmax), log_softmax's gradient, embedding_backward, and sum/mean.
+// causal_softmax), attention_backward, log_softmax's gradient, embedding_backward, and sum/mean.
 //
 // Method: a random projection loss L(x) = sum_i r_i * f(x)_i, evaluated in double from the f32 op output.
 // For each input element, dL/dx ~ (L(x + e) - L(x - e)) / (x+e - (x-e)), with the step measured after
@@ -143,6 +143,37 @@ TEST(Gradients, CausalSoftmax) {
     HostTensor dx(s, DType::f32);
     call(Op::scale, {&dy}, {&dx}, {}, {scale});
     expect_gradient("dx", x, dx, loss);
+  }
+}
+
+// L = r . out of attention; attention_backward fed dout = r and the forward's out and lse must give its
+// gradients for q, k and v. Shapes: grouped heads (G = 2), a KV cache (S > T: every query sees the first
+// S - T keys), multi-head with an odd head dim, and large scores (a softmax near one-hot).
+TEST(Gradients, Attention) {
+  Rng rng(59);
+  struct Shp {
+    int64_t B, T, S, H, KV, hd;
+    float range;
+  };
+  for (Shp s : {Shp{2, 5, 5, 4, 2, 4, 1.0f}, Shp{1, 4, 7, 2, 1, 6, 1.0f}, Shp{1, 6, 6, 1, 1, 3, 1.0f},
+                Shp{1, 5, 5, 2, 1, 4, 3.0f}}) {
+    SCOPED_TRACE("B" + std::to_string(s.B) + " T" + std::to_string(s.T) + " S" + std::to_string(s.S) + " H" +
+                 std::to_string(s.H) + " KV" + std::to_string(s.KV) + " hd" + std::to_string(s.hd));
+    const Shape qs{s.B, s.T, s.H, s.hd}, ks{s.B, s.S, s.KV, s.hd}, ls{s.B, s.H, s.T};
+    HostTensor q = random_f32(rng, qs, -s.range, s.range), k = random_f32(rng, ks, -s.range, s.range),
+               v = random_f32(rng, ks), r = random_f32(rng, qs);
+    HostTensor out(qs, DType::f32), lse(ls, DType::f32);
+    const float scale = 0.8f;
+    auto loss = [&] {
+      call(Op::attention, {&q, &k, &v}, {&out, &lse}, {}, {scale});
+      return dot(r, out);
+    };
+    loss();
+    HostTensor dq(qs, DType::f32), dk(ks, DType::f32), dv(ks, DType::f32);
+    call(Op::attention_backward, {&r, &q, &k, &v, &out, &lse}, {&dq, &dk, &dv}, {}, {scale});
+    expect_gradient("dq", q, dq, loss);
+    expect_gradient("dk", k, dk, loss);
+    expect_gradient("dv", v, dv, loss);
   }
 }
 

@@ -23,6 +23,8 @@
 
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include "edgetrain/backends.h"
 #include "edgetrain/checkpoint.h"
 #include "edgetrain/safetensors.h"
@@ -87,8 +89,9 @@ TEST_F(Reliability, SigkillAtRandomMomentsKeepsALoadableCheckpoint) {
     ASSERT_NO_THROW(step = load_ok(ckpt)) << "after kill " << i << "\n" << slurp(o.log);
     ++loaded;
     if (i % 8 == 7) {  // resume to completion of a short time slice: the step must advance
-      Outcome r = run({"train", "--resume", "--out", out, "--backend", "cpu", "--threads", "1", "--no-progress",
-                       "--sample-tokens", "0", "--time-limit", "0.2"});
+      // --steps: a bare --resume goes on to the checkpoint's own total (400), which a run may have reached.
+      Outcome r = run({"train", "--resume", "--out", out, "--steps", "100000", "--backend", "cpu", "--threads", "1",
+                       "--no-progress", "--sample-tokens", "0", "--time-limit", "0.2"});
       ASSERT_EQ(r.code(), 0) << r.describe();
       EXPECT_GT(load_ok(ckpt), step) << r.output;
       Outcome e = run({"eval", "--checkpoint", ckpt, "--backend", "cpu", "--corpus", corpus_, "--seq", "16",
@@ -107,6 +110,28 @@ TEST_F(Reliability, SigkillAtRandomMomentsKeepsALoadableCheckpoint) {
 
 // A full disk mid save (RLIMIT_FSIZE below the checkpoint's size, SIGXFSZ left at its default): one clear
 // error, non-zero exit, the previous checkpoint byte-identical and loadable, no temp file left behind.
+// `--resume` without --steps continues to the checkpoint's own total (not the fresh-run default of 1200), so
+// it finishes the schedule the run started; `--time` plans, says so and records the plan.
+TEST_F(Reliability, BareResumeKeepsTheTotalAndTimeRecordsItsPlan) {
+  const std::string out = dir_ + "/bare";
+  Outcome first = run(tiny_train(out, {"--steps", "6", "--eval-every", "1000", "--time-limit", "1e-9"}));
+  ASSERT_EQ(first.code(), 0) << first.describe();
+  Outcome resumed = run({"train", "--resume", "--out", out, "--backend", "cpu", "--threads", "1", "--no-progress",
+                         "--sample-tokens", "0"});
+  ASSERT_EQ(resumed.code(), 0) << resumed.describe();
+  EXPECT_NE(resumed.output.find("steps 2..6"), std::string::npos) << resumed.output;
+  EXPECT_NE(resumed.output.find("done: 6 steps"), std::string::npos) << resumed.output;
+
+  const std::string timed = dir_ + "/timed";
+  Outcome t = run(tiny_train(timed, {"--time", "1.5s", "--warmup", "4", "--eval-every", "1000"}), 120);
+  ASSERT_EQ(t.code(), 0) << t.describe();
+  EXPECT_NE(t.output.find("time budget 1.5s: after 4 steps"), std::string::npos) << t.output;
+  auto meta = read_checkpoint_metadata(timed + "/checkpoint.safetensors");
+  const std::string total = std::to_string(nlohmann::json::parse(meta.at("train_options")).at("total_steps").get<int64_t>());
+  EXPECT_NE(t.output.find(": " + total + " steps in all"), std::string::npos) << t.output;
+  EXPECT_NE(t.output.find("done: " + total + " steps"), std::string::npos) << t.output;
+}
+
 TEST_F(Reliability, FullDiskDuringSaveKeepsThePreviousCheckpoint) {
   const std::string out = dir_ + "/run", ckpt = out + "/checkpoint.safetensors";
   Outcome first = run(tiny_train(out, {"--steps", "2", "--eval-every", "1000"}));
@@ -181,7 +206,9 @@ TEST_F(Reliability, BadTrainFlagsAreRejectedNamingTheFlag) {
       {"--lora-rank", "0"},      {"--lora-alpha", "-1"},    {"--lora-alpha", "nan"},    {"--mode", "int3"},
       {"--preset", "huge"},      {"--backend", "tpu"},      {"--lora-targets", "q,x"},  {"--steps", "ten"},
       {"--backend", "vulkan,tpu"}, {"--backend", "cpu,cpu"}, {"--backend", "auto,cpu"}, {"--backend", "cpu,"},
-      {"--max-skipped-steps", "0"},
+      {"--max-skipped-steps", "0"}, {"--time", "0"},      {"--time", "-1m"},          {"--time", "4x"},
+      {"--time", "nan"},         {"--time", "4m30"},        {"--time-limit", "5", "--time", "1m"},
+      {"--warmup", "0", "--time", "1m"}, {"--time", "1m", "--resume"},
   };
   int rejected = 0;
   for (const auto& row : table) {
@@ -307,15 +334,16 @@ TEST_F(Reliability, MissingVulkanAndWebGpuGiveClearMessages) {
   }
 }
 
-// Device memory faults on Vulkan: a buffer beyond maxStorageBufferRange (128 MiB on lavapipe), and device
-// memory running out (lavapipe's heap is host memory: RLIMIT_AS makes it run out under the `base` preset).
+// Device memory faults on Vulkan: a buffer beyond maxStorageBufferRange (128 MiB on lavapipe: the SwiGLU
+// activations [B*T, ffn] of 80 x 512 tokens with ffn_dim 1024 are 160 MiB), and device memory running out
+// (lavapipe's heap is host memory: RLIMIT_AS makes it run out under the `base` preset).
 // Each: one clear message, non-zero exit, no crash, no hang.
 TEST_F(Reliability, VulkanOutOfDeviceMemoryGivesClearMessages) {
   bool have_vulkan = false;
   for (const DeviceInfo& d : list_devices()) have_vulkan |= d.backend == "vulkan" && d.usable;
   if (!have_vulkan) GTEST_SKIP() << "no usable Vulkan device";
   const std::string cfg = dir_ + "/long.json";
-  std::ofstream(cfg) << R"({"preset": "tiny", "max_seq": 512})";
+  std::ofstream(cfg) << R"({"preset": "tiny", "max_seq": 512, "ffn_dim": 1024})";
   Outcome range = run({"train", "--config", cfg, "--batch", "80", "--seq", "512", "--backend", "vulkan", "--corpus",
                        corpus_, "--out", dir_ + "/range", "--no-progress", "--steps", "1"}, 120);
   ASSERT_TRUE(range.exited()) << range.describe();

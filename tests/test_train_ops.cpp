@@ -75,7 +75,7 @@ std::vector<OpCase> linear_q4gsw_cases() {
     c.out = {zeros(lead_plus(s.lead, s.N), DType::f32)};
     c.ints = {s.gs};
     c.tol = tol::reduction(s.K);
-    cs.push_back(std::move(c));
+    push_with_f16(cs, std::move(c), s.K, 0.8);  // |x| <= 1, |W| <= 8 * 0.1 (random_q4's scales)
   }
   return cs;
 }
@@ -93,7 +93,7 @@ std::vector<OpCase> linear_q4gsw_backward_cases() {
     c.out = {zeros(lead_plus(s.lead, s.K), DType::f32)};
     c.ints = {s.gs, s.K};
     c.tol = tol::reduction(s.N);
-    cs.push_back(std::move(c));
+    push_with_f16(cs, std::move(c), s.N, 0.8);
   }
   return cs;
 }
@@ -125,7 +125,7 @@ std::vector<OpCase> linear_dW_cases() {
     int64_t M = 1;
     for (int64_t d : s.lead) M *= d;
     c.tol = tol::reduction(M + 1);
-    cs.push_back(std::move(c));
+    push_with_f16(cs, std::move(c), M, 1.0);
   }
   return cs;
 }
@@ -274,7 +274,8 @@ ET_OP_CASES(adamw_step, adamw_step_cases);
 std::vector<OpCase> grad_norm_cases() {
   Rng r(107);
   std::vector<std::vector<Shape>> sets = {
-      {Shape{1}}, {Shape{64, 64}}, {Shape{}, Shape{63}, Shape{3, 5, 7}}, {Shape{4097}, Shape{129, 65}}};
+      {Shape{1}}, {Shape{64, 64}}, {Shape{}, Shape{63}, Shape{3, 5, 7}}, {Shape{4097}, Shape{129, 65}},
+      {Shape{1000003}, Shape{0}, Shape{70001}}};  // many workgroups per tensor, an empty tensor
   std::vector<OpCase> cs;
   for (size_t i = 0; i < sets.size(); ++i) {
     OpCase c;

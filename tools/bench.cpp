@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <ctime>
 #include <fstream>
 #include <functional>
 #include <memory>
@@ -39,6 +40,13 @@ std::vector<std::string> split_commas(const std::string& s) {
 
 // ---- timing ----
 
+// CPU time of the whole process (every thread): on a shared machine it moves much less than wall-clock time.
+double process_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
 struct Stats {
   double median = 0, min = 0;
   int n = 0;
@@ -54,7 +62,7 @@ Stats stats(std::vector<double> v) {
 }
 
 struct Flags {
-  std::string backend = "auto", device, size, ops, json_file, peer_file, step, mode = "qat";
+  std::string backend = "auto", device, size, ops, json_file, peer_file, step, mode = "qat", precision = "fp32";
   int reps = 20, warmup = 3, copies = 0, max_copies = 50, threads = 0;
   double target_ms = 25, case_seconds = 20, step_seconds = 120;
   int64_t batch = 16, seq = 0, steps = 20, group_size = 32, vocab = 0;
@@ -85,10 +93,23 @@ struct Result {
   double value = 0, best_value = 0;
 };
 
-Result run_case(Backend& b, const Case& c, const Flags& f) {
+// Whether op is a matrix product with the f16 flag (ops.inc): its ints end with the optional "f16".
+bool has_f16_flag(Op op) {
+  const ArgList& ints = op_info(op).ints;
+  return ints.last_optional && !ints.names.empty() && ints.names.back() == "f16";
+}
+
+// A case's id as reported: with fp16 operands the matrix products carry a ":f16" suffix, so their figures
+// never pass for the fp32 ones (in --peer files too).
+std::string case_id(const Case& c, Precision p) {
+  return p == Precision::fp16 && has_f16_flag(c.op) ? c.id() + ":f16" : c.id();
+}
+
+Result run_case(Backend& b, const Case& c, const Flags& f, Precision precision) {
   Result res;
   Rng rng(std::hash<std::string>{}(c.id()));
   OpCall call = c.make(b, rng);
+  if (precision == Precision::fp16 && has_f16_flag(call.op) && !f16_operands(call)) call.ints.push_back(1);
   auto one = b.new_program();
   one->record(call);
   one->finalize();
@@ -167,7 +188,7 @@ void print_list() {
   std::printf("step mode: --step tiny|mini|small|base [--batch B --seq T --steps N --mode qat|qlora|fp32]\n");
 }
 
-void run_ops(Backend& b, const Flags& f, bool small, const Peer& peer, Report& rep) {
+void run_ops(Backend& b, const Flags& f, bool small, const Peer& peer, Report& rep, Precision precision) {
   auto wanted = split_commas(f.ops);
   std::vector<Case> cases;
   for (Case& c : bench_cases(small)) {
@@ -186,8 +207,9 @@ void run_ops(Backend& b, const Flags& f, bool small, const Peer& peer, Report& r
   json& out = rep.doc["cases"];
   out = json::array();
   for (const Case& c : cases) {
-    json e = {{"id", c.id()}, {"op", c.name()}, {"shape", c.shape}, {"unit", c.unit}, {"work", c.work}, {"model", c.model}};
-    std::printf("%-44s ", c.id().c_str());
+    const std::string id = case_id(c, precision);
+    json e = {{"id", id}, {"op", c.name()}, {"shape", c.shape}, {"unit", c.unit}, {"work", c.work}, {"model", c.model}};
+    std::printf("%-44s ", id.c_str());
     std::fflush(stdout);
     std::string skip;
     Result r;
@@ -195,7 +217,7 @@ void run_ops(Backend& b, const Flags& f, bool small, const Peer& peer, Report& r
       if (!b.supports(c.op))
         skip = "the backend does not support " + c.name();
       else
-        r = run_case(b, c, f);
+        r = run_case(b, c, f, precision);
     } catch (const Error& err) {
       skip = err.what();
     } catch (const std::bad_alloc&) {
@@ -218,16 +240,16 @@ void run_ops(Backend& b, const Flags& f, bool small, const Peer& peer, Report& r
       e["single_replay_ms"] = r.single * 1e3;
       e["value"] = r.value;
       e["best_value"] = r.best_value;
-      if (const json* p = peer.op(c.id())) {
+      if (const json* p = peer.op(id)) {
         double pms = (*p)["ms"].get<double>();
         double ratio = pms > 0 ? pms / (r.per_call.median * 1e3) : 0;
         std::printf(" %10.4f %12.4g %7.3gx", pms, c.work / (pms * 1e-3) / 1e9, ratio);
         e["peer"] = *p;
         e["peer_value"] = c.work / (pms * 1e-3) / 1e9;
         e["ratio_ours_over_peer"] = ratio;
-      } else if (peer.loaded && peer.doc.contains("cases") && peer.doc["cases"].contains(c.id())) {
+      } else if (peer.loaded && peer.doc.contains("cases") && peer.doc["cases"].contains(id)) {
         std::printf(" peer skipped");
-        e["peer"] = peer.doc["cases"][c.id()];
+        e["peer"] = peer.doc["cases"][id];
       }
       std::printf("\n");
     }
@@ -243,8 +265,8 @@ void run_ops(Backend& b, const Flags& f, bool small, const Peer& peer, Report& r
   if (peer.loaded) std::printf("ours/peer = peer median ms / our median ms (> 1: edgetrain is faster)\n");
 }
 
-void run_step(Backend& b, const Flags& f, const Peer& peer, Report& rep) {
-  json e = {{"preset", f.step}, {"mode", f.mode}, {"batch", f.batch}};
+void run_step(Backend& b, const Flags& f, const Peer& peer, Report& rep, Precision precision) {
+  json e = {{"preset", f.step}, {"mode", f.mode}, {"batch", f.batch}, {"precision", precision_name(precision)}};
   std::string id;
   try {
     ModelConfig cfg = ModelConfig::preset(f.step);
@@ -254,7 +276,8 @@ void run_step(Backend& b, const Flags& f, const Peer& peer, Report& rep) {
     int64_t seq = f.seq > 0 ? f.seq : cfg.max_seq;
     cfg.max_seq = std::max(cfg.max_seq, seq);
     cfg.validate();
-    id = f.step + ":" + dims({{"B", f.batch}, {"T", seq}, {"V", cfg.vocab}});
+    id = f.step + ":" + dims({{"B", f.batch}, {"T", seq}, {"V", cfg.vocab}}) +
+         (precision == Precision::fp16 ? ":f16" : "");
     e["id"] = id;
     e["seq"] = seq;
     e["config"] = json::parse(cfg.to_json());
@@ -265,6 +288,7 @@ void run_step(Backend& b, const Flags& f, const Peer& peer, Report& rep) {
     std::fflush(stdout);
     auto t_build = Clock::now();
     Model model(b, cfg);
+    model.set_precision(precision);
     model.init(1234);
     OptimConfig opt;
     opt.total_steps = f.warmup + f.steps + 1;
@@ -277,12 +301,13 @@ void run_step(Backend& b, const Flags& f, const Peer& peer, Report& rep) {
         toks[k][i] = static_cast<int32_t>(rng.next() % static_cast<uint64_t>(cfg.vocab));
         labs[k][i] = static_cast<int32_t>(rng.next() % static_cast<uint64_t>(cfg.vocab));
       }
-    std::vector<double> total, acc, upd;
+    std::vector<double> total, acc, upd, cpu;
     std::vector<float> losses;
     auto start = Clock::now();
     int warm = std::max(2, f.warmup);  // the first step records the programs
     double first_step = 0;
     for (int64_t s = 1; s <= warm + f.steps; ++s) {
+      const double c0 = process_cpu_seconds();
       auto t0 = Clock::now();
       float loss = model.accumulate(toks[s % 2], labs[s % 2], f.batch, seq, n);
       auto t1 = Clock::now();
@@ -293,15 +318,17 @@ void run_step(Backend& b, const Flags& f, const Peer& peer, Report& rep) {
         acc.push_back(std::chrono::duration<double>(t1 - t0).count());
         upd.push_back(std::chrono::duration<double>(t2 - t1).count());
         total.push_back(std::chrono::duration<double>(t2 - t0).count());
+        cpu.push_back(process_cpu_seconds() - c0);
         losses.push_back(loss);
       }
       if (s >= warm + 1 && seconds_since(start) > f.step_seconds) break;
     }
-    Stats st = stats(total), sa = stats(acc), su = stats(upd);
+    Stats st = stats(total), sa = stats(acc), su = stats(upd), sc = stats(cpu);
     double tps = static_cast<double>(n) / st.median;
     std::printf("  setup + first step (recording) %.2f s; %d timed steps after %d warm-up\n", first_step, st.n, warm);
     std::printf("  step median %.2f ms (min %.2f) = accumulate %.2f + update %.2f ms\n", st.median * 1e3, st.min * 1e3,
                 sa.median * 1e3, su.median * 1e3);
+    std::printf("  process CPU time per step: median %.2f ms (min %.2f), all threads\n", sc.median * 1e3, sc.min * 1e3);
     std::printf("  %.0f tokens/s (best %.0f); loss %.4f -> %.4f (random tokens: ~ln(vocab) = %.2f)\n", tps,
                 n / st.min, losses.front(), losses.back(), std::log(static_cast<double>(cfg.vocab)));
     e["status"] = "ok";
@@ -309,6 +336,8 @@ void run_step(Backend& b, const Flags& f, const Peer& peer, Report& rep) {
     e["steps_timed"] = st.n;
     e["step_median_ms"] = st.median * 1e3;
     e["step_min_ms"] = st.min * 1e3;
+    e["cpu_median_ms"] = sc.median * 1e3;
+    e["cpu_min_ms"] = sc.min * 1e3;
     e["accumulate_median_ms"] = sa.median * 1e3;
     e["update_median_ms"] = su.median * 1e3;
     e["tokens_per_s"] = tps;
@@ -351,6 +380,7 @@ int run_bench(const Flags& f) {
   ET_CHECK(f.size.empty() || f.size == "small" || f.size == "realistic", "bench: --size must be small or realistic, got '",
            f.size, "'");
   ET_CHECK(f.reps >= 1 && f.warmup >= 0, "bench: --reps must be >= 1 and --warmup >= 0");
+  check_precision_flag(f.precision);
   Peer peer = load_peer(f.peer_file);
   BackendOptions bo;
   bo.device = f.device;
@@ -372,15 +402,19 @@ int run_bench(const Flags& f) {
   rep.doc["settings"] = {{"reps", f.reps},           {"warmup", f.warmup},          {"copies", f.copies},
                          {"max_copies", f.max_copies}, {"target_ms", f.target_ms}, {"case_seconds", f.case_seconds}};
   if (peer.loaded && peer.doc.contains("meta")) rep.doc["peer_meta"] = peer.doc["meta"];
+  const PrecisionChoice precision = choose_precision(f.precision, *b);
+  rep.doc["precision"] = precision_name(precision.precision);
+  rep.doc["precision_why"] = precision.why;
   std::printf("edgetrain bench on %s (%s), size %s, reps %d, warmup %d\n", b->name().c_str(), b->device_name().c_str(),
               small ? "small" : "realistic", f.reps, f.warmup);
+  std::printf("%s\n", precision.why.c_str());
   if (f.backend == "auto") std::printf("auto: %s\n", auto_choice_reason().c_str());
   if (peer.loaded && peer.doc.contains("meta")) std::printf("peer: %s\n", peer.doc["meta"].dump().c_str());
   rep.save();
   auto t0 = Clock::now();
   bool ops = f.step.empty() || !f.ops.empty();
-  if (ops && f.ops != "none") run_ops(*b, f, small, peer, rep);
-  if (!f.step.empty()) run_step(*b, f, peer, rep);
+  if (ops && f.ops != "none") run_ops(*b, f, small, peer, rep, precision.precision);
+  if (!f.step.empty()) run_step(*b, f, peer, rep, precision.precision);
   rep.doc["total_seconds"] = seconds_since(t0);
   rep.save();
   std::printf("\ntotal %.1f s%s%s\n", seconds_since(t0), f.json_file.empty() ? "" : "; JSON: ", f.json_file.c_str());
@@ -413,6 +447,10 @@ Runner add_bench(CLI::App& app) {
   sub->add_option("--peer", f->peer_file, "JSON from bench/peer_torch.py: print its figures and ours/peer");
   sub->add_option("--step", f->step, "Also time training steps of this preset: tiny, mini, small, base");
   sub->add_option("--mode", f->mode, "Step mode: qat, qlora or fp32")->capture_default_str();
+  sub->add_option("--precision", f->precision,
+                  "fp32, fp16 (the matrix products with fp16 operands: op cases get a :f16 id suffix; steps train\n"
+                  "in mixed precision) or auto (fp16 where it is faster)")
+      ->capture_default_str();
   sub->add_option("--batch", f->batch, "Step mode: sequences per step")->capture_default_str();
   sub->add_option("--seq", f->seq, "Step mode: tokens per sequence (default: the preset's max_seq)");
   sub->add_option("--steps", f->steps, "Step mode: timed steps")->capture_default_str();

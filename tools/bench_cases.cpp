@@ -138,6 +138,36 @@ Case causal_case(int64_t B, int64_t H, int64_t T) {
           }};
 }
 
+// Causal attention of B sequences of T tokens with H heads of hd (multi-head), the model's layouts. Work:
+// the products over the T(T+1)/2 visible (query, key) pairs of a head, 2 for the forward (q.k, p*v) and 5
+// for the backward (q.k and dout.v recomputed, dv, dq, dk) of 2*hd flop each: the count PyTorch and the
+// flash-attention papers use, whatever a kernel recomputes.
+double attention_pairs(int64_t B, int64_t H, int64_t T) { return static_cast<double>(B) * H * T * (T + 1) / 2.0; }
+
+Case attention_case(int64_t B, int64_t H, int64_t T, int64_t hd) {
+  return {Op::attention, dims({{"B", B}, {"H", H}, {"T", T}, {"D", hd}}), "GFLOP/s", 4.0 * hd * attention_pairs(B, H, T),
+          "4*hd flop per visible (query, key) pair, T(T+1)/2 pairs per head; q,k,v [B,T,H,hd] -> out, lse",
+          [=](Backend& b, Rng& r) {
+            Shape s{B, T, H, hd};
+            return make_call(b, Op::attention, {random_f32(b, s, r), random_f32(b, s, r), random_f32(b, s, r)}, {},
+                             {1.0f / std::sqrt(static_cast<float>(hd))});
+          }};
+}
+
+Case attention_backward_case(int64_t B, int64_t H, int64_t T, int64_t hd) {
+  return {Op::attention_backward, dims({{"B", B}, {"H", H}, {"T", T}, {"D", hd}}), "GFLOP/s",
+          10.0 * hd * attention_pairs(B, H, T),
+          "10*hd flop per visible (query, key) pair (5 products), T(T+1)/2 pairs per head; out and lse from the forward",
+          [=](Backend& b, Rng& r) {
+            Shape s{B, T, H, hd};
+            const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+            Tensor q = random_f32(b, s, r), k = random_f32(b, s, r), v = random_f32(b, s, r);
+            Graph g(b);
+            auto [out, lse] = g.attention(q, k, v, scale);
+            return make_call(b, Op::attention_backward, {random_f32(b, s, r), q, k, v, out, lse}, {}, {scale});
+          }};
+}
+
 Case silu_case(int64_t R, int64_t D) {
   return {Op::silu_mul, dims({{"R", R}, {"D", D}}), "GB/s", 12.0 * R * D, "bytes = 12 per element (read g,u; write h)",
           [=](Backend& b, Rng& r) {
@@ -170,13 +200,14 @@ std::vector<Case> bench_cases(bool small) {
             q4_backward_case(512, 512, 512, 64), requant_case(512, 512, 64), ce_case(512, 512),
             adamw_case(int64_t{1} << 18),    rms_case(512, 512),       softmax_case(512, 512),
             causal_case(2, 4, 64),           silu_case(512, 512),      rope_case(2, 64, 4, 64),
-            copy_case(int64_t{1} << 18)};
+            copy_case(int64_t{1} << 18),     attention_case(4, 4, 128, 32), attention_backward_case(4, 4, 128, 32)};
   return {mm_case(4096, 4096, 4096),          mm_case(8192, 8192, 8192),       dw_case(4096, 2048, 2048),
           dw_case(4096, 4096, 4096),          dw_case(8192, 2048, 2048),       q4_case(4096, 4096, 4096, 64),
           q4_case(1, 4096, 4096, 64),         q4_case(1, 11008, 4096, 64),     q4_backward_case(4096, 4096, 4096, 64),
           requant_case(4096, 4096, 64),       ce_case(8192, 32000),            adamw_case(int64_t{1} << 28),
           rms_case(8192, 4096),               softmax_case(8192, 4096),        causal_case(16, 12, 512),
-          silu_case(8192, 11008),             rope_case(16, 512, 32, 128),     copy_case(int64_t{1} << 28)};
+          silu_case(8192, 11008),             rope_case(16, 512, 32, 128),     copy_case(int64_t{1} << 28),
+          attention_case(16, 12, 512, 64),   attention_backward_case(16, 12, 512, 64)};
 }
 
 std::string dims(std::initializer_list<std::pair<const char*, int64_t>> d) {

@@ -4,7 +4,23 @@
 #include <CLI/CLI.hpp>
 #include <functional>
 
+#include "edgetrain/error.h"
+
 namespace edgetrain::cli {
+
+// The exit status says what kind of error ended the run, so a script can tell bad input from a device or
+// file-system failure without reading the message (README, "What happens when things go wrong"). CLI11's
+// own parse errors keep its codes (100 and up).
+inline int exit_status(ErrorKind k) {
+  switch (k) {
+    case ErrorKind::misuse: return 1;
+    case ErrorKind::unsupported: return 2;
+    case ErrorKind::device: return 3;
+    case ErrorKind::io: return 4;
+    case ErrorKind::numeric: return 5;
+  }
+  return 1;
+}
 
 // Registers a subcommand; returns the callback to run when it was chosen.
 using Runner = std::function<int()>;

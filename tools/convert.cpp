@@ -1,5 +1,6 @@
 // `edgetrain convert`: read a checkpoint, a GGUF file or a Hugging Face Llama folder and write a GGUF file
-// (f32, f16, q4_0), an edgetrain checkpoint, or an ExecuTorch q4gsw export.
+// (f32, f16, q4_0, q8_0, q4_k), an edgetrain checkpoint, or an ExecuTorch q4gsw export. Quantization on either
+// side reports its measured weight error.
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -12,6 +13,15 @@
 
 namespace edgetrain::cli {
 
+namespace {
+// An import into a 4-bit mode: the q4gsw weights against the file's (one line, and the worst tensor).
+void print_q4_error(const ImportInfo& info) {
+  if (info.q4_error.tensors.empty()) return;
+  std::printf("  q4gsw (group %ld) against the file's weights: %s\n  %s\n", static_cast<long>(info.config.group_size),
+              info.q4_error.summary().c_str(), info.q4_error.worst_line().c_str());
+}
+}  // namespace
+
 Runner add_convert(CLI::App& app) {
   auto* sub = app.add_subcommand("convert",
       "Convert models: IN is a checkpoint (.safetensors), a GGUF file or a Hugging Face Llama folder. Example:\n"
@@ -23,7 +33,8 @@ Runner add_convert(CLI::App& app) {
   auto f = std::make_shared<Flags>();
   sub->add_option("IN", f->in, "Input: checkpoint, .gguf file or Hugging Face folder")->required();
   sub->add_option("OUT", f->out, "Output file (or folder for executorch)")->required();
-  sub->add_option("--to", f->to, "gguf-f32, gguf-f16, gguf-q4_0, edgetrain or executorch")->capture_default_str();
+  sub->add_option("--to", f->to, "gguf-f32, gguf-f16, gguf-q4_0, gguf-q8_0, gguf-q4_k, edgetrain or executorch")
+      ->capture_default_str();
   sub->add_option("--mode", f->mode, "Mode of a model imported from GGUF/HF: qat, qlora or fp32")->capture_default_str();
   sub->add_option("--group-size", f->group_size, "q4gsw group size for imports (32, 64, 128)")->capture_default_str();
   sub->add_option("--tokenizer", f->tokenizer,
@@ -38,6 +49,7 @@ Runner add_convert(CLI::App& app) {
     if (is_gguf_file(f->in)) {
       model = load_gguf_model(f->in, *backend, mode_from_name(f->mode), f->group_size, &info);
       std::printf("read GGUF %s: %d linears exactly from Q4_0\n", f->in.c_str(), info.exact_q4);
+      print_q4_error(info);
       for (const std::string& n : info.notes) std::printf("note: %s\n", n.c_str());
       // The file's own tokenizer goes along (written back unchanged; an edgetrain checkpoint records the file).
       if (tok_name.empty() && !info.vocab.model.empty()) {
@@ -54,6 +66,7 @@ Runner add_convert(CLI::App& app) {
     } else if (is_hf_folder(f->in)) {
       model = load_hf_llama(f->in, *backend, mode_from_name(f->mode), f->group_size, &info);
       std::printf("read Hugging Face folder %s\n", f->in.c_str());
+      print_q4_error(info);
     } else {
       ModelConfig cfg = read_checkpoint_config(f->in);
       auto meta = read_checkpoint_metadata(f->in);
@@ -72,7 +85,11 @@ Runner add_convert(CLI::App& app) {
       }
       GgufExportReport rep = save_gguf(f->out, *model, gguf_type_from_name(to.substr(5)), tok.get());
       for (auto& w : rep.warnings) std::printf("warning: %s\n", w.c_str());
-      std::printf("wrote %s (%d linears exact Q4_0, %d re-quantized)\n", f->out.c_str(), rep.exact_q4, rep.requantized);
+      std::printf("wrote %s (%d linears exact Q4_0, %d quantized from the weights)\n", f->out.c_str(), rep.exact_q4,
+                  rep.requantized);
+      if (rep.requantized > 0)
+        std::printf("  written blocks against the model's weights: %s\n  %s\n", rep.error.summary().c_str(),
+                    rep.error.worst_line().c_str());
     } else if (to == "edgetrain") {
       save_checkpoint(f->out, *model, tok_name.empty() ? std::map<std::string, std::string>{}
                                                        : std::map<std::string, std::string>{{"tokenizer", tok_name}});
@@ -81,7 +98,8 @@ Runner add_convert(CLI::App& app) {
       export_executorch(f->out, *model);
       std::printf("wrote %s/weights.safetensors and %s/manifest.json\n", f->out.c_str(), f->out.c_str());
     } else {
-      fail("convert: unknown --to '", to, "' (choose gguf-f32, gguf-f16, gguf-q4_0, edgetrain or executorch)");
+      fail("convert: unknown --to '", to, "' (choose gguf-f32, gguf-f16, gguf-q4_0, gguf-q8_0, gguf-q4_k, edgetrain or "
+           "executorch)");
     }
     return 0;
   };

@@ -79,7 +79,7 @@ Runner add_eval(CLI::App& app) {
       "Validation loss and perplexity of a checkpoint on a corpus's held-out end (the split train used). Example:\n"
       "  edgetrain eval --checkpoint runs/mini/checkpoint.safetensors");
   struct Flags {
-    std::string checkpoint, corpus, backend = "auto", device, tokenizer;
+    std::string checkpoint, corpus, backend = "auto", device, tokenizer, precision = "auto";
     int64_t batch = 8, seq = 128, batches = 16;
     double val_fraction = 0.02;
     bool whole = false;
@@ -97,8 +97,15 @@ Runner add_eval(CLI::App& app) {
   sub->add_option("--device", f->device, "Device index or name substring");
   sub->add_option("--threads", f->threads, "CPU threads (0 = all cores)");
   sub->add_option("--tokenizer", f->tokenizer, "Override the checkpoint's tokenizer");
+  sub->add_option("--precision", f->precision,
+                  "fp32, fp16 (fp16 GEMM operands, fp32 accumulation) or auto (fp16 where it is faster)")
+      ->capture_default_str();
   return [f] {
+    check_precision_flag(f->precision);
     Loaded l = load(f->checkpoint, f->backend, f->device, f->threads, f->tokenizer);
+    const PrecisionChoice pc = choose_precision(f->precision, *l.backend);
+    l.model->set_precision(pc.precision);
+    std::fprintf(stderr, "eval: %s\n", pc.why.c_str());
     std::string corpus = f->corpus.empty() ? deps_path("data/kjv.txt") : f->corpus;
     ET_CHECK(f->batch >= 1 && f->batches >= 1 && f->seq >= 1, "eval: --batch, --batches and --seq must be >= 1");
     ET_CHECK(f->seq <= l.model->config().max_seq, "eval: --seq exceeds the model's max_seq ", l.model->config().max_seq);
@@ -107,8 +114,9 @@ Runner add_eval(CLI::App& app) {
     int64_t N = data->size();
     int64_t begin = f->whole ? 0 : N - std::max<int64_t>(f->seq + 2, static_cast<int64_t>(static_cast<double>(N) * f->val_fraction));
     EvalResult r = evaluate_split(*l.model, *data, std::max<int64_t>(0, begin), N, f->batch, f->seq, f->batches);
-    std::printf("%s on %s (%s, %ld tokens evaluated): loss %.4f nats/token, perplexity %.3f\n", f->checkpoint.c_str(),
-                corpus.c_str(), f->whole ? "whole file" : "validation split", static_cast<long>(r.tokens), r.loss, r.perplexity);
+    std::printf("%s on %s (%s, %ld tokens evaluated, %s): loss %.4f nats/token, perplexity %.3f\n",
+                f->checkpoint.c_str(), corpus.c_str(), f->whole ? "whole file" : "validation split",
+                static_cast<long>(r.tokens), precision_name(pc.precision), r.loss, r.perplexity);
     return 0;
   };
 }

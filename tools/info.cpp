@@ -1,5 +1,6 @@
 // `edgetrain info [FILE]`: a model file's contents; without FILE, the devices and backends found, what auto
-// would choose, and the op catalogue with the backends that run each op.
+// would choose (backend, and precision on each backend), and the op catalogue with the backends that run
+// each op.
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -7,6 +8,7 @@
 
 #include "edgetrain/backends.h"
 #include "edgetrain/interop.h"
+#include "edgetrain/precision.h"
 #include "tools/commands.h"
 
 namespace edgetrain::cli {
@@ -51,6 +53,9 @@ Runner add_info(CLI::App& app) {
       } catch (const Error& e) {
         std::printf("\n--backend auto fails here: %s\n", e.what());
       }
+      std::printf("\n--precision auto on each backend:\n");
+      for (size_t i = 0; i < live.size(); ++i)
+        std::printf("  %-7s %s\n", names[i].c_str(), choose_precision("auto", *live[i]).why.c_str());
     }
     std::printf("\nOp catalogue (%zu ops):\n  %-22s %-12s", all_ops().size(), "op", "family");
     for (const std::string& n : names) std::printf(" %-7s", n.c_str());

@@ -6,24 +6,6 @@
 #include "edgetrain/error.h"
 #include "tools/commands.h"
 
-namespace {
-
-// The exit status says what kind of error ended the run, so a script can tell bad input from a device or
-// file-system failure without reading the message (README, "What happens when things go wrong"). CLI11's
-// own parse errors keep its codes (100 and up).
-int exit_status(edgetrain::ErrorKind k) {
-  switch (k) {
-    case edgetrain::ErrorKind::misuse: return 1;
-    case edgetrain::ErrorKind::unsupported: return 2;
-    case edgetrain::ErrorKind::device: return 3;
-    case edgetrain::ErrorKind::io: return 4;
-    case edgetrain::ErrorKind::numeric: return 5;
-  }
-  return 1;
-}
-
-}  // namespace
-
 int main(int argc, char** argv) {
   CLI::App app{
       "edgetrain: train and fine-tune transformer language models with 4-bit (q4gsw) weights on the GPU\n"
@@ -51,7 +33,7 @@ int main(int argc, char** argv) {
       if (sub->parsed()) return run();
   } catch (const edgetrain::Error& e) {
     std::fprintf(stderr, "edgetrain: error: %s\n", e.what());
-    return exit_status(e.kind());
+    return edgetrain::cli::exit_status(e.kind());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "edgetrain: unexpected error: %s\n", e.what());
     return 1;

@@ -7,15 +7,21 @@
 #include <csignal>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <memory>
 #include <sstream>
 
+#include "edgetrain/dist.h"
 #include "edgetrain/paths.h"
 #include "edgetrain/trainer.h"
 #include "tools/commands.h"
+#include "train/run.h"
 
 namespace edgetrain::cli {
 namespace {
+
+// The main job's time budget: on the 2-core machine of README.md it reaches a validation loss below 1.30.
+constexpr double kMainJobSeconds = 240;
 
 std::atomic<int> g_stop{0};  // the signal that asked the run to stop (TrainOptions::stop)
 static_assert(std::atomic<int>::is_always_lock_free, "the signal handler needs a lock-free flag");
@@ -59,20 +65,24 @@ Runner add_train(CLI::App& app) {
       "Train a Llama-style model with 4-bit weights (default: the `mini` preset on the KJV Bible, byte-level,\n"
       "on the best backend present). Writes OUT/checkpoint.safetensors, OUT/metrics.jsonl, OUT/loss.svg and\n"
       "OUT/sample.txt. Examples:\n"
-      "  edgetrain train                                   # the demo: mini preset, KJV, ~5 minutes on 2 cores\n"
+      "  edgetrain train                                   # the main job: mini preset, KJV, 4 minutes (--time 4m)\n"
+      "  edgetrain train --time 10m --out runs/long        # the same model, the steps that fit in 10 minutes\n"
       "  edgetrain train --preset small --backend vulkan --steps 2000 --out runs/small\n"
       "  edgetrain train --backend vulkan,cpu              # Vulkan; the CPU if Vulkan fails to start\n"
       "  edgetrain train --resume --out runs/small --steps 4000   # continue exactly where it stopped\n"
       "  edgetrain train --init runs/small/checkpoint.safetensors --mode qlora --corpus my.txt --out runs/ft\n"
       "Ctrl-C or SIGTERM stops after the current step, writes the checkpoint and prints the --resume command\n"
-      "(exit status 130 or 143); a second one quits at once, leaving the previous checkpoint as it was.");
+      "(exit status 130 or 143); a second one quits at once, leaving the previous checkpoint as it was.\n"
+      "Data parallel over MPI: `mpirun -n 2 edgetrain train ...` (one process per device: the local rank picks\n"
+      "it; --batch is the global batch, split over the ranks; rank 0 writes the files).");
   struct Flags {
     TrainOptions o;
-    std::string preset = "mini", config, mode = "qat";
+    std::string preset = "mini", config, mode = "qat", time;
     int64_t steps = 1200, group_size = 32, lora_rank = 8;
     float lora_alpha = 16;
     std::string lora_targets = "q,k,v,o";
     bool tied = false, no_progress = false;
+    double dist_timeout = 300;
   };
   auto f = std::make_shared<Flags>();
   TrainOptions& o = f->o;
@@ -100,9 +110,25 @@ Runner add_train(CLI::App& app) {
                   "through when one fails to start (vulkan,cpu), or auto (the hardware GPUs, then the CPU)")
       ->capture_default_str();
   sub->add_option("--device", o.device, "Device index or name substring (vulkan/webgpu)");
+  sub->add_option("--precision", o.precision,
+                  "fp32, fp16 (mixed precision: fp16 GEMM operands, fp32 accumulation, fp32 masters and AdamW,\n"
+                  "dynamic loss scaling) or auto (fp16 where the device's fp16 GEMMs are faster: tensor cores)")
+      ->capture_default_str();
+  sub->add_option("--loss-scale", o.loss_scale, "fp16: initial loss scale (--resume continues the saved one)")
+      ->capture_default_str();
+  sub->add_option("--loss-scale-interval", o.loss_scale_interval,
+                  "fp16: applied steps in a row after which the loss scale doubles")
+      ->capture_default_str();
   sub->add_option("--threads", o.threads, "CPU threads (0 = all cores)")->capture_default_str();
   sub->add_option("--out", o.out_dir, "Output folder")->capture_default_str();
-  sub->add_option("--steps", f->steps, "Total optimizer steps")->capture_default_str();
+  auto* steps_opt = sub->add_option("--steps", f->steps,
+                                    "Total optimizer steps (default 1200; --resume: the checkpoint's; with --time: the\n"
+                                    "most the plan may take)");
+  auto* time_opt = sub->add_option("--time", f->time,
+                                   "Train for this long (4m, 90s, 1h30m; a fresh run): the first steps are timed, then\n"
+                                   "the total (and with it the cosine schedule) is fixed to the steps that fit, said\n"
+                                   "and recorded in the checkpoint. Default for the main job (no --steps, --config,\n"
+                                   "--corpus, --init or --resume; the mini preset): 4m");
   sub->add_option("--batch", o.batch, "Sequences per micro-batch")->capture_default_str();
   auto* seq_opt = sub->add_option("--seq", o.seq, "Tokens per sequence (default 128, at most the model's max_seq)");
   sub->add_option("--accum", o.accum, "Micro-batches accumulated per step")->capture_default_str();
@@ -119,7 +145,8 @@ Runner add_train(CLI::App& app) {
   sub->add_option("--checkpoint-every", o.checkpoint_every, "Steps between checkpoints")->capture_default_str();
   sub->add_option("--log-every", o.log_every, "Steps between log lines (when not on a terminal)")->capture_default_str();
   sub->add_option("--val-fraction", o.val_fraction, "Fraction of the corpus (its end) held out")->capture_default_str();
-  sub->add_option("--time-limit", o.time_limit_s, "Stop (with a checkpoint) after this many seconds; 0 = none");
+  sub->add_option("--time-limit", o.time_limit_s,
+                  "Stop (with a checkpoint) after this many seconds, the schedule unchanged; 0 = none");
   sub->add_flag("--resume", o.resume, "Continue OUT/checkpoint.safetensors exactly (same batches and schedule)");
   sub->add_option("--init", o.init,
                   "Start from the weights of this checkpoint, GGUF file or Hugging Face folder with a fresh optimizer;\n"
@@ -134,8 +161,26 @@ Runner add_train(CLI::App& app) {
   sub->add_option("--sample-prompt", o.sample_prompt, "Prompt of the sample written at the end")->capture_default_str();
   sub->add_option("--sample-tokens", o.sample_tokens, "Length of that sample (0 = none)")->capture_default_str();
   sub->add_flag("--no-progress", f->no_progress, "Plain log lines even on a terminal");
-  return [f, seq_opt] {
+  sub->add_option("--dist-timeout", f->dist_timeout,
+                  "Under mpirun: end the job with an error when the other ranks do not answer a collective within "
+                  "this many seconds (a rank died or hangs); 0 = wait forever")
+      ->capture_default_str();
+  auto* config_opt = sub->get_option("--config");
+  auto* corpus_opt = sub->get_option("--corpus");
+  return [f, seq_opt, steps_opt, time_opt, config_opt, corpus_opt] {
+    ET_CHECK(f->dist_timeout >= 0, "train: --dist-timeout must be >= 0 (0 = wait forever), got ", f->dist_timeout);
+    std::unique_ptr<Communicator> comm = make_communicator(f->dist_timeout);
     TrainOptions o = f->o;
+    // The main job (`edgetrain train`, perhaps with --out, --backend or other settings of how it runs) trains
+    // for a time; every other invocation for --steps.
+    const bool main_job = steps_opt->count() == 0 && time_opt->count() == 0 && config_opt->count() == 0 &&
+                          corpus_opt->count() == 0 && o.init.empty() && !o.resume && f->preset == "mini";
+    // Under mpirun each rank would time its own steps and plan its own total, so a time budget needs one
+    // process (the main job then trains for its --steps default).
+    ET_CHECK(time_opt->count() == 0 || comm->size() == 1, "train: --time is not supported under mpirun (",
+             comm->size(), " ranks would each plan their own total): give --steps");
+    if (time_opt->count() > 0) o.time_budget_s = training::parse_duration(f->time, "--time");
+    else if (main_job && comm->size() == 1) o.time_budget_s = kMainJobSeconds;
     if (!f->config.empty()) {
       std::ifstream in(f->config);
       ET_CHECK_KIND(ErrorKind::io, in.good(), "train: cannot read --config '", f->config, "'");
@@ -153,7 +198,10 @@ Runner add_train(CLI::App& app) {
     if (f->tied) o.model.tied_head = true;
     if (seq_opt->count() == 0) o.seq = 0;  // the trainer picks min(128, the model's max_seq)
     else ET_CHECK(o.seq >= 1, "train: --seq must be >= 1, got ", o.seq);
-    o.optim.total_steps = f->steps;
+    if (steps_opt->count() > 0) o.optim.total_steps = f->steps;
+    else if (o.resume) o.optim.total_steps = 0;  // the checkpoint's
+    else if (o.time_budget_s > 0) o.optim.total_steps = std::numeric_limits<int32_t>::max();  // the plan decides
+    else o.optim.total_steps = f->steps;
     o.progress = !f->no_progress;
     if (o.corpus.empty() && !o.resume) {
       o.corpus = deps_path("data/kjv.txt");
@@ -162,10 +210,21 @@ Runner add_train(CLI::App& app) {
     // Past a file size limit (ulimit -f) the kernel's SIGXFSZ would kill us mid save without a word;
     // ignored, the write fails with EFBIG and the trainer reports it, keeping the previous checkpoint.
     std::signal(SIGXFSZ, SIG_IGN);
+    if (comm->rank() != 0 && !std::freopen("/dev/null", "w", stdout))  // rank 0 alone prints the run's lines
+      fail_kind(ErrorKind::io, "train: rank ", comm->rank(), ": cannot silence stdout");
+    o.comm = comm.get();
     o.stop = &g_stop;
     g_stop.store(0);  // each run starts unstopped (the browser build calls main again in one process)
     catch_stop_signals();
-    const TrainResult r = train(o);
+    TrainResult r;
+    try {
+      r = train(o);
+    } catch (const Error& e) {
+      if (comm->size() == 1) throw;
+      // One rank failing must not leave the others waiting in a collective: say why, end the whole job.
+      std::fprintf(stderr, "edgetrain: error: rank %d of %d: %s\n", comm->rank(), comm->size(), e.what());
+      comm->abort(exit_status(e.kind()));
+    }
     default_action(SIGINT);
     default_action(SIGTERM);
     return r.stopped_by != 0 ? 128 + r.stopped_by : 0;  // the shell's convention for "ended by signal N"

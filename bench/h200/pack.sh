@@ -8,6 +8,9 @@ rm -rf .devrun && mkdir -p .devrun/deps/data .devrun/deps/dawn .devrun/deps/gpt2
 cp build/libedgetrain.so build/edgetrain build/tests/edgetrain_tests bench/peer_torch.py .devrun/
 [ -f build/bench/edgetrain_bench_cpu ] && cp build/bench/edgetrain_bench_cpu .devrun/ || true
 cp .deps/data/kjv.txt .devrun/deps/data/
+# The GPU machine has no Open MPI: its shared libraries travel with the build (one process there never
+# calls MPI_Init, but the loader needs them).
+ldd build/libedgetrain.so | awk '/libmpi|libopen-(pal|rte)|libhwloc|libevent/ {print $3}' | xargs -r cp -L -t .devrun/
 cp .deps/dawn/libwebgpu_wrapper.so .devrun/deps/dawn/
 cp .deps/gpt2/* .devrun/deps/gpt2/
 grep -qx '/.devrun/' .git/info/exclude || echo /.devrun/ >> .git/info/exclude

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # One device call on the H200 (`device` tool): correctness of the Vulkan kernels (tensor-core path forced on
-# every shape, then the defaults), the kernel benchmarks against PyTorch measured in the same call, and the
-# base-preset training step. Writes everything under $OUT. Usage (from the repository root, with .gl/ and
-# .devrun/ carried): source bench/h200/env.sh; bash bench/h200/run_perf.sh [tests|bench|step|all]...
+# every shape, then the defaults), the kernel benchmarks against PyTorch measured in the same call (fp32, and
+# the matrix products with fp16 operands), the base-preset training step in fp32 and fp16 (the PyTorch step
+# first, so the ratios print), the WebGPU step, and fp16-vs-fp32 training runs. Writes everything under $OUT.
+# Usage (from the repository root, with .gl/ and .devrun/ carried): source bench/h200/env.sh;
+# bash bench/h200/run_perf.sh [tests|bench|webgpu|peerstep|step|webgpustep|train|all]...
 set -u
 what=${*:-all}
 has() { [[ " $what " == *" $1 "* || " $what " == *" all "* ]]; }
@@ -11,10 +13,11 @@ nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv > "$OUT/gp
 $B/edgetrain info > "$OUT/info.txt" 2>&1
 if has tests; then
   EDGETRAIN_VK_COOPMAT=all EDGETRAIN_TEST_BACKENDS=cpu,vulkan timeout 240 $B/edgetrain_tests \
-    --gtest_filter='Catalogue*:Backends*:Model.*:Misuse*' > "$OUT/tests_coopmat_all.txt" 2>&1
+    --gtest_filter='Catalogue*:Backends*:Model.*:Misuse*:Gemms*:Attention*:*Fp16*' > "$OUT/tests_coopmat_all.txt" 2>&1
   echo "tests coopmat=all rc=$?" | tee -a "$OUT/summary.txt"
   EDGETRAIN_TEST_BACKENDS=cpu,vulkan,webgpu timeout 300 $B/edgetrain_tests \
-    --gtest_filter='Catalogue*:Backends*:VulkanRuntime*:WebGpu*:Model.*:ModelGqa.*:Q4*:Misuse*:CpuFast*' > "$OUT/tests_default.txt" 2>&1
+    --gtest_filter='Catalogue*:Backends*:VulkanRuntime*:WebGpu*:Model.*:ModelGqa.*:Q4*:Misuse*:CpuFast*:Gemms*:Attention*:*Fp16*:LossScal*' \
+    > "$OUT/tests_default.txt" 2>&1
   echo "tests default rc=$?" | tee -a "$OUT/summary.txt"
   EDGETRAIN_WG_GEMM_BIG=all EDGETRAIN_TEST_BACKENDS=cpu,webgpu timeout 200 $B/edgetrain_tests \
     --gtest_filter='Catalogue*webgpu*:Backends*webgpu*' > "$OUT/tests_webgpu_big_all.txt" 2>&1
@@ -29,20 +32,58 @@ if has bench; then
   EDGETRAIN_VK_COOPMAT=0 timeout 120 $B/edgetrain bench --backend vulkan --size realistic --ops mm,linear_dW,linear_q4gsw,linear_q4gsw_backward \
     --json "$OUT/vulkan_fp32.json" > "$OUT/vulkan_fp32_bench.txt" 2>&1
   echo "vulkan fp32-only bench rc=$?" | tee -a "$OUT/summary.txt"
+  # The matrix products with fp16 operands (ids :f16) against the bf16 peers.
+  timeout 120 $B/edgetrain bench --backend vulkan --size realistic --precision fp16 \
+    --ops mm,linear_dW,linear_q4gsw,linear_q4gsw_backward --peer "$OUT/peer.json" --json "$OUT/vulkan_f16.json" \
+    > "$OUT/vulkan_f16_bench.txt" 2>&1
+  echo "vulkan fp16 bench rc=$?" | tee -a "$OUT/summary.txt"
+  # adamw_step alone, then after a large product (the full bench runs it after every other case).
+  timeout 60 $B/edgetrain bench --backend vulkan --size realistic --ops adamw_step --peer "$OUT/peer.json" \
+    > "$OUT/adamw_alone.txt" 2>&1
+  timeout 60 $B/edgetrain bench --backend vulkan --size realistic --ops mm,adamw_step --peer "$OUT/peer.json" \
+    > "$OUT/adamw_after_mm.txt" 2>&1
+  echo "adamw probes rc=$?" | tee -a "$OUT/summary.txt"
 fi
 if has webgpu; then
   timeout 200 $B/edgetrain bench --backend webgpu --size realistic --json "$OUT/webgpu.json" > "$OUT/webgpu_bench.txt" 2>&1
   echo "webgpu bench rc=$?" | tee -a "$OUT/summary.txt"
 fi
-if has step; then
-  EDGETRAIN_PROFILE="$OUT/step_profile.txt" timeout 200 $B/edgetrain bench --backend vulkan --ops none --step base --mode qat \
-    --batch 16 --seq 512 --steps 8 --json "$OUT/step.json" > "$OUT/step.txt" 2>&1
-  echo "step rc=$?" | tee -a "$OUT/summary.txt"
-fi
 if has peerstep; then
-  timeout 400 python3 $B/peer_torch.py --out "$OUT/peer_step.json" --cases none --step base --batch 16 --seq 512 --steps 8 \
+  timeout 420 python3 $B/peer_torch.py --out "$OUT/peer_step.json" --cases none --step base --batch 16 --seq 512 --steps 8 \
     --compile > "$OUT/peer_step.txt" 2>&1
   echo "peer step rc=$?" | tee -a "$OUT/summary.txt"
+fi
+if has step; then
+  peer=()
+  [[ -f "$OUT/peer_step.json" ]] && peer=(--peer "$OUT/peer_step.json")
+  for precision in fp32 fp16; do
+    EDGETRAIN_PROFILE="$OUT/step_profile_$precision.txt" timeout 200 $B/edgetrain bench --backend vulkan --ops none \
+      --step base --mode qat --batch 16 --seq 512 --steps 8 --precision $precision "${peer[@]}" \
+      --json "$OUT/step_$precision.json" > "$OUT/step_$precision.txt" 2>&1
+    echo "step $precision rc=$?" | tee -a "$OUT/summary.txt"
+  done
+fi
+if has webgpustep; then
+  timeout 200 $B/edgetrain bench --backend webgpu --ops none --step base --mode qat --batch 16 --seq 512 --steps 6 \
+    --precision auto --json "$OUT/step_webgpu.json" > "$OUT/step_webgpu.txt" 2>&1
+  echo "webgpu step rc=$?" | tee -a "$OUT/summary.txt"
+fi
+if has train; then
+  mkdir -p /tmp/precision_runs
+  # mini and base trained in fp32 and in fp16 on the same data and steps: final validation losses.
+  for preset in mini base; do
+    for precision in fp32 fp16; do
+      out=/tmp/precision_runs/${preset}_$precision
+      rm -rf "$out"
+      start=$SECONDS
+      timeout 200 $B/edgetrain train --preset $preset --mode qat --backend vulkan --steps 1200 --precision $precision \
+        --out "$out" --no-progress --sample-tokens 0 > "$out.log" 2>&1
+      rc=$?
+      val=$(grep -o 'final validation loss [0-9.]*' "$out.log" | awk '{print $4}')
+      printf '%-5s %-5s rc=%d val=%s secs=%d\n' $preset $precision $rc "$val" $((SECONDS - start)) | tee -a "$OUT/precision_runs.txt"
+      cp "$out.log" "$OUT/train_${preset}_$precision.log"
+    done
+  done
 fi
 # The device tool returns a limited number of files: everything also goes into one archive.
 tar -C "$OUT" -czf /tmp/run_perf.tgz . && mv /tmp/run_perf.tgz "$OUT/run_perf.tgz"

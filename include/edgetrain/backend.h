@@ -87,6 +87,14 @@ class Backend {
   virtual std::string name() const = 0;         // "cpu", "vulkan", "webgpu"
   virtual std::string device_name() const = 0;  // e.g. "llvmpipe (LLVM 15.0.6, 256 bits)"
   virtual bool supports(Op op) const = 0;
+  // Whether GEMMs with fp16 operands (the f16 flag, --precision fp16) run faster here than fp32 ones, and
+  // why, in one phrase (for --precision auto and `edgetrain info`). Every backend computes them; the
+  // default says they are not faster.
+  struct Fp16Speed {
+    bool fast = false;
+    std::string why;
+  };
+  virtual Fp16Speed fp16_speed() const;
 
   // New zero-filled tensor.
   Tensor zeros(Shape shape, DType dtype);
@@ -121,6 +129,9 @@ class Backend {
 // Validates a call against the catalogue: argument counts, dtypes, shapes, aliasing. Throws Error with a
 // message naming the op and the shapes. Shared by every backend so misuse fails identically everywhere.
 void check_call(const OpCall& call);
+
+// Whether a matrix-product call asks for fp16 operands: its optional trailing int f16 is given and 1 (ops.inc).
+bool f16_operands(const OpCall& call);
 
 // The outputs a call with these inputs and ints must have (shapes and dtypes), for allocation.
 struct OutSpec {

@@ -4,9 +4,11 @@
 
 #include <memory>
 #include <optional>
+#include <tuple>
 #include <vector>
 
 #include "edgetrain/backend.h"
+#include "edgetrain/precision.h"
 
 namespace edgetrain {
 
@@ -17,6 +19,12 @@ class Graph {
 
   Backend& backend() const { return backend_; }
   Program* program() const { return program_; }
+  // With fp16, the matrix products below (linear_q4gsw and its backward, linear_dW, mm, bmm, linear) are
+  // recorded with the f16 flag: fp16 operands, fp32 accumulation (ops.inc). Other ops are unaffected, and
+  // calls made through call()/apply() keep the ints they are given. fp32 (the default) records exactly what
+  // it always did.
+  void set_precision(Precision p) { precision_ = p; }
+  Precision precision() const { return precision_; }
   // Records (or runs) a call whose outputs the caller provides.
   void call(Op op, std::vector<Tensor> in, std::vector<Tensor> out, std::vector<int64_t> ints = {},
             std::vector<Scalar> floats = {});
@@ -75,12 +83,22 @@ class Graph {
   Tensor embedding(const Tensor& w, const Tensor& idx);
   Tensor embedding_backward(const Tensor& dout, const Tensor& idx, int64_t vocab);
   Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
+  // Causal attention, grouped-query: q [B,T,H,hd], k and v [B,S,KV,hd] -> {out [B,T,H,hd], lse [B,H,T]}.
+  std::pair<Tensor, Tensor> attention(const Tensor& q, const Tensor& k, const Tensor& v, Scalar scale);
+  // Its gradients {dq, dk, dv} from the forward's out and lse.
+  std::tuple<Tensor, Tensor, Tensor> attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k,
+                                                        const Tensor& v, const Tensor& out, const Tensor& lse,
+                                                        Scalar scale);
   Tensor grad_norm(const std::vector<Tensor>& xs);
   Tensor clip_coef(const Tensor& norm, Scalar max_norm);
 
  private:
+  // The ints of a matrix product: as given, plus the f16 flag under Precision::fp16.
+  std::vector<int64_t> gemm_ints(std::vector<int64_t> ints) const;
+
   Backend& backend_;
   Program* program_ = nullptr;
+  Precision precision_ = Precision::fp32;
 };
 
 }  // namespace edgetrain

@@ -31,29 +31,54 @@ std::unique_ptr<Tokenizer> make_tokenizer(const std::string& spec);
 // no longer exists (the run folder was moved) is looked for under its file name beside the checkpoint.
 std::string checkpoint_tokenizer_spec(const std::string& recorded, const std::string& checkpoint_path);
 
+// How far quantized weights are from the weights they stand for, tensor by tensor: the relative RMS error
+// sqrt(sum (q - w)^2 / sum w^2) of each, and over all of them together.
+struct WeightError {
+  struct Entry {
+    std::string name;
+    double rel_rms = 0;
+  };
+  std::vector<Entry> tensors;
+  double sq_err = 0, sq_ref = 0;  // sums over every tensor
+  void add(const std::string& name, const float* quantized, const float* reference, size_t n);
+  double overall() const;       // 0 when empty or every reference is zero
+  const Entry* worst() const;   // the largest rel_rms (the first of equals); nullptr when empty
+  // One line: "relative RMS weight error 4.21% over 14 tensors (per tensor 3.90% to 5.30%)", and the worst
+  // tensor: "worst: layers.1.feed_forward.w2.weight 5.30%".
+  std::string summary() const;
+  std::string worst_line() const;
+};
+
 // What an import read besides the weights.
 struct ImportInfo {
   ModelConfig config;
   GgufVocab vocab;               // GGUF only; empty when the file has no (readable) tokenizer, see notes
   int exact_q4 = 0;              // linears whose codes/scales came exactly from Q4_0 blocks
+  // qat/qlora: each 4-bit linear's q4gsw weights against the file's weights (its fp32 masters); 0 for the
+  // exact Q4_0 linears. Empty in fp32 mode.
+  WeightError q4_error;
   std::vector<std::string> notes;
 };
 
 // Model config of a llama GGUF file (dims, heads, key/value heads, eps, theta, context; vocab = token_embd
-// rows), with the given mode and group size. Throws Error naming the file and field (e.g. a head_count_kv
-// that does not divide head_count).
+// rows), with the given mode and group size. Throws Error naming the file and the key or tensor that
+// edgetrain cannot train: a head_count_kv that does not divide head_count, a llama.* key it does not know
+// or implement (rope scaling, experts), a tensor of a type it does not decode or that its Llama lacks.
 ModelConfig read_gguf_config(const std::string& path, TrainMode mode, int64_t group_size);
-// Builds the model on `backend` and uploads the masters. Q4_0 linears with group 32 in a quantized mode get
-// their codes and scales exactly from the file (masters = dequantized values); everything else is
-// quantized from the masters.
+// Builds the model on `backend` and uploads the masters: every tensor decoded exactly as llama.cpp
+// dequantizes it (F32, F16, BF16, Q4_0, Q8_0, Q4_K, Q5_K, Q6_K). Q4_0 linears with group 32 in a quantized
+// mode get their codes and scales exactly from the file; every other 4-bit linear is quantized from its
+// master, with the error measured in info->q4_error.
 std::unique_ptr<Model> load_gguf_model(const std::string& path, Backend& backend, TrainMode mode,
                                        int64_t group_size, ImportInfo* info = nullptr);
 
-enum class GgufType { F32, F16, Q4_0 };
-GgufType gguf_type_from_name(const std::string& s);  // "f32", "f16", "q4_0"
+enum class GgufType { F32, F16, Q4_0, Q8_0, Q4_K };
+GgufType gguf_type_from_name(const std::string& s);  // "f32", "f16", "q4_0", "q8_0", "q4_k"
 struct GgufExportReport {
   int exact_q4 = 0;        // linears written from our codes bit for bit
-  int requantized = 0;     // linears re-quantized from the (merged) weights per 32-block
+  int requantized = 0;     // linears quantized from the (merged) weights by llama.cpp's rules
+  // Those linears' blocks, decoded, against the weights they were quantized from.
+  WeightError error;
   std::vector<std::string> warnings;
 };
 // Writes a llama GGUF v3 file llama.cpp can read: metadata, tensors (linears in `type`; norms and
@@ -61,7 +86,10 @@ struct GgufExportReport {
 // written as the tokenizer.ggml.* keys (GPT-2: "gpt2" with merges; bytes: a 256-token "llama" vocabulary;
 // a GGUF tokenizer: as it was read). Every tensor is the weight the forward computes with
 // (interop_detail::effective_weight): F32 holds 4-bit linears exactly, F16 rounds them, Q4_0 writes their
-// codes and scales bit for bit when the group size is a multiple of 32 and no adapter is merged.
+// codes and scales bit for bit when the group size is a multiple of 32 and no adapter is merged. Q8_0 and
+// Q4_K quantize every linear from that weight exactly as llama.cpp's quantizer would (the same bytes); a
+// Q4_K linear whose K is not a multiple of 256 is written as Q4_0 instead (llama.cpp's llama-quantize falls
+// back too). In Q4_0, Q8_0 and Q4_K files the embeddings, norms and output head stay F32 (as trained).
 GgufExportReport save_gguf(const std::string& path, Model& model, GgufType type, const Tokenizer* tok = nullptr);
 
 // Hugging Face Llama folder: config.json + model.safetensors or model.safetensors.index.json shards.
@@ -79,13 +107,16 @@ bool is_hf_folder(const std::string& path);
 // and dir/manifest.json. Linears without codes (fp32 mode, merged qlora) are quantized from the weights.
 void export_executorch(const std::string& dir, Model& model);
 
-// Several lines describing a .gguf, .safetensors (checkpoint or plain) file or an HF folder.
+// Several lines describing a .gguf, .safetensors (checkpoint or plain) file or an HF folder, ending with
+// whether `edgetrain train --init` can start from it and, if not, every reason why.
 std::string describe_model_file(const std::string& path);
 
 namespace interop_detail {
 // Host copy of the weight the model computes with: the fp32 value of an unquantized tensor; for a 4-bit
 // linear the dequantized codes (c - 8) * s (not the master), plus alpha/r * B A when qlora adapters exist.
 std::vector<float> effective_weight(Model& model, Param& p);
+// Every 4-bit linear's dequantized codes against its fp32 master (right after an import: the file's weight).
+WeightError q4_error(Model& model);
 // HF rotate_half row order -> adjacent-pair row order for a [n_heads*head_dim, K] q weight (n_kv_heads for a
 // k weight), and back.
 std::vector<float> permute_from_hf(const std::vector<float>& w, int64_t n_heads, int64_t rows, int64_t cols);

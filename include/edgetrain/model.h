@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "edgetrain/backend.h"
+#include "edgetrain/precision.h"
 #include "edgetrain/q4gsw.h"
 
 namespace edgetrain {
@@ -61,6 +62,26 @@ struct OptimConfig {
   float lr_at(int64_t step) const;  // warmup + cosine, step is 1-based
 };
 
+// Dynamic loss scaling of fp16 training, with the semantics of PyTorch's GradScaler: the loss, and so every
+// gradient, is multiplied by `scale`, which keeps small gradients representable as fp16 GEMM operands;
+// Model::update divides it out again (in the clipping coefficient) before AdamW sees fp32 gradients. A step
+// whose scaled gradients overflow (a NaN/Inf gradient norm) is skipped — no weight or moment is written —
+// and counted, and the scale is multiplied by `backoff`; after `growth_interval` applied steps in a row it is
+// multiplied by `growth`. Only Precision::fp16 uses it; its state is saved in checkpoints.
+struct LossScaler {
+  float scale = 65536.0f;  // 2^16
+  float growth = 2.0f, backoff = 0.5f;
+  int64_t growth_interval = 2000;
+  // An overflow at a scale <= min_scale stops training (Model::update throws ErrorKind::numeric): then the
+  // gradients overflow fp16 even (almost) unscaled, and lowering the scale further cannot help.
+  float min_scale = 1.0f;
+  // State.
+  int64_t good_steps = 0;          // applied steps since the last overflow or growth
+  int64_t overflows = 0;           // steps skipped for an overflow, in all
+  int64_t overflows_in_a_row = 0;  // the current run of them
+  bool last_overflowed = false;    // the last update() was skipped for an overflow
+};
+
 // One trainable or frozen tensor of the model with its name in checkpoints.
 struct Param {
   std::string name;
@@ -84,6 +105,13 @@ class Model {
 
   const ModelConfig& config() const { return cfg_; }
   Backend& backend() const { return backend_; }
+  // The precision of the training and evaluation steps (accumulate, update, evaluate): fp32 (the default,
+  // the reference) or fp16 — every GEMM with fp16 operands and fp32 accumulation, norms, softmax, the loss
+  // and AdamW in fp32, and dynamic loss scaling (scaler). Not part of the weights: checkpoints hold fp32
+  // masters either way, and a resumed run may change it. Changing it drops the recorded programs (they are
+  // recorded again at the next call) and any accumulated gradients. Generation (next_logits) stays fp32.
+  void set_precision(Precision p);
+  Precision precision() const { return precision_; }
   std::vector<Param>& params() { return params_; }
   Param& param(const std::string& name);
 
@@ -106,7 +134,8 @@ class Model {
   // schedule at the 1-based `step`, bias correction after adam_steps + 1 updates), re-quantizes the 4-bit
   // codes, and zeroes the gradients. If it is NaN/Inf, or apply is false (the caller saw a NaN/Inf loss),
   // only the gradients are zeroed: no weight or moment is written. Either way steps_done becomes `step`.
-  // Returns the norm before clipping.
+  // Returns the norm before clipping (fp16: of the unscaled gradients). fp16: a NaN/Inf norm is an overflow
+  // of the scaled gradients and updates the scaler (LossScaler); at min_scale it throws Error (numeric).
   float update(const OptimConfig& opt, int64_t step, bool apply = true);
   // Mean loss over valid labels without touching gradients.
   float evaluate(const std::vector<int32_t>& tokens, const std::vector<int32_t>& labels, int64_t batch, int64_t seq);
@@ -115,7 +144,8 @@ class Model {
   std::vector<float> next_logits(const std::vector<int32_t>& new_tokens);
   void reset_cache();
 
-  // Whole-model gradient access for tests: runs accumulate() on a zeroed gradient set.
+  // Whole-model gradient access for tests: runs accumulate() on a zeroed gradient set (fp16: divided by the
+  // loss scale on the host, so they are the model's gradients in either precision).
   std::map<std::string, std::vector<float>> gradients(const std::vector<int32_t>& tokens,
                                                       const std::vector<int32_t>& labels, int64_t batch, int64_t seq);
 
@@ -135,12 +165,15 @@ class Model {
   // skipped step leaves the moments as they were, so it does not count (as in PyTorch, where a skipped
   // optimizer.step() leaves the optimizer's step count while the learning-rate schedule moves on).
   int64_t adam_steps = 0;
+  // fp16 loss scaling: configuration and state (used only under Precision::fp16; checkpointed then).
+  LossScaler scaler;
 
   struct Impl;  // opaque: parameters by role and the recorded programs (src/model/model_impl.h)
 
  private:
   Backend& backend_;
   ModelConfig cfg_;
+  Precision precision_ = Precision::fp32;
   std::vector<Param> params_;
   std::unique_ptr<Impl> impl_;
 };

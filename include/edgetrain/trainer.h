@@ -15,6 +15,7 @@
 namespace edgetrain {
 
 class Tokenizer;
+class Communicator;
 
 // A tokenized corpus: memory-mapped text (byte tokenizer: the bytes are the tokens) or a memory-mapped
 // token cache written once per (corpus, tokenizer). Never copies the corpus into memory.
@@ -35,6 +36,11 @@ struct TrainOptions {
   std::string tokenizer = "auto";
   std::string backend = "auto";   // a --backend value: one name, an ordered list to fall back through, or auto
   std::string device;             // backend device selector
+  // fp32, fp16 (mixed precision with dynamic loss scaling) or auto (fp16 where the backend's fp16 GEMMs are
+  // faster: choose_precision). Not restored by --resume: a run may continue in another precision.
+  std::string precision = "auto";
+  float loss_scale = 65536.0f;          // fp16: the initial loss scale (a resumed run continues its own)
+  int64_t loss_scale_interval = 2000;   // fp16: applied steps in a row before the scale doubles
   std::string init;               // start from this checkpoint's weights (new optimizer state)
   bool requantize = false;        // with init: new 4-bit scales/codes from its masters instead of its own
   bool resume = false;            // continue out_dir/checkpoint.safetensors exactly
@@ -45,6 +51,11 @@ struct TrainOptions {
   uint64_t seed = 1;
   double val_fraction = 0.02;
   double time_limit_s = 0;        // stop early (with a checkpoint) when exceeded; 0 = none
+  // A time budget (seconds; 0 = none) for a fresh run: the run measures its first steps (within the warmup,
+  // whose learning rates do not depend on the total), then fixes optim.total_steps to the steps that fit in
+  // the budget counted from the call of train() (evaluations and checkpoints included), at most the given
+  // optim.total_steps; it says so, and every checkpoint records that total, so --resume goes on exactly.
+  double time_budget_s = 0;
   bool skip_nan_steps = false;    // default: stop at the first NaN/Inf loss or gradient norm
   int64_t max_skipped_steps = 10; // with skip_nan_steps: stop with an error after this many skipped in a row
   std::string sample_prompt = "And God said";
@@ -55,6 +66,11 @@ struct TrainOptions {
   // the step under way: it writes the checkpoint (atomically), says how to --resume and returns with
   // TrainResult::stopped_by set. The CLI points it at its SIGINT/SIGTERM flag.
   const std::atomic<int>* stop = nullptr;
+  // Data-parallel training (include/edgetrain/dist.h): every rank runs train() with the same options; each
+  // takes batch / ranks of every micro-batch's sequences (the global batch and the learning rate stay what
+  // was set), the gradients are summed across ranks before clipping and AdamW, and rank 0 alone writes
+  // files. nullptr: one process.
+  Communicator* comm = nullptr;
 };
 
 struct TrainResult {

@@ -35,6 +35,10 @@ struct Ctx {
   void flag(size_t i, const char* what) const {
     if (ival(i) != 0 && ival(i) != 1) bad(what, " must be 0 or 1, got ", ival(i));
   }
+  // The optional trailing f16 flag of the matrix products, at int index i when given.
+  void f16_flag(size_t i) const {
+    if (c.ints.size() > i) flag(i, "f16");
+  }
   void out(Shape s, DType t) { expect.push_back({s, t}); }
 };
 
@@ -88,6 +92,7 @@ void sig_linear_q4gsw(Ctx& x) {
   x.rank_is(scales, 2, "scales");
   int64_t N = scales.shape()[1], K = a.shape().last();
   q4_weight(x, x.in(1), scales, N, K, x.ival(0));
+  x.f16_flag(1);
   if (x.has_in(3)) {
     x.dtype(x.in(3), DType::f32, "bias");
     if (x.in(3).shape() != Shape{N}) x.bad("bias must be [N] = [", N, "], got ", x.in(3).str());
@@ -103,6 +108,7 @@ void sig_linear_q4gsw_backward(Ctx& x) {
   int64_t N = scales.shape()[1], K = x.ival(1);
   if (dy.shape().last() != N) x.bad("dy's last dim must be N = ", N, ", got ", dy.str());
   q4_weight(x, x.in(1), scales, N, K, x.ival(0));
+  x.f16_flag(2);
   x.out(with_last(dy.shape(), K), DType::f32);
 }
 
@@ -134,6 +140,7 @@ void sig_linear_dW(Ctx& x) {
   if (dy.shape().rows() != a.shape().rows())
     x.bad("dy and x must have the same number of rows M, got ", dy.str(), " and ", a.str());
   x.flag(0, "accumulate");
+  x.f16_flag(1);
   x.out(Shape{dy.shape().last(), a.shape().last()}, DType::f32);
 }
 
@@ -173,6 +180,7 @@ void sig_mm(Ctx& x) {
   x.rank_is(b, 2, "b");
   x.flag(0, "trans_a");
   x.flag(1, "trans_b");
+  x.f16_flag(2);
   int64_t M = x.ival(0) ? a.shape()[1] : a.shape()[0], Ka = x.ival(0) ? a.shape()[0] : a.shape()[1];
   int64_t Kb = x.ival(1) ? b.shape()[1] : b.shape()[0], N = x.ival(1) ? b.shape()[0] : b.shape()[1];
   if (Ka != Kb) x.bad("contraction sizes differ: op(a) has K=", Ka, ", op(b) has K=", Kb);
@@ -190,6 +198,7 @@ void sig_bmm(Ctx& x) {
     if (a.shape()[i] != b.shape()[i]) x.bad("batch dims differ: ", a.str(), " and ", b.str());
   x.flag(0, "trans_a");
   x.flag(1, "trans_b");
+  x.f16_flag(2);
   const Shape &sa = a.shape(), &sb = b.shape();
   int64_t M = x.ival(0) ? sa[r - 1] : sa[r - 2], Ka = x.ival(0) ? sa[r - 2] : sa[r - 1];
   int64_t Kb = x.ival(1) ? sb[r - 1] : sb[r - 2], N = x.ival(1) ? sb[r - 2] : sb[r - 1];
@@ -207,6 +216,7 @@ void sig_linear(Ctx& x) {
   x.rank_at_least(a, 1, "x");
   x.rank_is(w, 2, "w");
   if (w.shape()[1] != a.shape().last()) x.bad("w must be [N, K] with K = ", a.shape().last(), ", got ", w.str());
+  x.f16_flag(0);
   int64_t N = w.shape()[0];
   if (x.has_in(2)) {
     x.dtype(x.in(2), DType::f32, "bias");
@@ -457,6 +467,48 @@ void sig_gather(Ctx& x) {
   x.out(idx.shape(), DType::f32);
 }
 
+// q [B,T,H,hd], k and v [B,S,KV,hd] with S >= T and KV dividing H; returns {B, T, S, H, KV, hd} after
+// checking them (names in messages as the catalogue's).
+struct AttnDims {
+  int64_t B, T, S, H, KV, hd;
+};
+AttnDims attention_dims(const Ctx& x, const Tensor& q, const Tensor& k, const Tensor& v) {
+  x.dtype(q, DType::f32, "q");
+  x.dtype(k, DType::f32, "k");
+  x.dtype(v, DType::f32, "v");
+  x.rank_is(q, 4, "q [B, T, H, hd]");
+  x.rank_is(k, 4, "k [B, S, KV, hd]");
+  if (v.shape() != k.shape()) x.bad("v must have k's shape ", k.shape().str(), ", got ", v.str());
+  const Shape &qs = q.shape(), &ks = k.shape();
+  AttnDims d{qs[0], qs[1], ks[1], qs[2], ks[2], qs[3]};
+  if (ks[0] != d.B || ks[3] != d.hd)
+    x.bad("k must be [B, S, KV, hd] with q's B = ", d.B, " and hd = ", d.hd, ", got ", k.str());
+  if (d.hd < 1 || d.H < 1 || d.KV < 1) x.bad("heads and head dim must be >= 1, got q ", q.str(), " and k ", k.str());
+  if (d.H % d.KV != 0) x.bad("the ", d.KV, " kv heads of k must divide the ", d.H, " query heads of q");
+  if (d.S < d.T) x.bad("k's S = ", d.S, " must be >= q's T = ", d.T, " (the last T of S positions are the queries)");
+  return d;
+}
+
+void sig_attention(Ctx& x) {
+  const AttnDims d = attention_dims(x, x.in(0), x.in(1), x.in(2));
+  x.out(x.in(0).shape(), DType::f32);
+  x.out(Shape{d.B, d.H, d.T}, DType::f32);
+}
+
+void sig_attention_backward(Ctx& x) {
+  const Tensor &dout = x.in(0), &q = x.in(1), &out = x.in(4), &lse = x.in(5);
+  const AttnDims d = attention_dims(x, q, x.in(2), x.in(3));
+  x.dtype(dout, DType::f32, "dout");
+  x.dtype(out, DType::f32, "out");
+  x.dtype(lse, DType::f32, "lse");
+  if (dout.shape() != q.shape()) x.bad("dout must have q's shape ", q.shape().str(), ", got ", dout.str());
+  if (out.shape() != q.shape()) x.bad("out must have q's shape ", q.shape().str(), ", got ", out.str());
+  if (lse.shape() != Shape{d.B, d.H, d.T}) x.bad("lse must be [B, H, T] = [", d.B, ", ", d.H, ", ", d.T, "], got ", lse.str());
+  x.out(q.shape(), DType::f32);
+  x.out(x.in(2).shape(), DType::f32);
+  x.out(x.in(3).shape(), DType::f32);
+}
+
 // ---- optimizer helpers ----
 
 void sig_grad_norm(Ctx& x) {
@@ -530,6 +582,11 @@ void check_call(const OpCall& c) {
   for (size_t i = 0; i < c.out.size(); ++i)
     for (size_t j = i + 1; j < c.out.size(); ++j)
       if (c.out[i].same_memory(c.out[j])) fail(info.name, ": outputs ", i, " and ", j, " share memory");
+}
+
+bool f16_operands(const OpCall& c) {
+  const ArgList& ints = op_info(c.op).ints;
+  return ints.last_optional && ints.names.back() == "f16" && c.ints.size() == ints.names.size() && c.ints.back() != 0;
 }
 
 std::vector<OutSpec> infer_outputs(Op op, const std::vector<Tensor>& in, const std::vector<int64_t>& ints) {

@@ -73,6 +73,10 @@ void Program::replay() {
   execute();
 }
 
+Backend::Fp16Speed Backend::fp16_speed() const {
+  return {false, "the " + name() + " backend has no fp16 GEMM units: fp16 operands are rounded, then multiplied in fp32"};
+}
+
 Tensor Backend::zeros(Shape shape, DType dtype) {
   size_t bytes = static_cast<size_t>(shape.numel()) * dtype_size(dtype);
   return Tensor(std::make_shared<Storage>(this, allocate(bytes), bytes), shape, dtype);

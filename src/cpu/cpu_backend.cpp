@@ -1,11 +1,16 @@
 // CPU backend: host allocations (64-byte aligned), programs that run fast kernels or the reference.
 #include "cpu/cpu_backend.h"
 
+#include <cblas.h>
+
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <thread>
+
+#include "cpu/isa.h"
 
 namespace edgetrain::cpu {
 
@@ -17,15 +22,18 @@ CpuBackend::~CpuBackend() {
   for (auto& [id, b] : blocks_) std::free(b.ptr);
 }
 
+// The CPU model, the worker count and which kernels run: ours (AVX-512 or portable) and OpenBLAS's own
+// choice for the products left to it (its DYNAMIC_ARCH build picks a kernel for the CPU at load time).
 std::string CpuBackend::device_name() const {
+  const std::string how = std::to_string(threads()) + " threads, " + isa_name() + ", OpenBLAS " + openblas_get_corename();
   std::ifstream f("/proc/cpuinfo");
   std::string line;
   while (std::getline(f, line))
     if (line.rfind("model name", 0) == 0) {
       auto p = line.find(':');
-      if (p != std::string::npos) return line.substr(p + 2) + " (" + std::to_string(threads()) + " threads)";
+      if (p != std::string::npos) return line.substr(p + 2) + " (" + how + ")";
     }
-  return "cpu (" + std::to_string(threads()) + " threads)";
+  return "cpu (" + how + ")";
 }
 
 uint64_t CpuBackend::allocate(size_t bytes) {
@@ -72,6 +80,12 @@ ref::Call CpuBackend::resolve(const OpCall& c, const std::vector<float>& slots) 
 }
 
 namespace {
+double thread_cpu_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return 1e9 * static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec);
+}
+
 class CpuProgram : public Program {
  public:
   explicit CpuProgram(CpuBackend& b) : Program(b), cpu_(b) {}
@@ -89,11 +103,13 @@ class CpuProgram : public Program {
       Kernel k = cpu_.reference_only() ? nullptr : fast_kernel(r.op);
       Profiler* prof = cpu_.profiler();
       const auto t0 = prof ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+      const double c0 = prof ? thread_cpu_ns() : 0;
       if (k) k(r);
       else ref::run(r);
       if (prof)
         prof->add(std::string(op_name(r.op)) + (k ? " (fast)" : " (reference)"),
-                  std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count());
+                  std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count(),
+                  thread_cpu_ns() - c0);
     }
   }
 

@@ -33,6 +33,9 @@ Kernel fast_kernel(Op op) {
     case Op::rope_backward: return fast::rope_backward;
     case Op::embedding: return fast::embedding;
     case Op::embedding_backward: return fast::embedding_backward;
+    // causal attention (attention_kernels.cpp)
+    case Op::attention: return fast::attention;
+    case Op::attention_backward: return fast::attention_backward;
     // elementwise and copies (elementwise_kernels.cpp)
     case Op::add: return fast::add;
     case Op::sub: return fast::sub;

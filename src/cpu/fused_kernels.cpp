@@ -6,8 +6,12 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
+#include <mutex>
 #include <vector>
 
+#include "cpu/avx512.h"
+#include "cpu/isa.h"
 #include "cpu/kernels.h"
 #include "cpu/simd.h"
 #include "cpu/threads.h"
@@ -356,6 +360,10 @@ void causal_softmax(const ref::Call& c) {
 void silu_mul(const ref::Call& c) {
   const float *g = c.in[0].as<float>(), *u = c.in[1].as<float>();
   float* h = c.out[0].as<float>();
+#ifdef EDGETRAIN_AVX512_KERNELS
+  if (use_avx512())
+    return parallel_for(c.out[0].numel(), 1 << 14, [&](int64_t i0, int64_t i1) { avx512::silu_mul(g, u, h, i0, i1); });
+#endif
   parallel_for(c.out[0].numel(), 1 << 14, [&](int64_t i0, int64_t i1) {
     int64_t i = i0;
     for (; i + kLanes <= i1; i += kLanes) {
@@ -372,6 +380,11 @@ void silu_mul(const ref::Call& c) {
 void silu_mul_backward(const ref::Call& c) {
   const float *dh = c.in[0].as<float>(), *g = c.in[1].as<float>(), *u = c.in[2].as<float>();
   float *dg = c.out[0].as<float>(), *du = c.out[1].as<float>();
+#ifdef EDGETRAIN_AVX512_KERNELS
+  if (use_avx512())
+    return parallel_for(c.out[0].numel(), 1 << 14,
+                        [&](int64_t i0, int64_t i1) { avx512::silu_mul_backward(dh, g, u, dg, du, i0, i1); });
+#endif
   parallel_for(c.out[0].numel(), 1 << 14, [&](int64_t i0, int64_t i1) {
     auto step = [&](vf dhv, vf gv, vf uv, vf& dgv, vf& duv) {
       vf e = simd::exp(-gv);
@@ -397,24 +410,58 @@ void silu_mul_backward(const ref::Call& c) {
 }
 
 namespace {
-// RoPE with the reference's double arithmetic (bit-identical), but the angles computed once per position
-// instead of once per element: tasks own positions t and loop over batch and heads.
+// The cosines and sines of RoPE's angles for positions [0, T), the reference's expressions, kept for the next
+// calls with the same arguments: a training step applies RoPE with the same table to q and k of every layer
+// (and the backward with the negated angles), and computing it took most of the op's time.
+struct RopeTable {
+  int64_t T, D;
+  double theta, pos_offset, sign;
+  std::vector<double> cs, sn;  // [T, D / 2]
+};
+
+std::shared_ptr<const RopeTable> rope_table(int64_t T, int64_t D, double theta, double pos_offset, double sign) {
+  static std::mutex mu;
+  static std::vector<std::shared_ptr<const RopeTable>> recent;  // newest last, at most 8
+  std::lock_guard<std::mutex> lock(mu);
+  for (const auto& e : recent)
+    if (e->T == T && e->D == D && e->theta == theta && e->pos_offset == pos_offset && e->sign == sign) return e;
+  auto e = std::make_shared<RopeTable>(RopeTable{T, D, theta, pos_offset, sign, {}, {}});
+  const int64_t half = D / 2;
+  e->cs.resize(static_cast<size_t>(T * half));
+  e->sn.resize(static_cast<size_t>(T * half));
+  for (int64_t t = 0; t < T; ++t) {
+    const double p = static_cast<double>(t) + pos_offset;
+    for (int64_t i = 0; i < half; ++i) {
+      double angle = sign * p * std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(D));
+      e->cs[t * half + i] = std::cos(angle);
+      e->sn[t * half + i] = std::sin(angle);
+    }
+  }
+  if (recent.size() == 8) recent.erase(recent.begin());
+  recent.push_back(e);
+  return e;
+}
+
+// RoPE with the reference's double arithmetic (bit-identical): tasks own positions t and loop over batch
+// and heads.
 void rotate(const ref::Call& c, double sign) {
   const Shape& s = c.in[0].shape;
   const int r = s.rank();
   const int64_t B = r == 4 ? s[0] : 1, T = s[r - 3], H = s[r - 2], D = s[r - 1];
-  const double theta = c.floats[0], pos_offset = c.floats[1];
   const float* xp = c.in[0].as<float>();
   float* yp = c.out[0].as<float>();
+  const auto table = rope_table(T, D, c.floats[0], c.floats[1], sign);
   parallel_for(T, std::max<int64_t>(1, 4096 / std::max<int64_t>(B * H * D, 1)), [&](int64_t t0, int64_t t1) {
-    std::vector<double> cs(static_cast<size_t>(D / 2)), sn(static_cast<size_t>(D / 2));
     for (int64_t t = t0; t < t1; ++t) {
-      const double p = static_cast<double>(t) + pos_offset;
-      for (int64_t i = 0; i < D / 2; ++i) {
-        double angle = sign * p * std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(D));
-        cs[i] = std::cos(angle);
-        sn[i] = std::sin(angle);
+      const double* cs = table->cs.data() + t * (D / 2);
+      const double* sn = table->sn.data() + t * (D / 2);
+#ifdef EDGETRAIN_AVX512_KERNELS
+      if (use_avx512()) {  // the H rows of (b, t) are contiguous
+        for (int64_t b = 0; b < B; ++b)
+          avx512::rope_rows(xp + (b * T + t) * H * D, yp + (b * T + t) * H * D, cs, sn, D, H);
+        continue;
       }
+#endif
       for (int64_t b = 0; b < B; ++b)
         for (int64_t h = 0; h < H; ++h) {
           const int64_t base = ((b * T + t) * H + h) * D;

@@ -1,10 +1,16 @@
-// Fast CPU matrix products: mm, bmm, linear and linear_dW as OpenBLAS sgemm calls with the right
-// transposes and strides, tiled over the backend's worker pool (OpenBLAS itself stays single-threaded).
+// Fast CPU matrix products: mm, bmm, linear and linear_dW, tiled over the backend's worker pool. Where the CPU
+// has AVX-512, the tiles run avx512_gemm.cpp's kernel; elsewhere each tile is a single-threaded OpenBLAS
+// sgemm call with the right transposes and strides (OpenBLAS's own threads stay idle: one pool, ours).
+// fp16 operands (the f16 flag) are rounded copies fed to the same kernels: the CPU has no faster fp16 path,
+// so this exists for the semantics (and --precision fp16 runs on the CPU are for checking numerics).
 #include <cblas.h>
 
 #include <algorithm>
 #include <mutex>
+#include <vector>
 
+#include "cpu/avx512.h"
+#include "cpu/isa.h"
 #include "cpu/kernels.h"
 #include "cpu/threads.h"
 
@@ -26,7 +32,42 @@ int64_t tile_len(int64_t n) {
   return std::max<int64_t>(64, t);
 }
 
+#ifdef EDGETRAIN_AVX512_KERNELS
+// Output tiles per task of the AVX-512 path: at least ~64 x 64 outputs' worth of tiles.
+constexpr int64_t kTileGrain = 8;
+
+// The AVX-512 form of gemm() (alpha 1 or beta 0; beta 0 or 1; K >= 1). op(B) transposed is packed into
+// panels first (on the calling thread: about 1/M of the product's work); plain B is read where it lies.
+void gemm_avx512(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t lda,
+                 const float* b, int64_t ldb, float beta, float* c, int64_t ldc, bool threaded) {
+  avx512::Gemm g{M, N, K, a, lda, ta, b, ldb, false, c, ldc, beta != 0.0f, alpha};
+  thread_local std::vector<float> panels;
+  if (tb) {
+    panels.resize(static_cast<size_t>(g.panels() * K * avx512::kPanel));
+    avx512::pack_transposed(b, ldb, N, K, 0, g.panels(), panels.data());
+    g.b = panels.data(), g.ldb = avx512::kPanel, g.b_panels = true;
+  }
+  run_gemm_tiles(g, threaded);
+}
+#endif
+
 }  // namespace
+
+const float* gemm_operand(const float* p, int64_t n, bool f16, std::vector<float>& buf) {
+  if (!f16) return p;
+  buf.resize(static_cast<size_t>(n));
+  parallel_for(n, 4096, [&](int64_t a, int64_t b) {
+    for (int64_t i = a; i < b; ++i) buf[i] = ref::gemm_operand(p[i], true);
+  });
+  return buf.data();
+}
+
+#ifdef EDGETRAIN_AVX512_KERNELS
+void run_gemm_tiles(const avx512::Gemm& g, bool threaded) {
+  if (!threaded || g.M * g.N * g.L <= kSmallWork) return avx512::gemm_tiles(g, 0, g.tiles());
+  parallel_for(g.tiles(), kTileGrain, [&](int64_t t0, int64_t t1) { avx512::gemm_tiles(g, t0, t1); });
+}
+#endif
 
 void sgemm1(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t lda,
             const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
@@ -45,7 +86,11 @@ void sgemm1(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, cons
 void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t lda,
           const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   if (M <= 0 || N <= 0) return;
-  if (M * N * std::max<int64_t>(K, 1) <= kSmallWork) {
+#ifdef EDGETRAIN_AVX512_KERNELS
+  if (use_avx512() && K > 0 && (alpha == 1.0f || beta == 0.0f) && (beta == 0.0f || beta == 1.0f))
+    return gemm_avx512(ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, c, ldc, M * N * K > kSmallWork);
+#endif
+  if (M * N * std::max<int64_t>(K, 1) <= kSmallWork || K <= 0) {
     sgemm1(ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
   }
@@ -80,11 +125,16 @@ void mm(const ref::Call& c) {
   const float alpha = c.floats[0];
   // BLAS skips the product when alpha == 0, so inf/NaN inputs would not give the reference's NaN.
   if (alpha == 0.0f) return ref::mm(c);
-  gemm(ta, tb, M, N, K, alpha, a.as<float>(), ta ? M : K, b.as<float>(), tb ? K : N, 0.0f, o.as<float>(), N);
+  const bool f16 = ref::f16_flag(c, 2);
+  std::vector<float> ra, rb;
+  gemm(ta, tb, M, N, K, alpha, gemm_operand(a.as<float>(), a.numel(), f16, ra), ta ? M : K,
+       gemm_operand(b.as<float>(), b.numel(), f16, rb), tb ? K : N, 0.0f, o.as<float>(), N);
 }
 
-// Batched mm over the leading dims. Many small products (attention) run one product per task; large
-// ones are tiled by gemm() one after another.
+// Batched mm over the leading dims. Many small products (attention) run one product per task, each an
+// OpenBLAS call (measured faster than the AVX-512 tiles at attention's shapes: K = 32 is a short chain for
+// a 12 x 32 tile, and transposed B would need packing per product); large ones are tiled by gemm() one
+// after another.
 void bmm(const ref::Call& c) {
   const ref::View &a = c.in[0], &b = c.in[1], &o = c.out[0];
   const int r = a.shape.rank();
@@ -94,7 +144,9 @@ void bmm(const ref::Call& c) {
   if (alpha == 0.0f) return ref::bmm(c);
   int64_t batch = 1;
   for (int i = 0; i < r - 2; ++i) batch *= a.shape[i];
-  const float *ap = a.as<float>(), *bp = b.as<float>();
+  const bool f16 = ref::f16_flag(c, 2);
+  std::vector<float> ra, rb;
+  const float *ap = gemm_operand(a.as<float>(), a.numel(), f16, ra), *bp = gemm_operand(b.as<float>(), b.numel(), f16, rb);
   float* op = o.as<float>();
   const int64_t lda = ta ? M : K, ldb = tb ? K : N;
   if (batch > 1 && M * N * std::max<int64_t>(K, 1) <= 256 * 256 * 64) {
@@ -119,15 +171,20 @@ void linear(const ref::Call& c) {
     for (int64_t m = 0; m < M; ++m) std::copy(bias, bias + N, y + m * N);
     beta = 1.0f;
   }
-  gemm(false, true, M, N, K, 1.0f, x.as<float>(), K, w.as<float>(), K, beta, y, N);
+  const bool f16 = ref::f16_flag(c, 0);
+  std::vector<float> rx, rw;
+  gemm(false, true, M, N, K, 1.0f, gemm_operand(x.as<float>(), x.numel(), f16, rx), K,
+       gemm_operand(w.as<float>(), w.numel(), f16, rw), K, beta, y, N);
 }
 
-// dy [..., N], x [..., K] (same M rows), ints {accumulate}; dw [N, K] (+)= dy^T @ x.
+// dy [..., N], x [..., K] (same M rows), ints {accumulate, f16?}; dw [N, K] (+)= dy^T @ x.
 void linear_dW(const ref::Call& c) {
   const ref::View &dy = c.in[0], &x = c.in[1];
   const int64_t N = dy.shape.last(), K = x.shape.last(), M = dy.shape.rows();
-  gemm(true, false, N, K, M, 1.0f, dy.as<float>(), N, x.as<float>(), K, c.ints[0] ? 1.0f : 0.0f,
-       c.out[0].as<float>(), K);
+  const bool f16 = ref::f16_flag(c, 1);
+  std::vector<float> rdy, rx;
+  gemm(true, false, N, K, M, 1.0f, gemm_operand(dy.as<float>(), dy.numel(), f16, rdy), N,
+       gemm_operand(x.as<float>(), x.numel(), f16, rx), K, c.ints[0] ? 1.0f : 0.0f, c.out[0].as<float>(), K);
 }
 
 }  // namespace edgetrain::cpu::fast

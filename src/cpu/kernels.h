@@ -1,9 +1,11 @@
-// Declarations shared by the CPU fast-kernel files (gemm_kernels, q4_kernels, fused_kernels) and their
-// registry (fast_kernels.cpp). Each kernel has the reference's contract: same inputs, outputs, semantics.
+// Declarations shared by the CPU fast-kernel files (gemm, q4, fused, attention and elementwise kernels)
+// and their registry (fast_kernels.cpp). Each kernel has the reference's contract: same inputs, outputs, semantics.
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
+#include "cpu/avx512.h"
 #include "ref/ref.h"
 
 namespace edgetrain::cpu::fast {
@@ -15,13 +17,23 @@ void linear(const ref::Call& c);
 void linear_dW(const ref::Call& c);
 
 // C[M,N] = alpha * op(A) @ op(B) + beta * C (row-major; op transposes when ta/tb), spread over the worker
-// pool in tiles whose size depends only on the shape, each tile one single-threaded OpenBLAS sgemm. So
-// results do not depend on the thread count, and BLAS threads never nest inside ours.
+// pool in tiles whose size depends only on the shape: the AVX-512 kernel's tiles where the CPU has it,
+// else single-threaded OpenBLAS sgemm calls. So results do not depend on the thread count, and BLAS
+// threads never nest inside ours.
 void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t lda,
           const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
-// One single-threaded sgemm on the calling thread (for use inside a parallel_for body).
+// One OpenBLAS sgemm on the calling thread (for use inside a parallel_for body).
 void sgemm1(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t lda,
             const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+#ifdef EDGETRAIN_AVX512_KERNELS
+// The AVX-512 kernel's tiles of g, spread over the worker pool (or on the calling thread when not threaded or
+// small); tiles, not threads, fix each output's arithmetic.
+void run_gemm_tiles(const avx512::Gemm& g, bool threaded = true);
+#endif
+
+// The operand array of a matrix product: `p` itself, or with the call's f16 flag (ops.inc) a copy of its
+// n values rounded to fp16 in `buf` (so the BLAS products below see exactly the reference's operands).
+const float* gemm_operand(const float* p, int64_t n, bool f16, std::vector<float>& buf);
 
 // ---- q4_kernels.cpp ----
 void linear_q4gsw(const ref::Call& c);
@@ -44,6 +56,10 @@ void rope(const ref::Call& c);
 void rope_backward(const ref::Call& c);
 void embedding(const ref::Call& c);
 void embedding_backward(const ref::Call& c);
+
+// ---- attention_kernels.cpp ----
+void attention(const ref::Call& c);
+void attention_backward(const ref::Call& c);
 
 // ---- elementwise_kernels.cpp ----
 void add(const ref::Call& c);

@@ -1,9 +1,14 @@
-// Fast CPU q4gsw kernels: the 4-bit linear forward and input gradient (W_4X8 decoded per tile into a small
-// per-thread fp32 buffer, then a single-threaded sgemm on the tile; M == 1 decodes on the fly), and the
-// threaded requantization into W_4X8, bit-identical to the reference.
+// Fast CPU q4gsw kernels: the 4-bit linear forward and input gradient, and the threaded requantization into
+// W_4X8, bit-identical to the reference. With AVX-512, W is decoded once per call into the packed operand of
+// avx512_gemm.cpp's kernel (a block of columns at a time), shared by every tile; elsewhere per tile into a
+// small per-thread fp32 buffer, then a single-threaded sgemm on the tile. M == 1 decodes on the fly.
+// With the f16 flag the decoded weights and the activations are rounded to fp16 (the GEMV's per-group
+// factoring of the scale cannot be, so M == 1 takes the tiled path then).
 #include <algorithm>
 #include <vector>
 
+#include "cpu/avx512.h"
+#include "cpu/isa.h"
 #include "cpu/kernels.h"
 #include "cpu/threads.h"
 #include "edgetrain/q4gsw.h"
@@ -21,6 +26,7 @@ struct Q4 {
   const uint32_t* w;
   const float* s;  // [G, N]
   int64_t N, K, N8, gs;
+  bool f16 = false;  // operands rounded to fp16
 };
 
 std::vector<float>& thread_buffer(size_t n) {
@@ -53,6 +59,8 @@ void decode_tile(const Q4& q, int64_t n0, int64_t nr, int64_t k0, int64_t kr, fl
           d[k - k0 + b] = static_cast<float>(static_cast<int>((word >> (8 * b)) & 0xF) - 8) * sc;
       }
     }
+    if (q.f16)
+      for (int64_t j = 0; j < kr; ++j) d[j] = ref::gemm_operand(d[j], true);
   }
 }
 
@@ -101,23 +109,65 @@ void gemv_cols(const Q4& q, const float* dy, int64_t a4, int64_t b4, float* dx4)
   }
 }
 
+#ifdef EDGETRAIN_AVX512_KERNELS
+// Packed columns per decode: ~1 MiB of panels (at least one panel), so the operand stays in L2 while
+// every row tile uses it.
+int64_t panels_per_block(int64_t rows) {
+  return std::max<int64_t>(1, (int64_t{1} << 18) / (std::max<int64_t>(rows, 1) * avx512::kPanel));
+}
+
+// y = x @ W^T (+ bias), M > 1.
+void forward_avx512(const Q4& q, const float* x, const float* bias, int64_t M, float* y) {
+  thread_local std::vector<float> panels;
+  const int64_t np = (q.N + avx512::kPanel - 1) / avx512::kPanel, per = panels_per_block(q.K);
+  panels.resize(static_cast<size_t>(std::min(np, per) * q.K * avx512::kPanel));
+  for (int64_t p0 = 0; p0 < np; p0 += per) {
+    const int64_t p1 = std::min(np, p0 + per), n0 = p0 * avx512::kPanel;
+    avx512::pack_q4_transposed(q.w, q.s, q.N, q.K, q.gs, p0, p1, panels.data());
+    avx512::Gemm g{M, std::min(q.N - n0, (p1 - p0) * avx512::kPanel), q.K, x, q.K, false, panels.data(),
+                   avx512::kPanel, true, y + n0, q.N, false};
+    g.bias = bias ? bias + n0 : nullptr;
+    run_gemm_tiles(g);
+  }
+}
+
+// dx = dy @ W, M > 1.
+void backward_avx512(const Q4& q, const float* dy, int64_t M, float* dx) {
+  thread_local std::vector<float> panels;
+  const int64_t np = (q.K + avx512::kPanel - 1) / avx512::kPanel, per = panels_per_block(q.N);
+  panels.resize(static_cast<size_t>(std::min(np, per) * q.N * avx512::kPanel));
+  for (int64_t p0 = 0; p0 < np; p0 += per) {
+    const int64_t p1 = std::min(np, p0 + per), k0 = p0 * avx512::kPanel;
+    avx512::pack_q4(q.w, q.s, q.N, q.K, q.gs, p0, p1, panels.data());
+    const avx512::Gemm g{M, std::min(q.K - k0, (p1 - p0) * avx512::kPanel), q.N, dy, q.N, false, panels.data(),
+                         avx512::kPanel, true, dx + k0, q.K, false};
+    run_gemm_tiles(g);
+  }
+}
+#endif
+
 }  // namespace
 
-// x [..., K] (M rows), w W_4X8, scales [G, N], bias [N] optional; y [..., N] = x @ W^T + bias.
+// x [..., K] (M rows), w W_4X8, scales [G, N], bias [N] optional, ints {group_size, f16?};
+// y [..., N] = x @ W^T + bias.
 void linear_q4gsw(const ref::Call& c) {
   const ref::View& x = c.in[0];
   const int64_t K = x.shape.last(), N = c.in[2].shape[1], M = x.shape.rows();
-  const Q4 q{c.in[1].as<uint32_t>(), c.in[2].as<float>(), N, K, (N + 7) / 8, c.ints[0]};
+  const Q4 q{c.in[1].as<uint32_t>(), c.in[2].as<float>(), N, K, (N + 7) / 8, c.ints[0], ref::f16_flag(c, 1)};
   const float* bias = c.has_in(3) ? c.in[3].as<float>() : nullptr;
-  const float* xp = x.as<float>();
+  std::vector<float> rx;
+  const float* xp = gemm_operand(x.as<float>(), x.numel(), q.f16, rx);
   float* y = c.out[0].as<float>();
   if (M == 0) return;
-  if (M == 1) {
+  if (M == 1 && !q.f16) {
     std::vector<float> x4(static_cast<size_t>((K + 3) / 4 * 4), 0.0f);
     std::copy(xp, xp + K, x4.begin());
     parallel_for(q.N8, 8, [&](int64_t a8, int64_t b8) { gemv_rows(q, x4.data(), bias, a8, b8, y); });
     return;
   }
+#ifdef EDGETRAIN_AVX512_KERNELS
+  if (use_avx512() && !q.f16) return forward_avx512(q, xp, bias, M, y);  // fp16: rounded tiles below
+#endif
   const int64_t tiles = (N + kRowsPerTile - 1) / kRowsPerTile;
   parallel_for(tiles, 1, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
@@ -134,21 +184,25 @@ void linear_q4gsw(const ref::Call& c) {
   });
 }
 
-// dy [..., N], w W_4X8, scales [G, N], ints {group_size, K}; dx [..., K] = dy @ W.
+// dy [..., N], w W_4X8, scales [G, N], ints {group_size, K, f16?}; dx [..., K] = dy @ W.
 void linear_q4gsw_backward(const ref::Call& c) {
   const ref::View& dy = c.in[0];
   const int64_t K = c.ints[1], N = c.in[2].shape[1], M = dy.shape.rows();
-  const Q4 q{c.in[1].as<uint32_t>(), c.in[2].as<float>(), N, K, (N + 7) / 8, c.ints[0]};
-  const float* dyp = dy.as<float>();
+  const Q4 q{c.in[1].as<uint32_t>(), c.in[2].as<float>(), N, K, (N + 7) / 8, c.ints[0], ref::f16_flag(c, 2)};
+  std::vector<float> rdy;
+  const float* dyp = gemm_operand(dy.as<float>(), dy.numel(), q.f16, rdy);
   float* dx = c.out[0].as<float>();
   if (M == 0) return;
-  if (M == 1) {
+  if (M == 1 && !q.f16) {
     const int64_t K4 = (K + 3) / 4;
     std::vector<float> dx4(static_cast<size_t>(K4 * 4));
     parallel_for(K4, 8, [&](int64_t a4, int64_t b4) { gemv_cols(q, dyp, a4, b4, dx4.data()); });
     std::copy(dx4.begin(), dx4.begin() + K, dx);
     return;
   }
+#ifdef EDGETRAIN_AVX512_KERNELS
+  if (use_avx512() && !q.f16) return backward_avx512(q, dyp, M, dx);
+#endif
   const int64_t tiles = (K + kColsPerTile - 1) / kColsPerTile;
   parallel_for(tiles, 1, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
@@ -173,6 +227,10 @@ void q4gsw_requant(const ref::Call& c) {
   const float* s = c.in[1].as<float>();
   float* lp = c.out[1].as<float>();
   uint32_t* w = c.out[0].as<uint32_t>();
+#ifdef EDGETRAIN_AVX512_KERNELS
+  if (use_avx512())
+    return parallel_for(N8, 1, [&](int64_t a8, int64_t b8) { avx512::requant_blocks(lp, s, w, N, K, gs, a8, b8); });
+#endif
   parallel_for(N8, 1, [&](int64_t a8, int64_t b8) {
     for (int64_t n8 = a8; n8 < b8; ++n8)
       for (int64_t k4 = 0; k4 < K4; ++k4)

@@ -19,7 +19,9 @@ namespace edgetrain {
 
 namespace {
 
-constexpr const char* kReservedKeys[] = {"format", "config", "step", "adam_steps", "q4_layout", "group_size"};
+constexpr const char* kReservedKeys[] = {"format",     "config",     "step",
+                                         "adam_steps", "q4_layout",  "group_size",
+                                         "loss_scale", "loss_scale_good_steps", "overflow_steps"};
 
 std::vector<int64_t> dims_of(const Shape& s) { return std::vector<int64_t>(s.data(), s.data() + s.rank()); }
 
@@ -61,6 +63,21 @@ int64_t parse_int(const safetensors::Reader& r, const std::string& key) {
   if (res.ec != std::errc() || res.ptr != s.data() + s.size() || v < 0)
     bad_ckpt(r.source(), "metadata field '", key, "' = '", s, "' is not a non-negative integer");
   return v;
+}
+
+// The fp16 loss scaler's state, when the file has it (written by fp16 runs): scale, good steps, overflows.
+void read_scaler(const safetensors::Reader& r, LossScaler& s) {
+  if (!r.metadata().count("loss_scale")) return;
+  const std::string& v = meta_field(r, "loss_scale");
+  char* end = nullptr;
+  const float scale = std::strtof(v.c_str(), &end);
+  if (end != v.c_str() + v.size() || !std::isfinite(scale) || !(scale > 0))
+    bad_ckpt(r.source(), "metadata field 'loss_scale' = '", v, "' is not a positive finite number");
+  s.scale = scale;
+  s.good_steps = parse_int(r, "loss_scale_good_steps");
+  s.overflows = parse_int(r, "overflow_steps");
+  s.overflows_in_a_row = 0;
+  s.last_overflowed = false;
 }
 
 ModelConfig config_of(const safetensors::Reader& r) {
@@ -162,6 +179,13 @@ void save_checkpoint(const std::string& path, Model& model, const std::map<std::
   w.set_metadata("adam_steps", std::to_string(model.adam_steps));
   w.set_metadata("q4_layout", "W_4X8");
   w.set_metadata("group_size", std::to_string(model.config().group_size));
+  if (model.precision() == Precision::fp16) {  // so --resume continues with the same scale
+    char buf[32];
+    auto res = std::to_chars(buf, buf + sizeof buf, model.scaler.scale);  // shortest exact round trip
+    w.set_metadata("loss_scale", std::string(buf, res.ptr));
+    w.set_metadata("loss_scale_good_steps", std::to_string(model.scaler.good_steps));
+    w.set_metadata("overflow_steps", std::to_string(model.scaler.overflows));
+  }
   w.save(path);
 }
 
@@ -179,6 +203,8 @@ void load_checkpoint(const std::string& path, Model& model, std::map<std::string
   const int64_t adam_steps = r.metadata().count("adam_steps") ? parse_int(r, "adam_steps") : step;
   if (adam_steps > step)
     bad_ckpt(path, "metadata adam_steps = ", adam_steps, " exceeds step = ", step, " (an update is a step taken)");
+  LossScaler scaler = model.scaler;
+  read_scaler(r, scaler);  // restored whatever the model's precision now: it is inert under fp32
 
   // Every expected tensor, exactly; nothing else.
   std::vector<Model::Named> state = model.state_tensors();
@@ -212,6 +238,7 @@ void load_checkpoint(const std::string& path, Model& model, std::map<std::string
     }
   model.steps_done = step;
   model.adam_steps = adam_steps;
+  model.scaler = scaler;
   model.reset_cache();
   if (metadata_out != nullptr) *metadata_out = r.metadata();
 }

@@ -242,7 +242,7 @@ void File::parse(const uint8_t* p, uint64_t size) {
     }
     t.type = c.get<uint32_t>("tensor type");
     t.offset = c.get<uint64_t>("tensor offset");
-    t.nbytes = tensor_bytes(t.type, t.numel, "file " + source_ + ": tensor '" + t.name + "'");
+    t.nbytes = tensor_bytes(t.type, t.ne, "file " + source_ + ": tensor '" + t.name + "'");
     ET_CHECK(t.offset % alignment_ == 0, "file ", source_, ": tensor '", t.name, "' offset ", t.offset,
              " is not a multiple of the alignment ", alignment_);
     ET_CHECK(!tensor_index_.count(t.name), "file ", source_, ": duplicate tensor '", t.name, "'");
@@ -295,6 +295,8 @@ const TensorInfo* File::tensor(const std::string& name) const {
 }
 
 std::vector<float> File::to_f32(const TensorInfo& t) const {
+  ET_CHECK(can_decode(t.type), "file ", source_, ": tensor '", t.name, "' is ", type_name(t.type),
+           ", which edgetrain does not decode (it decodes ", decodable_types(), ")");
   std::vector<float> out(static_cast<size_t>(t.numel));
   decode_to_f32(t.type, data(t), t.numel, out.data());
   return out;
@@ -305,10 +307,8 @@ std::vector<float> File::to_f32(const TensorInfo& t) const {
 void Writer::add_kv(const std::string& key, Value v) { kv_.emplace_back(key, std::move(v)); }
 
 void Writer::add_tensor(const std::string& name, std::vector<uint64_t> ne, uint32_t type, std::vector<uint8_t> bytes) {
-  uint64_t n = 1;
-  for (uint64_t e : ne) n *= e;
-  ET_CHECK(bytes.size() == tensor_bytes(type, n, "gguf writer: tensor '" + name + "'"), "gguf writer: tensor '", name,
-           "' has ", bytes.size(), " bytes, expected ", tensor_bytes(type, n, name));
+  const uint64_t want = tensor_bytes(type, ne, "gguf writer: tensor '" + name + "'");
+  ET_CHECK(bytes.size() == want, "gguf writer: tensor '", name, "' has ", bytes.size(), " bytes, expected ", want);
   tensors_.push_back({name, std::move(ne), type, std::move(bytes)});
 }
 

@@ -1,5 +1,6 @@
-// Llama models <-> GGUF: the config from llama.* metadata, the import (Q4_0 linears taken bit for bit as
-// q4gsw group 32), fp32 masters for `train --init`, and the export save_gguf. Tensor names come from
+// Llama models <-> GGUF: the import (every decodable type to exact fp32 masters, Q4_0 linears taken bit
+// for bit as q4gsw group 32, the measured q4gsw error of the others), fp32 masters for `train --init`, and
+// the export save_gguf. What a file must be to import is gguf_llama_check.cpp's; tensor names come from
 // io/llama_names.
 #include <cmath>
 #include <cstdio>
@@ -10,6 +11,7 @@
 #include "edgetrain/interop.h"
 #include "edgetrain/q4gsw.h"
 #include "io/gguf.h"
+#include "io/gguf_llama.h"
 #include "io/llama_names.h"
 
 namespace edgetrain {
@@ -27,43 +29,7 @@ std::vector<uint64_t> gguf_dims(const Shape& s) {
 }
 
 ModelConfig config_from(const gguf::File& f, TrainMode mode, int64_t group_size) {
-  const std::string& src = f.source();
-  std::string arch = f.get_string("general.architecture");
-  ET_CHECK(arch == "llama", "file ", src, ": general.architecture is '", arch, "', only 'llama' is supported");
-  ModelConfig c;
-  c.mode = mode;
-  c.group_size = group_size;
-  c.dim = f.get_int("llama.embedding_length");
-  c.n_layers = f.get_int("llama.block_count");
-  c.n_heads = f.get_int("llama.attention.head_count");
-  if (f.has("llama.attention.head_count_kv")) {
-    // Grouped-query attention. K rows are in llama.cpp's order already (adjacent rotary pairs within each
-    // of the head_count_kv heads, as convert_hf_to_gguf permutes them): nothing to permute here.
-    int64_t kv = f.get_int("llama.attention.head_count_kv");
-    ET_CHECK(kv >= 1 && c.n_heads >= 1 && c.n_heads % kv == 0, "file ", src, ": llama.attention.head_count_kv = ", kv,
-             " does not divide llama.attention.head_count = ", c.n_heads,
-             " (grouped-query attention needs n_heads / n_kv_heads query heads per key/value head)");
-    c.n_kv_heads = kv;
-  }
-  c.ffn_dim = f.get_int("llama.feed_forward_length");
-  c.max_seq = f.has("llama.context_length") ? f.get_int("llama.context_length") : 2048;
-  if (f.has("llama.rope.freq_base")) c.rope_theta = static_cast<float>(f.get_float("llama.rope.freq_base"));
-  c.norm_eps = static_cast<float>(f.get_float("llama.attention.layer_norm_rms_epsilon"));
-  ET_CHECK(c.n_heads >= 1 && c.dim % c.n_heads == 0, "file ", src, ": llama.embedding_length ", c.dim,
-           " is not a multiple of llama.attention.head_count ", c.n_heads);
-  if (f.has("llama.rope.dimension_count"))
-    ET_CHECK(f.get_int("llama.rope.dimension_count") == c.dim / c.n_heads, "file ", src,
-             ": llama.rope.dimension_count differs from the head dim (partial rotary is not supported)");
-  const gguf::TensorInfo* emb = f.tensor("token_embd.weight");
-  ET_CHECK(emb && emb->ne.size() == 2, "file ", src, ": missing 2-D tensor 'token_embd.weight'");
-  c.vocab = static_cast<int64_t>(emb->ne[1]);
-  c.tied_head = f.tensor("output.weight") == nullptr;
-  try {
-    c.validate();
-  } catch (const Error& e) {
-    fail_kind(e.kind(), "file ", src, ": ", e.what());
-  }
-  return c;
+  return gguf_llama::config_of(f, mode, group_size);
 }
 
 // The tensor of the file that holds our tensor `ours` of shape `shape`: present and of that shape.
@@ -109,6 +75,7 @@ std::unique_ptr<Model> load_gguf_model(const std::string& path, Backend& backend
   model->steps_done = 0;
   if (info) {
     info->config = cfg;
+    info->q4_error = interop_detail::q4_error(*model);
     try {
       info->vocab = gguf::read_vocab(f);
     } catch (const Error& e) {
@@ -133,19 +100,100 @@ GgufType gguf_type_from_name(const std::string& s) {
   if (s == "f32" || s == "F32") return GgufType::F32;
   if (s == "f16" || s == "F16") return GgufType::F16;
   if (s == "q4_0" || s == "Q4_0") return GgufType::Q4_0;
-  fail("unknown GGUF type '", s, "' (choose f32, f16 or q4_0)");
+  if (s == "q8_0" || s == "Q8_0") return GgufType::Q8_0;
+  if (s == "q4_k" || s == "Q4_K") return GgufType::Q4_K;
+  fail("unknown GGUF type '", s, "' (choose f32, f16, q4_0, q8_0 or q4_k)");
 }
+
+namespace {
+
+// llama.cpp's llama_ftype of a file whose linears are `type` (general.file_type; informational).
+uint32_t file_type(GgufType type) {
+  switch (type) {
+    case GgufType::F32: return 0;
+    case GgufType::F16: return 1;
+    case GgufType::Q4_0: return 2;
+    case GgufType::Q8_0: return 7;
+    case GgufType::Q4_K: return 14;  // LLAMA_FTYPE_MOSTLY_Q4_K_S: every linear Q4_K
+  }
+  return 0;
+}
+
+std::vector<uint8_t> f32_bytes(const std::vector<float>& v) {
+  std::vector<uint8_t> bytes(v.size() * 4);
+  if (!v.empty()) std::memcpy(bytes.data(), v.data(), bytes.size());
+  return bytes;
+}
+
+// The 4-bit linear `p` as Q4_0 blocks: its codes and scales bit for bit when they fit (group size a multiple
+// of 32, fp16 scales, no merged adapter), else llama.cpp's Q4_0 quantization of its weight `v` with a warning.
+std::vector<uint8_t> q4_0_blocks(Model& model, Param& p, const std::vector<float>& v, GgufExportReport& rep) {
+  const ModelConfig& c = model.config();
+  Backend& b = model.backend();
+  const int64_t N = p.value.shape()[0], K = p.value.shape()[1];
+  bool merged = false;
+  for (Param& q : model.params())
+    if (q.name == p.name + ".lora_b")
+      for (float x : b.to_vector<float>(q.value)) merged |= x != 0.0f;
+  // A q4gsw group of 32*j values with scale s is j Q4_0 blocks with that scale: exact whenever the group
+  // size is a multiple of 32 and s is an fp16 value (quantize() rounds every scale to fp16).
+  std::string why_not;
+  if (!p.quantized()) why_not = "an fp32-mode weight";
+  else if (merged) why_not = "merged LoRA adapters";
+  else if (c.group_size % 32 != 0) why_not = "group size " + std::to_string(c.group_size) + " is not a multiple of 32";
+  std::vector<float> scales32;
+  if (why_not.empty()) {
+    const auto scales = b.to_vector<float>(p.scales);
+    scales32.resize(static_cast<size_t>(K / 32 * N));
+    for (int64_t j = 0; j < K / 32; ++j)
+      for (int64_t n = 0; n < N; ++n) {
+        const float sc = scales[(j * 32 / c.group_size) * N + n];
+        if (round_to_f16(sc) != sc && why_not.empty())
+          why_not = "scale " + std::to_string(sc) + " is not an fp16 value (a checkpoint of an older version)";
+        scales32[j * N + n] = sc;
+      }
+  }
+  if (why_not.empty()) {
+    const auto codes = q4::unpack_w4x8(q4::Geometry(N, K, c.group_size), b.to_vector<uint32_t>(p.codes).data());
+    ++rep.exact_q4;
+    return gguf::q4gsw_to_q4_0(N, K, codes.data(), scales32.data());
+  }
+  auto blocks = gguf::quantize_q4_0(v.data(), v.size());
+  std::vector<float> back(v.size());
+  gguf::decode_q4_0(blocks.data(), back.size(), back.data());
+  rep.error.add(p.name, back.data(), v.data(), v.size());
+  ++rep.requantized;
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.3g%%", 100 * rep.error.tensors.back().rel_rms);
+  rep.warnings.push_back(p.name + ": re-quantized to Q4_0 (" + why_not + "), RMS weight error " + buf +
+                         " of the weight RMS");
+  return blocks;
+}
+
+// `v` quantized to Q8_0 or Q4_K by llama.cpp's rules, with the decoded blocks' error recorded.
+std::vector<uint8_t> quantized_blocks(uint32_t type, const std::string& name, const std::vector<float>& v,
+                                      GgufExportReport& rep) {
+  std::vector<uint8_t> blocks = type == gguf::Q8_0 ? gguf::quantize_q8_0(v.data(), v.size())
+                                                   : gguf::quantize_q4_k(v.data(), v.size());
+  std::vector<float> back(v.size());
+  gguf::decode_to_f32(type, blocks.data(), back.size(), back.data());
+  rep.error.add(name, back.data(), v.data(), v.size());
+  ++rep.requantized;
+  return blocks;
+}
+
+}  // namespace
 
 GgufExportReport save_gguf(const std::string& path, Model& model, GgufType type, const Tokenizer* tok) {
   const ModelConfig& c = model.config();
-  Backend& b = model.backend();
   GgufExportReport rep;
   gguf::Writer w;
   using V = gguf::Value;
   w.add_kv("general.architecture", V::str("llama"));
   w.add_kv("general.name", V::str("edgetrain"));
   w.add_kv("general.alignment", V::u32(32));
-  w.add_kv("general.file_type", V::u32(type == GgufType::F32 ? 0 : type == GgufType::F16 ? 1 : 2));
+  w.add_kv("general.file_type", V::u32(file_type(type)));
+  if (type != GgufType::F32 && type != GgufType::F16) w.add_kv("general.quantization_version", V::u32(2));
   w.add_kv("llama.context_length", V::u32(static_cast<uint32_t>(c.max_seq)));
   w.add_kv("llama.embedding_length", V::u32(static_cast<uint32_t>(c.dim)));
   w.add_kv("llama.block_count", V::u32(static_cast<uint32_t>(c.n_layers)));
@@ -166,16 +214,12 @@ GgufExportReport save_gguf(const std::string& path, Model& model, GgufType type,
     if (gn.empty()) continue;
     auto ne = gguf_dims(p.value.shape());
     std::vector<float> v = interop_detail::effective_weight(model, p);
-    bool linear = p.value.shape().rank() == 2 && p.name != "tok_embeddings.weight";
-    auto as_f32 = [&] {
-      std::vector<uint8_t> bytes(v.size() * 4);
-      std::memcpy(bytes.data(), v.data(), bytes.size());
-      return bytes;
-    };
-    // Q4_0 files keep what edgetrain never quantizes (embeddings, norms, the output head) in F32, as trained:
-    // the file is the model, not an approximation of it.
+    const bool linear = p.value.shape().rank() == 2 && p.name != "tok_embeddings.weight";
+    const int64_t K = linear ? p.value.shape()[1] : 0;
+    // Quantized files keep what edgetrain never quantizes (embeddings, norms, the output head) in F32, as
+    // trained: the file is the model, not an approximation of it.
     if (!linear || type == GgufType::F32 || p.name == "output.weight") {
-      w.add_tensor(gn, ne, gguf::F32, as_f32());
+      w.add_tensor(gn, ne, gguf::F32, f32_bytes(v));
     } else if (type == GgufType::F16) {
       std::vector<uint8_t> bytes(v.size() * 2);
       for (size_t i = 0; i < v.size(); ++i) {
@@ -183,53 +227,17 @@ GgufExportReport save_gguf(const std::string& path, Model& model, GgufType type,
         std::memcpy(&bytes[2 * i], &h, 2);
       }
       w.add_tensor(gn, ne, gguf::F16, std::move(bytes));
+    } else if (type == GgufType::Q4_K && K % 256 == 0) {
+      w.add_tensor(gn, ne, gguf::Q4_K, quantized_blocks(gguf::Q4_K, p.name, v, rep));
+    } else if (K % 32 != 0) {
+      rep.warnings.push_back(p.name + ": K = " + std::to_string(K) + " is not a multiple of 32, written as F32");
+      w.add_tensor(gn, ne, gguf::F32, f32_bytes(v));
+    } else if (type == GgufType::Q8_0) {
+      w.add_tensor(gn, ne, gguf::Q8_0, quantized_blocks(gguf::Q8_0, p.name, v, rep));
     } else {
-      const int64_t N = p.value.shape()[0], K = p.value.shape()[1];
-      if (K % 32 != 0) {
-        rep.warnings.push_back(p.name + ": K not a multiple of 32, written as F32");
-        w.add_tensor(gn, ne, gguf::F32, as_f32());
-        continue;
-      }
-      bool merged = false;
-      for (Param& q : model.params())
-        if (q.name == p.name + ".lora_b")
-          for (float x : b.to_vector<float>(q.value)) merged |= x != 0.0f;
-      // A q4gsw group of 32*j values with scale s is j Q4_0 blocks with that scale: exact whenever the group
-      // size is a multiple of 32 and s is an fp16 value (quantize() rounds every scale to fp16).
-      std::string why_not;
-      if (!p.quantized()) why_not = "an fp32-mode weight";
-      else if (merged) why_not = "merged LoRA adapters";
-      else if (c.group_size % 32 != 0) why_not = "group size " + std::to_string(c.group_size) + " is not a multiple of 32";
-      std::vector<float> scales32;
-      if (why_not.empty()) {
-        q4::Geometry g(N, K, c.group_size);
-        const auto scales = b.to_vector<float>(p.scales);
-        scales32.resize(static_cast<size_t>(K / 32 * N));
-        for (int64_t j = 0; j < K / 32; ++j)
-          for (int64_t n = 0; n < N; ++n) {
-            const float sc = scales[(j * 32 / c.group_size) * N + n];
-            if (round_to_f16(sc) != sc && why_not.empty())
-              why_not = "scale " + std::to_string(sc) + " is not an fp16 value (a checkpoint of an older version)";
-            scales32[j * N + n] = sc;
-          }
-      }
-      if (why_not.empty()) {
-        const auto codes = q4::unpack_w4x8(q4::Geometry(N, K, c.group_size), b.to_vector<uint32_t>(p.codes).data());
-        w.add_tensor(gn, ne, gguf::Q4_0, gguf::q4gsw_to_q4_0(N, K, codes.data(), scales32.data()));
-        ++rep.exact_q4;
-      } else {
-        auto blocks = gguf::quantize_q4_0(v.data(), v.size());
-        std::vector<float> back(v.size());
-        gguf::decode_q4_0(blocks.data(), back.size(), back.data());
-        double err = 0, ref = 0;
-        for (size_t i = 0; i < v.size(); ++i) err += (back[i] - v[i]) * double(back[i] - v[i]), ref += v[i] * double(v[i]);
-        w.add_tensor(gn, ne, gguf::Q4_0, std::move(blocks));
-        ++rep.requantized;
-        char buf[64];
-        std::snprintf(buf, sizeof buf, "%.3g%%", ref > 0 ? 100.0 * std::sqrt(err / ref) : 0.0);
-        rep.warnings.push_back(p.name + ": re-quantized to Q4_0 (" + why_not + "), RMS weight error " + buf +
-                               " of the weight RMS");
-      }
+      if (type == GgufType::Q4_K)
+        rep.warnings.push_back(p.name + ": K = " + std::to_string(K) + " is not a multiple of 256 (a Q4_K block), written as Q4_0");
+      w.add_tensor(gn, ne, gguf::Q4_0, q4_0_blocks(model, p, v, rep));
     }
   }
   w.save(path);

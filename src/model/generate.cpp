@@ -1,8 +1,9 @@
 // Generation with a KV cache: each call runs only the new tokens through the model, appending their
 // rotated keys and values to per-layer caches, and returns the logits of the new positions. The program
 // is recorded per call because the attended length grows; pipelines are cached by the backends.
-// Grouped-query attention: the caches hold only the n_kv_heads key/value heads; the queries of each kv
-// head's group are stacked as rows of one bmm (see step.cpp).
+// The caches hold only the n_kv_heads key/value heads, as rows [position, KV * hd]: their first L rows are
+// the [1, L, KV, hd] keys and values of the attention op, whose T queries are the last T of those L
+// positions (so query t sees the cached positions and the new ones up to itself).
 #include <cmath>
 
 #include "model/model_impl.h"
@@ -14,7 +15,7 @@ void Model::reset_cache() { impl_->cache_len = 0; }
 std::vector<float> Model::next_logits(const std::vector<int32_t>& new_tokens) {
   Impl& m = *impl_;
   const int64_t T = static_cast<int64_t>(new_tokens.size()), D = cfg_.dim, H = cfg_.n_heads, hd = cfg_.head_dim();
-  const int64_t KV = cfg_.kv_heads(), G = H / KV, KVD = cfg_.kv_dim();
+  const int64_t KV = cfg_.kv_heads(), KVD = cfg_.kv_dim();
   ET_CHECK(T >= 1, "generate: no tokens given");
   for (int32_t t : new_tokens) ET_CHECK(t >= 0 && t < cfg_.vocab, "generate: token id ", t, " outside the vocabulary");
   const int64_t pos = m.cache_len, L = pos + T;
@@ -46,11 +47,7 @@ std::vector<float> Model::next_logits(const std::vector<int32_t>& new_tokens) {
     g.write_rows(lin(h, Ly.v), m.v_cache[i], p0);
     // The first L rows of a cache are a contiguous prefix of its memory: view them without a copy.
     Tensor kc(m.k_cache[i].storage(), Shape{1, L, KV, hd}, DType::f32), vc(m.v_cache[i].storage(), Shape{1, L, KV, hd}, DType::f32);
-    Tensor qg = g.permute(q, {0, 2, 1, 3}).reshape(Shape{1, KV, G * T, hd});  // each kv head's query heads as rows
-    Tensor kp = g.permute(kc, {0, 2, 1, 3}), vp = g.permute(vc, {0, 2, 1, 3});  // [1, KV, L, hd]
-    Tensor S = g.bmm(qg, kp, false, true).reshape(Shape{1, H, T, L});
-    Tensor P = g.causal_softmax(S, scale).reshape(Shape{1, KV, G * T, L});  // row t sees j <= t + pos
-    Tensor o = g.permute(g.bmm(P, vp).reshape(Shape{1, H, T, hd}), {0, 2, 1, 3}).reshape(Shape{T, D});
+    Tensor o = g.attention(q, kc, vc, scale).first.reshape(Shape{T, D});
     Tensor x2 = g.add(x, lin(o, Ly.o));
     Tensor h2 = g.rms_norm(x2, Ly.ffn_norm->value, cfg_.norm_eps).first;
     x = g.add(x2, lin(g.silu_mul(lin(h2, Ly.gate), lin(h2, Ly.up)), Ly.down));

@@ -39,6 +39,7 @@ struct Model::Impl {
   std::unique_ptr<Program> norm_prog, apply_prog, zero_prog;
   Tensor grad_norm;
   Scalar lr, beta1, beta2, eps, weight_decay, bc1, bc2, max_norm;
+  Scalar inv_scale;  // fp16: 1 / loss scale, folded into the clipping (recorded only then)
 
   // Generation: per-layer KV caches [max_seq, n_kv_heads * head_dim] (rows = positions, rope already applied).
   std::vector<Tensor> k_cache, v_cache;

@@ -1,11 +1,15 @@
 // The training step as recorded programs: forward through q4 (or fp32) linears, fused cross-entropy,
 // the hand-written backward of every block, then (separately) gradient norm, clipping, AdamW and
-// re-quantization. Shapes: B sequences of T tokens, R = B*T rows, D = dim, H heads of hd = D/H, F = ffn.
-// Grouped-query attention: KV = n_kv_heads key/value heads, each shared by G = H/KV consecutive query heads
-// (query head h reads kv head h / G). The G query heads of a group are adjacent in [B, H, T, hd], so the
-// queries view as [B, KV, G*T, hd] without a copy: one bmm per kv head computes the scores of its whole
-// group against its keys, and in the backward the same bmms (dK = dS^T Q, dV = P^T dO) sum over the
-// group's query heads in their contraction. Nothing is broadcast or materialized; G = 1 is plain MHA.
+// re-quantization. Precision::fp16 records the same ops with fp16 GEMM operands and scales the loss
+// (LossScaler: the scale enters through fused_ce's n_valid and leaves through the clipping coefficient);
+// the fused attention op keeps fp32 in both precisions.
+// Shapes: B sequences of T tokens, R = B*T rows, D = dim, H heads of hd = D/H, F = ffn.
+// Attention is the fused causal attention op on the projections' own layouts: the rows of Q are
+// [B, T, H, hd] and those of K and V [B, T, KV, hd], so nothing is permuted or copied around it, and its
+// output rows [B, T, H, hd] are the o projection's input [R, D]. Grouped-query attention: KV = n_kv_heads
+// key/value heads, each shared by G = H/KV consecutive query heads (query head h reads kv head h / G);
+// the op's backward sums dk and dv over each group. The forward keeps only the output and the per-row
+// log-sum-exp; the backward recomputes the probabilities from them.
 #include <cmath>
 
 #include "model/model_impl.h"
@@ -19,7 +23,7 @@ struct LinSaved {
   Tensor t;  // LoRA: x A^T [R, r]
 };
 struct BlockSaved {
-  Tensor x, h, rstd1, qg, kp, vp, P, Ot, x2, h2, rstd2, g, u, m;  // qg [B,KV,G*T,hd], kp/vp [B,KV,T,hd], P [B,KV,G*T,T]
+  Tensor x, h, rstd1, qr, kr, vr, attn, lse, x2, h2, rstd2, g, u, m;  // qr, attn [B,T,H,hd]; kr, vr [B,T,KV,hd]
   LinSaved q, k, v, o, gate, up, down;
 };
 
@@ -64,34 +68,17 @@ class Recorder {
     return dx;
   }
 
-  Tensor heads(const Tensor& x, int64_t B, int64_t T, int64_t H) {  // [R, H*hd] -> [B, H, T, hd]
-    return g_.permute(x.reshape(Shape{B, T, H, cfg_.head_dim()}), {0, 2, 1, 3});
-  }
-  // [B, H, T, X] (contiguous) viewed as [B, KV, G*T, X]: the query heads of each kv head stacked as rows.
-  Tensor groups(const Tensor& x, int64_t B, int64_t T) const {
-    const int64_t KV = cfg_.kv_heads(), G = cfg_.n_heads / KV;
-    return x.reshape(Shape{B, KV, G * T, x.shape()[3]});
-  }
-  Tensor unheads(const Tensor& x, int64_t B, int64_t T) {  // [B, H, T, hd] -> [R, D]
-    return g_.permute(x, {0, 2, 1, 3}).reshape(Shape{B * T, cfg_.dim});
-  }
-
   Tensor block_forward(const Tensor& x, const Model::Impl::Layer& L, int64_t B, int64_t T, BlockSaved& s) {
     const float scale = 1.0f / std::sqrt(static_cast<float>(cfg_.head_dim()));
     const int64_t H = cfg_.n_heads, KV = cfg_.kv_heads(), hd = cfg_.head_dim();
     s.x = x;
     std::tie(s.h, s.rstd1) = g_.rms_norm(x, L.attn_norm->value, cfg_.norm_eps);
     Tensor q = lin(s.h, L.q, s.q), k = lin(s.h, L.k, s.k), v = lin(s.h, L.v, s.v);
-    Tensor qr = g_.rope(q.reshape(Shape{B, T, H, hd}), cfg_.rope_theta, 0.0f);
-    Tensor kr = g_.rope(k.reshape(Shape{B, T, KV, hd}), cfg_.rope_theta, 0.0f);
-    s.qg = groups(g_.permute(qr, {0, 2, 1, 3}), B, T);
-    s.kp = g_.permute(kr, {0, 2, 1, 3});
-    s.vp = heads(v, B, T, KV);
-    // Scores per query head [B, H, T, T] for the causal mask, computed per kv head as [B, KV, G*T, T].
-    Tensor S = g_.bmm(s.qg, s.kp, false, true).reshape(Shape{B, H, T, T});
-    s.P = groups(g_.causal_softmax(S, scale), B, T);
-    s.Ot = unheads(g_.bmm(s.P, s.vp).reshape(Shape{B, H, T, hd}), B, T);
-    s.x2 = g_.add(x, lin(s.Ot, L.o, s.o));
+    s.qr = g_.rope(q.reshape(Shape{B, T, H, hd}), cfg_.rope_theta, 0.0f);
+    s.kr = g_.rope(k.reshape(Shape{B, T, KV, hd}), cfg_.rope_theta, 0.0f);
+    s.vr = v.reshape(Shape{B, T, KV, hd});
+    std::tie(s.attn, s.lse) = g_.attention(s.qr, s.kr, s.vr, scale);
+    s.x2 = g_.add(x, lin(s.attn.reshape(Shape{B * T, cfg_.dim}), L.o, s.o));
     std::tie(s.h2, s.rstd2) = g_.rms_norm(s.x2, L.ffn_norm->value, cfg_.norm_eps);
     s.g = lin(s.h2, L.gate, s.gate);
     s.u = lin(s.h2, L.up, s.up);
@@ -101,7 +88,7 @@ class Recorder {
 
   Tensor block_backward(const Tensor& dx3, const Model::Impl::Layer& L, int64_t B, int64_t T, const BlockSaved& s) {
     const float scale = 1.0f / std::sqrt(static_cast<float>(cfg_.head_dim()));
-    const Shape rd{B * T, cfg_.dim};
+    const Shape rd{B * T, cfg_.dim}, rkv{B * T, cfg_.kv_dim()};
     // MLP: x3 = x2 + down(silu(gate(h2)) * up(h2)), h2 = rms_norm(x2).
     Tensor dm = lin_backward(dx3, L.down, s.down);
     auto [dg, du] = g_.silu_mul_backward(dm, s.g, s.u);
@@ -110,20 +97,13 @@ class Recorder {
     Tensor dx2 = rms_norm_backward(dh2, s.x2, L.ffn_norm, s.rstd2);
     add_into(dx2, dx3);
     // Attention: x2 = x + o(attn(rope(q(h)), rope(k(h)), v(h))), h = rms_norm(x).
-    const int64_t H = cfg_.n_heads, hd = cfg_.head_dim();
-    const Shape rkv{B * T, cfg_.kv_dim()};
-    Tensor dO = groups(heads(lin_backward(dx2, L.o, s.o), B, T, H), B, T);  // [B, KV, G*T, hd]
-    Tensor dP = g_.bmm(dO, s.vp, false, true);
-    Tensor dvp = g_.bmm(s.P, dO, true, false);  // [B, KV, T, hd]: summed over the group's query heads
-    Tensor dS = g_.softmax_backward(s.P, dP);  // gradient w.r.t. scale*scores; the bmms below apply scale
-    Tensor dqp = g_.bmm(dS, s.kp, false, false, scale).reshape(Shape{B, H, T, hd});
-    Tensor dkp = g_.bmm(dS, s.qg, true, false, scale);  // [B, KV, T, hd], summed over the group
-    Tensor dq = g_.rope_backward(g_.permute(dqp, {0, 2, 1, 3}), cfg_.rope_theta, 0.0f).reshape(rd);
-    Tensor dk = g_.rope_backward(g_.permute(dkp, {0, 2, 1, 3}), cfg_.rope_theta, 0.0f).reshape(rkv);
-    Tensor dv = g_.permute(dvp, {0, 2, 1, 3}).reshape(rkv);
+    Tensor dattn = lin_backward(dx2, L.o, s.o).reshape(s.attn.shape());
+    auto [dqr, dkr, dvr] = g_.attention_backward(dattn, s.qr, s.kr, s.vr, s.attn, s.lse, scale);
+    Tensor dq = g_.rope_backward(dqr, cfg_.rope_theta, 0.0f).reshape(rd);
+    Tensor dk = g_.rope_backward(dkr, cfg_.rope_theta, 0.0f).reshape(rkv);
     Tensor dh = lin_backward(dq, L.q, s.q);
     add_into(dh, lin_backward(dk, L.k, s.k));
-    add_into(dh, lin_backward(dv, L.v, s.v));
+    add_into(dh, lin_backward(dvr.reshape(rkv), L.v, s.v));
     Tensor dx = rms_norm_backward(dh, s.x, L.attn_norm, s.rstd1);
     add_into(dx, dx2);
     return dx;
@@ -167,6 +147,11 @@ void check_batch(const ModelConfig& cfg, const std::vector<int32_t>& tokens, con
 
 }  // namespace
 
+// The factor the loss and the gradients carry: the loss scale under fp16, else 1.
+static double loss_scale_now(const Model& model) {
+  return model.precision() == Precision::fp16 ? static_cast<double>(model.scaler.scale) : 1.0;
+}
+
 static Model::Impl::StepProgram& step_program(Model& model, Model::Impl& m, Model::Impl::StepProgram& sp, int64_t B,
                                               int64_t T, bool train) {
   if (sp.program && sp.batch == B && sp.seq == T) return sp;
@@ -179,6 +164,7 @@ static Model::Impl::StepProgram& step_program(Model& model, Model::Impl& m, Mode
   sp.labels = b.zeros(Shape{B * T}, DType::i32);
   sp.n_valid = sp.program->slot("n_valid", 1.0f);
   Graph g(b, *sp.program);
+  g.set_precision(model.precision());  // fp16: every GEMM of the step takes fp16 operands
   Recorder rec(g, model.config(), m);
   sp.loss = rec.step(sp.tokens, sp.labels, sp.n_valid, B, T, train);
   sp.program->finalize();
@@ -192,11 +178,15 @@ float Model::accumulate(const std::vector<int32_t>& tokens, const std::vector<in
   auto& sp = step_program(*this, *impl_, impl_->train, batch, seq, true);
   backend_.upload(sp.tokens, tokens.data(), tokens.size() * sizeof(int32_t));
   backend_.upload(sp.labels, labels.data(), labels.size() * sizeof(int32_t));
-  sp.program->set(sp.n_valid, static_cast<float>(n_valid_total));
+  // fp16 scales the loss by dividing the mean's denominator: fused_ce's dlogits, and so every gradient,
+  // come out multiplied by the scale (exactly, for a power of two) at no extra pass; the loss read back is
+  // divided again.
+  const double loss_scale = loss_scale_now(*this);
+  sp.program->set(sp.n_valid, static_cast<float>(static_cast<double>(n_valid_total) / loss_scale));
   sp.program->replay();
   float loss = 0;
   backend_.download(sp.loss, &loss, sizeof(float));
-  return loss;  // this micro-batch's share of the step's mean loss
+  return static_cast<float>(loss / loss_scale);  // this micro-batch's share of the step's mean loss
 }
 
 float Model::evaluate(const std::vector<int32_t>& tokens, const std::vector<int32_t>& labels, int64_t batch, int64_t seq) {
@@ -239,7 +229,14 @@ static void record_optimizer(Model& model, Model::Impl& m) {
   m.max_norm = p.slot("max_norm", INFINITY);
   {
     Graph g(b, p);
-    Tensor coef = g.clip_coef(m.grad_norm, m.max_norm);
+    Tensor coef;
+    if (model.precision() == Precision::fp16) {
+      // The gradients carry the loss scale: clip on the unscaled norm, and unscale with the same multiply.
+      m.inv_scale = p.slot("inv_scale", 1.0f);
+      coef = g.scale(g.clip_coef(g.scale(m.grad_norm, m.inv_scale), m.max_norm), m.inv_scale);
+    } else {
+      coef = g.clip_coef(m.grad_norm, m.max_norm);
+    }
     for (const Tensor& gr : grads) g.call(Op::mul, {gr, coef}, {gr});
     for (Param& q : model.params()) {
       if (!q.trainable) continue;
@@ -258,6 +255,31 @@ static void record_optimizer(Model& model, Model::Impl& m) {
   }
 }
 
+// fp16: the scaled gradients of `step` overflowed. The step is skipped (the caller zeroes the gradients),
+// counted, and the scale backs off; an overflow already at the floor ends training.
+static void on_overflow(LossScaler& s, int64_t step) {
+  s.last_overflowed = true;
+  ++s.overflows;
+  ++s.overflows_in_a_row;
+  s.good_steps = 0;
+  const float was = s.scale;
+  s.scale = was * s.backoff;
+  ET_CHECK_KIND(ErrorKind::numeric, was > s.min_scale, "fp16 loss scaling: step ", step,
+                ": the gradients overflowed fp16 at loss scale ", was, ", the floor (min_scale ", s.min_scale, "); ",
+                s.overflows_in_a_row, " steps in a row (", step - s.overflows_in_a_row + 1, "..", step,
+                ") overflowed and were skipped, so no weight was written. The gradients do not fit fp16 even "
+                "unscaled: train this model with --precision fp32");
+}
+
+// fp16: an applied step; after growth_interval of them in a row the scale grows (while it stays finite).
+static void on_good_step(LossScaler& s) {
+  s.last_overflowed = false;
+  s.overflows_in_a_row = 0;
+  if (++s.good_steps < s.growth_interval) return;
+  s.good_steps = 0;
+  if (std::isfinite(s.scale * s.growth)) s.scale *= s.growth;
+}
+
 float Model::update(const OptimConfig& opt, int64_t step, bool apply) {
   if (!impl_->apply_prog) record_optimizer(*this, *impl_);
   Impl& m = *impl_;
@@ -265,13 +287,23 @@ float Model::update(const OptimConfig& opt, int64_t step, bool apply) {
   float norm = 0;
   backend_.download(m.grad_norm, &norm, sizeof(float));
   steps_done = step;  // taken, even when skipped: the step consumed its batch
+  const bool fp16 = precision_ == Precision::fp16;
+  const float loss_scale = scaler.scale;
+  if (fp16) norm /= loss_scale;
   if (!std::isfinite(norm) || !apply) {
     m.zero_prog->replay();  // nothing is written to the weights or the moments
+    if (fp16 && !std::isfinite(norm)) {
+      on_overflow(scaler, step);
+    } else if (fp16) {  // skipped for the caller's reason (a NaN loss), not an overflow
+      scaler.last_overflowed = false;
+      scaler.overflows_in_a_row = 0;
+    }
     return norm;
   }
   ++adam_steps;
   const double t = static_cast<double>(adam_steps);
   Program& p = *m.apply_prog;
+  if (fp16) p.set(m.inv_scale, 1.0f / loss_scale);
   p.set(m.lr, opt.lr_at(step));
   p.set(m.beta1, opt.beta1);
   p.set(m.beta2, opt.beta2);
@@ -281,7 +313,24 @@ float Model::update(const OptimConfig& opt, int64_t step, bool apply) {
   p.set(m.bc2, static_cast<float>(1.0 - std::pow(static_cast<double>(opt.beta2), t)));
   p.set(m.max_norm, opt.grad_clip > 0 ? opt.grad_clip : INFINITY);
   p.replay();
+  if (fp16) on_good_step(scaler);
   return norm;
+}
+
+void Model::set_precision(Precision p) {
+  if (p == precision_) return;
+  // The gradients hold the old precision's scale: start from zero.
+  for (Param& q : params_)
+    if (q.trainable) {
+      std::vector<float> z(static_cast<size_t>(q.grad.numel()), 0.0f);
+      backend_.upload(q.grad, z.data(), z.size() * sizeof(float));
+    }
+  precision_ = p;
+  impl_->train = {};
+  impl_->eval = {};
+  impl_->norm_prog.reset();
+  impl_->apply_prog.reset();
+  impl_->zero_prog.reset();
 }
 
 std::map<std::string, std::vector<float>> Model::gradients(const std::vector<int32_t>& tokens,
@@ -293,8 +342,12 @@ std::map<std::string, std::vector<float>> Model::gradients(const std::vector<int
   for (int32_t l : labels) valid += l >= 0;
   accumulate(tokens, labels, batch, seq, std::max<int64_t>(valid, 1));
   std::map<std::string, std::vector<float>> out;
+  const double loss_scale = loss_scale_now(*this);
   for (Param& p : params_)
-    if (p.trainable) out[p.name] = backend_.to_vector<float>(p.grad);
+    if (p.trainable) {
+      out[p.name] = backend_.to_vector<float>(p.grad);
+      for (float& g : out[p.name]) g = static_cast<float>(g / loss_scale);
+    }
   impl_->zero_prog->replay();
   return out;
 }

@@ -76,6 +76,12 @@ class HostTensor {
   std::vector<unsigned char> bytes_;
 };
 
+// An operand value of a matrix product: as given, or with the call's f16 flag rounded to the nearest fp16
+// (ties to even, overflow to inf; ops.inc). Products of such values are exact in double.
+float gemm_operand(float v, bool f16);
+// The f16 flag of a matrix-product call: its optional int at index i (ops.inc), absent = 0.
+inline bool f16_flag(const Call& c, size_t i) { return c.ints.size() > i && c.ints[i] != 0; }
+
 // Index helpers shared by the reference files.
 // Row-major strides of a shape.
 void strides_of(const Shape& s, int64_t* strides);

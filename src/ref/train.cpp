@@ -13,15 +13,18 @@ namespace {
 
 // W[n,k] = (c[n,k] - 8) * scales[k / gs, n], read straight from the W_4X8 words. Only n < N, k < K are ever
 // asked for, so padding nibbles are never read.
+// With f16 the operand is that product as the fp32 kernels form it (one fp32 multiplication) rounded to fp16.
 double q4_weight(const uint32_t* words, const float* scales, int64_t N, int64_t N8, int64_t gs, int64_t n,
-                 int64_t k) {
+                 int64_t k, bool f16 = false) {
   uint32_t c = (words[q4::w4x8_word(n, k, N8)] >> q4::w4x8_shift(n, k)) & 0xFu;
+  if (f16) return gemm_operand(static_cast<float>(static_cast<int>(c) - 8) * scales[(k / gs) * N + n], true);
   return static_cast<double>(static_cast<int>(c) - 8) * static_cast<double>(scales[(k / gs) * N + n]);
 }
 
 }  // namespace
 
-// x [..., K] (M = rows), w W_4X8 u32 words, scales [G, N], bias [N] optional; y [..., N].
+// x [..., K] (M = rows), w W_4X8 u32 words, scales [G, N], bias [N] optional, ints {group_size, f16?};
+// y [..., N].
 // y[m,n] = sum_k x[m,k] * (c[n,k] - 8) * scales[k/gs, n] + bias[n]
 void linear_q4gsw(const Call& c) {
   const View &x = c.in[0], &y = c.out[0];
@@ -30,18 +33,20 @@ void linear_q4gsw(const Call& c) {
   const float* bias = c.has_in(3) ? c.in[3].as<float>() : nullptr;
   const int64_t gs = c.ints[0], K = x.shape.last(), N = c.in[2].shape[1], M = x.shape.rows();
   const int64_t N8 = (N + 7) / 8;
+  const bool f16 = f16_flag(c, 1);
   const float* xp = x.as<float>();
   float* yp = y.as<float>();
   for (int64_t m = 0; m < M; ++m)
     for (int64_t n = 0; n < N; ++n) {
       double acc = 0.0;
-      for (int64_t k = 0; k < K; ++k) acc += static_cast<double>(xp[m * K + k]) * q4_weight(w, s, N, N8, gs, n, k);
+      for (int64_t k = 0; k < K; ++k)
+        acc += static_cast<double>(gemm_operand(xp[m * K + k], f16)) * q4_weight(w, s, N, N8, gs, n, k, f16);
       if (bias) acc += bias[n];
       yp[m * N + n] = static_cast<float>(acc);
     }
 }
 
-// dy [..., N], w W_4X8, scales [G, N], ints {group_size, K}; dx [..., K].
+// dy [..., N], w W_4X8, scales [G, N], ints {group_size, K, f16?}; dx [..., K].
 // dx[m,k] = sum_n dy[m,n] * W[n,k]   (the transpose of linear_q4gsw; bias gets no gradient here)
 void linear_q4gsw_backward(const Call& c) {
   const View& dy = c.in[0];
@@ -49,28 +54,31 @@ void linear_q4gsw_backward(const Call& c) {
   const float* s = c.in[2].as<float>();
   const int64_t gs = c.ints[0], K = c.ints[1], N = c.in[2].shape[1], M = dy.shape.rows();
   const int64_t N8 = (N + 7) / 8;
+  const bool f16 = f16_flag(c, 2);
   const float* dyp = dy.as<float>();
   float* dx = c.out[0].as<float>();
   for (int64_t m = 0; m < M; ++m)
     for (int64_t k = 0; k < K; ++k) {
       double acc = 0.0;
-      for (int64_t n = 0; n < N; ++n) acc += static_cast<double>(dyp[m * N + n]) * q4_weight(w, s, N, N8, gs, n, k);
+      for (int64_t n = 0; n < N; ++n)
+        acc += static_cast<double>(gemm_operand(dyp[m * N + n], f16)) * q4_weight(w, s, N, N8, gs, n, k, f16);
       dx[m * K + k] = static_cast<float>(acc);
     }
 }
 
-// dy [..., N], x [..., K] with the same M rows, ints {accumulate}; dw [N, K] fp32.
-// dw[n,k] = (accumulate ? dw[n,k] : 0) + sum_m dy[m,n] * x[m,k]
+// dy [..., N], x [..., K] with the same M rows, ints {accumulate, f16?}; dw [N, K] fp32.
+// dw[n,k] = (accumulate ? dw[n,k] : 0) + sum_m dy[m,n] * x[m,k]   (the accumulated dw is never rounded)
 void linear_dW(const Call& c) {
   const View &dy = c.in[0], &x = c.in[1];
   const int64_t N = dy.shape.last(), K = x.shape.last(), M = dy.shape.rows();
-  const bool accumulate = c.ints[0] != 0;
+  const bool accumulate = c.ints[0] != 0, f16 = f16_flag(c, 1);
   const float *dyp = dy.as<float>(), *xp = x.as<float>();
   float* dw = c.out[0].as<float>();
   for (int64_t n = 0; n < N; ++n)
     for (int64_t k = 0; k < K; ++k) {
       double acc = accumulate ? static_cast<double>(dw[n * K + k]) : 0.0;
-      for (int64_t m = 0; m < M; ++m) acc += static_cast<double>(dyp[m * N + n]) * xp[m * K + k];
+      for (int64_t m = 0; m < M; ++m)
+        acc += static_cast<double>(gemm_operand(dyp[m * N + n], f16)) * gemm_operand(xp[m * K + k], f16);
       dw[n * K + k] = static_cast<float>(acc);
     }
 }

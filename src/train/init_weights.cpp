@@ -114,6 +114,13 @@ InitReport init_weights_from(const std::string& path, Model& model, bool requant
     model.quantize_from_masters();
     std::printf("  4-bit weights of %ld linears quantized from the masters: the only choice, as %s\n",
                 static_cast<long>(rep.linears), why.c_str());
+    if (foreign) {
+      // The masters are the file's weights (decoded exactly): how far q4gsw takes the model from them.
+      rep.import_error = interop_detail::q4_error(model);
+      std::printf("  q4gsw (group %ld) against the file's weights: %s\n  %s\n",
+                  static_cast<long>(model.config().group_size), rep.import_error.summary().c_str(),
+                  rep.import_error.worst_line().c_str());
+    }
     return rep;
   }
   // The file's own 4-bit weights: what its model computed with. Kept as they are; --requantize replaces them

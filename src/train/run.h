@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "edgetrain/interop.h"
 #include "edgetrain/tokenizer.h"
 #include "edgetrain/trainer.h"
 
@@ -17,12 +18,18 @@ namespace edgetrain::training {
 
 // Throws Error naming the flag of the first bad value (and the bad entry of a --backend list).
 void validate_options(const TrainOptions& o);
+// A duration: "4m", "90s", "1h30m", "2m30.5s" or a plain number of seconds ("240"). Throws Error naming
+// the flag and the text when it is not one or is not > 0.
+double parse_duration(const std::string& text, const std::string& flag);
+// "4m00s", "1h02m", "12.5s": for messages.
+std::string format_duration(double seconds);
 // The options a checkpoint records (JSON text), and --resume's restoration of them.
 std::string options_record(const TrainOptions& o);
 void restore_options(TrainOptions& o, const std::string& record);
 std::string checkpoint_path(const TrainOptions& o);  // out_dir/checkpoint.safetensors
 // What the run will do. --resume: the model and options the checkpoint records (only the step budget may
-// grow). --init: the model shape of that file with this run's mode, group size and LoRA settings. seq 0
+// grow; a given total_steps of 0 keeps the checkpoint's; a time budget is an error: the checkpoint's
+// schedule is fixed). --init: the model shape of that file with this run's mode, group size and LoRA settings. seq 0
 // becomes min(128, the model's max_seq). Reads files, writes nothing; validates the result.
 TrainOptions resolve_options(const TrainOptions& given);
 
@@ -40,13 +47,16 @@ struct RunData {
 // removes checkpoint temp files that writers killed mid save left behind.
 RunData open_data(TrainOptions& o);
 
-// The tokens and labels of micro-batch `micro` of `step`: o.batch windows of o.seq + 1 tokens at positions
-// drawn from a counter-based RNG keyed by (seed, step, micro), all inside the training split — so a resumed
-// run sees exactly the batches an uninterrupted one would.
+// The tokens and labels of micro-batch `micro` of `step`: windows first .. first + count - 1 of its o.batch
+// windows of o.seq + 1 tokens, at positions drawn from a counter-based RNG keyed by (seed, step, micro,
+// window), all inside the training split — so a resumed run sees exactly the batches an uninterrupted one
+// would, and a data-parallel rank takes its share of the same global batch whatever the rank count
+// (count < 0: all o.batch windows).
 void training_batch(const RunData& d, const TrainOptions& o, int64_t step, int64_t micro, std::vector<int32_t>& tokens,
-                    std::vector<int32_t>& labels);
+                    std::vector<int32_t>& labels, int64_t first = 0, int64_t count = -1);
 
 // When the loop evaluates, writes a checkpoint and prints a plain log line: every N steps and at the last.
+// The total is that of the options when the cadence is made, or the one a time budget settles on.
 struct Cadence {
   int64_t total_steps, eval_every, checkpoint_every, log_every;
   explicit Cadence(const TrainOptions& o)
@@ -56,6 +66,21 @@ struct Cadence {
   bool checkpoints(int64_t step) const { return step % checkpoint_every == 0 || step == total_steps; }
   bool logs(int64_t step) const { return step % log_every == 0; }
 };
+
+// ---- a time budget (run_options.cpp) ----
+
+// How many steps a run of budget_s seconds takes, decided after `step` steps at elapsed_s seconds since the
+// budget's clock started: each further step costs step_s plus its share of the evaluations and checkpoints
+// (eval_s every eval_every steps, save_s every checkpoint_every), and the last step one of each. At least
+// `step`, at most max_steps.
+struct BudgetPlan {
+  double budget_s, elapsed_s, step_s, eval_s, save_s;
+  int64_t eval_every, checkpoint_every, max_steps;
+  int64_t total_steps(int64_t step) const;
+};
+// The steps whose times the plan waits for: the first 30, or all of the warmup when shorter (the learning
+// rate of a warmup step does not depend on the total; it needs a warmup of at least one step).
+int64_t budget_calibration_steps(const TrainOptions& o);
 
 // ---- start from another model's weights (init_weights.cpp) ----
 
@@ -69,6 +94,9 @@ struct InitReport {
   bool kept = false;      // their codes and scales are the file's
   double rms_change = 0;  // --requantize: RMS of W_new - W_file over the 4-bit linears / RMS of W_file
   double max_change = 0;  //   and max |W_new - W_file| / RMS of W_file (W: dequantized weights)
+  // A GGUF file or Hugging Face folder: the q4gsw weights against the file's (printed: one summary line and
+  // the worst tensor).
+  WeightError import_error;
 };
 InitReport init_weights_from(const std::string& path, Model& model, bool requantize = false);
 

@@ -96,14 +96,14 @@ RunData open_data(TrainOptions& o) {
 }
 
 void training_batch(const RunData& d, const TrainOptions& o, int64_t step, int64_t micro, std::vector<int32_t>& tokens,
-                    std::vector<int32_t>& labels) {
-  const int64_t batch = o.batch, seq = o.seq;
+                    std::vector<int32_t>& labels, int64_t first, int64_t count) {
+  const int64_t batch = count < 0 ? o.batch : count, seq = o.seq;
   const uint64_t key = mix(o.seed) ^ static_cast<uint64_t>(step * o.accum + micro);
   tokens.resize(static_cast<size_t>(batch * seq));
   labels.resize(tokens.size());
   const uint64_t span = static_cast<uint64_t>(d.val_begin - seq);  // >= 2: open_data checked val_begin > seq + 1
   for (int64_t b = 0; b < batch; ++b) {
-    const int64_t start = static_cast<int64_t>(mix(key * 1000003u + static_cast<uint64_t>(b)) % span);
+    const int64_t start = static_cast<int64_t>(mix(key * 1000003u + static_cast<uint64_t>(first + b)) % span);
     for (int64_t t = 0; t < seq; ++t) {
       tokens[b * seq + t] = d.tokens->at(start + t);
       labels[b * seq + t] = d.tokens->at(start + t + 1);

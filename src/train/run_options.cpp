@@ -1,6 +1,10 @@
 // The first phase of a training run: the options it will actually use — checked, restored from the
 // checkpoint on --resume, the model shape taken from the file on --init.
+#include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <cstdio>
+#include <stdexcept>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -26,6 +30,13 @@ void validate_options(const TrainOptions& o) {
   ET_CHECK(o.optim.eps > 0 && std::isfinite(o.optim.eps), "train: AdamW eps must be > 0, got ", o.optim.eps);
   ET_CHECK(o.time_limit_s >= 0 && std::isfinite(o.time_limit_s), "train: --time-limit must be >= 0 (0 = none), got ",
            o.time_limit_s);
+  ET_CHECK(o.time_budget_s >= 0 && std::isfinite(o.time_budget_s), "train: --time must be > 0, got ", o.time_budget_s);
+  if (o.time_budget_s > 0) {
+    ET_CHECK(o.time_limit_s == 0, "train: --time and --time-limit cannot be combined: --time fits the schedule to the "
+             "time, --time-limit cuts a fixed schedule short");
+    ET_CHECK(o.optim.warmup_steps >= 1, "train: --time needs --warmup >= 1: the total is fixed after the first steps, "
+             "and their learning rates must not depend on it");
+  }
   ET_CHECK(o.threads >= 0, "train: --threads must be >= 0 (0 = all cores), got ", o.threads);
   ET_CHECK(o.sample_tokens >= 0, "train: --sample-tokens must be >= 0 (0 = none), got ", o.sample_tokens);
   ET_CHECK(o.optim.min_lr_ratio >= 0 && o.optim.min_lr_ratio <= 1, "train: --min-lr-ratio must be in [0, 1]");
@@ -37,6 +48,9 @@ void validate_options(const TrainOptions& o) {
   ET_CHECK(!o.requantize || !o.init.empty(), "train: --requantize applies to the 4-bit weights of --init's file, "
            "and there is no --init");
   ET_CHECK(!o.requantize || o.model.mode != TrainMode::fp32, "train: --requantize: mode fp32 has no 4-bit weights");
+  check_precision_flag(o.precision);
+  ET_CHECK(o.loss_scale > 0 && std::isfinite(o.loss_scale), "train: --loss-scale must be > 0, got ", o.loss_scale);
+  ET_CHECK(o.loss_scale_interval >= 1, "train: --loss-scale-interval must be >= 1, got ", o.loss_scale_interval);
   parse_backend_spec(o.backend);  // names the bad entry before any file or device is touched
 }
 
@@ -47,7 +61,8 @@ std::string options_record(const TrainOptions& o) {
       {"val_fraction", o.val_fraction}, {"lr", o.optim.lr},         {"min_lr_ratio", o.optim.min_lr_ratio},
       {"warmup_steps", o.optim.warmup_steps}, {"total_steps", o.optim.total_steps},
       {"beta1", o.optim.beta1},       {"beta2", o.optim.beta2},     {"eps", o.optim.eps},
-      {"weight_decay", o.optim.weight_decay}, {"grad_clip", o.optim.grad_clip}};
+      {"weight_decay", o.optim.weight_decay}, {"grad_clip", o.optim.grad_clip},
+      {"time_budget_s", o.time_budget_s}};  // what planned total_steps (0: none); --resume does not plan again
   return j.dump();
 }
 
@@ -64,12 +79,66 @@ void restore_options(TrainOptions& o, const std::string& record) {
 
 std::string checkpoint_path(const TrainOptions& o) { return o.out_dir + "/checkpoint.safetensors"; }
 
+double parse_duration(const std::string& text, const std::string& flag) {
+  auto bad = [&]() {
+    fail("train: ", flag, " '", text, "': expected a duration like 4m, 90s, 1h30m or 2m30s, or a number of seconds");
+  };
+  double total = 0;
+  size_t at = 0;
+  bool any = false;
+  while (at < text.size()) {
+    size_t used = 0;
+    double v = 0;
+    try {
+      if (!std::isdigit(static_cast<unsigned char>(text[at])) && text[at] != '.') bad();
+      v = std::stod(text.substr(at), &used);
+    } catch (const std::logic_error&) {
+      bad();
+    }
+    at += used;
+    double unit = 1;
+    if (at < text.size()) {
+      const char u = text[at++];
+      unit = u == 'h' ? 3600 : u == 'm' ? 60 : u == 's' ? 1 : 0;
+      if (unit == 0) bad();
+    } else if (any) {
+      bad();  // "4m30": the last number needs its unit too
+    }
+    total += v * unit;
+    any = true;
+  }
+  if (!any || !std::isfinite(total)) bad();
+  ET_CHECK(total > 0, "train: ", flag, " must be > 0, got '", text, "'");
+  return total;
+}
+
+std::string format_duration(double s) {
+  char buf[32];
+  if (s < 60) std::snprintf(buf, sizeof buf, "%.1fs", s);
+  else if (s < 3600) std::snprintf(buf, sizeof buf, "%dm%02ds", static_cast<int>(s / 60), static_cast<int>(s) % 60);
+  else std::snprintf(buf, sizeof buf, "%dh%02dm", static_cast<int>(s / 3600), static_cast<int>(s / 60) % 60);
+  return buf;
+}
+
+int64_t BudgetPlan::total_steps(int64_t step) const {
+  const double per_step = step_s + eval_s / static_cast<double>(eval_every) +
+                          save_s / static_cast<double>(checkpoint_every);
+  const double left = budget_s - elapsed_s - eval_s - save_s;  // the last step evaluates and saves
+  const double fit = per_step > 0 ? std::floor(left / per_step) : 0;
+  const int64_t more = fit > 0 ? static_cast<int64_t>(std::min(fit, 1e15)) : 0;
+  return std::max(step, std::min(max_steps, step + more));
+}
+
+int64_t budget_calibration_steps(const TrainOptions& o) { return std::min<int64_t>(30, o.optim.warmup_steps); }
+
 TrainOptions resolve_options(const TrainOptions& given) {
   TrainOptions o = given;
   // Before either file is read: the error is the combination, not what --resume finds.
   ET_CHECK(!(o.resume && !o.init.empty()), "train: --resume and --init cannot be combined");
   const std::string ckpt = checkpoint_path(o);
   if (o.resume) {
+    ET_CHECK(o.time_budget_s == 0, "train: --time plans the schedule of a fresh run; --resume continues the "
+             "checkpoint's (use --steps to extend it)");
     ET_CHECK(std::filesystem::exists(ckpt), "train: --resume: no checkpoint at '", ckpt, "'");
     o.model = read_checkpoint_config(ckpt);
     std::map<std::string, std::string> meta = read_checkpoint_metadata(ckpt);

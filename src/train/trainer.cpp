@@ -16,9 +16,12 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
+#include <thread>
 
 #include "edgetrain/backends.h"
 #include "edgetrain/checkpoint.h"
+#include "edgetrain/dist.h"
+#include "train/data_parallel.h"
 #include "train/run.h"
 
 namespace edgetrain::training {
@@ -54,42 +57,86 @@ std::string meta_step(const std::string& path) {
   }
 }
 
-// One training step: its loss (summed over the micro-batches), gradient norm and wall time.
+// One training step: its loss (summed over the micro-batches and ranks), gradient norm, the loss scale it ran
+// at (fp16) and wall time, and what every rank agreed on at its end: a stop request (the signal's number) and
+// whether --time-limit ran out (rank 0's clock), so all ranks leave the loop after the same step.
 struct StepOutcome {
   double loss = 0;
   float norm = 0;
+  float loss_scale = 1;
   double seconds = 0;
+  double reduce_seconds = 0;  // of `seconds`: the gradient sum across ranks (download, all-reduce, upload)
+  int stop = 0;
+  bool out_of_time = false;
   bool finite() const { return std::isfinite(loss) && std::isfinite(norm); }
 };
 
-// TEST-ONLY fault injection: EDGETRAIN_TRAIN_FAULT=nan_loss@3,4 makes the loss of steps 3 and 4 NaN once
-// their gradients are computed, as an overflowing forward pass would, so tests reach the skipped-step
-// paths at chosen steps while the other steps train normally.
-std::set<int64_t> injected_nan_steps() {
+// TEST-ONLY fault injection, EDGETRAIN_TRAIN_FAULT=KIND@STEP[,STEP...]:
+//   nan_loss@3,4  the loss of steps 3 and 4 becomes NaN once their gradients are computed, as an overflowing
+//                 forward pass would, so tests reach the skipped-step paths at chosen steps;
+//   overflow@3,4  one gradient element of steps 3 and 4 becomes +inf before the update, as an fp16 overflow
+//                 of the scaled gradients would, so tests reach the loss scaler's skip and back-off.
+// The other steps train normally.
+struct Faults {
+  std::set<int64_t> nan_loss, overflow;
+};
+Faults injected_faults() {
   const char* v = std::getenv("EDGETRAIN_TRAIN_FAULT");
-  std::set<int64_t> steps;
-  if (v == nullptr || *v == '\0') return steps;
-  const std::string s = v, prefix = "nan_loss@";
-  ET_CHECK(s.rfind(prefix, 0) == 0, "EDGETRAIN_TRAIN_FAULT='", s, "': expected nan_loss@STEP[,STEP...]");
-  for (size_t at = prefix.size(); at <= s.size();) {
+  Faults f;
+  if (v == nullptr || *v == '\0') return f;
+  const std::string s = v;
+  const char* usage = "': expected nan_loss@STEP[,STEP...] or overflow@STEP[,STEP...] with steps >= 1";
+  const size_t atsign = s.find('@');
+  const std::string kind = s.substr(0, atsign);
+  ET_CHECK(atsign != std::string::npos && (kind == "nan_loss" || kind == "overflow"), "EDGETRAIN_TRAIN_FAULT='", s,
+           usage);
+  std::set<int64_t>& steps = kind == "nan_loss" ? f.nan_loss : f.overflow;
+  for (size_t at = atsign + 1; at <= s.size();) {
     const size_t comma = std::min(s.find(',', at), s.size());
     int64_t step = 0;
     const auto r = std::from_chars(s.data() + at, s.data() + comma, step);
-    ET_CHECK(r.ec == std::errc() && r.ptr == s.data() + comma && step >= 1, "EDGETRAIN_TRAIN_FAULT='", s,
-             "': expected nan_loss@STEP[,STEP...] with steps >= 1");
+    ET_CHECK(r.ec == std::errc() && r.ptr == s.data() + comma && step >= 1, "EDGETRAIN_TRAIN_FAULT='", s, usage);
     steps.insert(step);
     at = comma + 1;
   }
-  return steps;
+  return f;
+}
+
+// overflow@: +inf in the first element of the first trainable gradient.
+void inject_overflow(Model& m) {
+  for (Param& p : m.params()) {
+    if (!p.trainable) continue;
+    std::vector<float> g = m.backend().to_vector<float>(p.grad);
+    g[0] = INFINITY;
+    m.backend().upload(p.grad, g.data(), p.grad.nbytes());
+    return;
+  }
 }
 
 class TrainRun {
  public:
   explicit TrainRun(const TrainOptions& given)
-      : o_(resolve_options(given)), cadence_(o_), nan_steps_(injected_nan_steps()) {}
+      : o_(resolve_options(given)), cadence_(o_), faults_(injected_faults()) {
+    if (o_.comm == nullptr) own_comm_ = one_process();
+    comm_ = o_.comm != nullptr ? o_.comm : own_comm_.get();
+    root_ = comm_->rank() == 0;
+    const int64_t ranks = comm_->size();
+    ET_CHECK(o_.batch % ranks == 0, "train: --batch ", o_.batch, " cannot be split over ", ranks,
+             " ranks: use a multiple of ", ranks, " (the batch is the global one; each rank takes batch / ranks "
+             "sequences of every micro-batch)");
+    ET_CHECK(o_.time_budget_s <= 0 || ranks == 1, "train: a time budget (--time) is not supported with ", ranks,
+             " ranks: each would plan its own total; give --steps");
+    rank_batch_ = o_.batch / ranks;
+    rank_first_ = rank_batch_ * comm_->rank();
+  }
 
   TrainResult run() {  // the options were resolved by the constructor
+    t_budget_ = Clock::now();
+    // Rank 0 opens the data first (it may write the token cache and the tokenizer copy), then the others.
+    if (!root_) comm_->barrier("start-up");
     data_ = open_data(o_);
+    if (root_) comm_->barrier("start-up");
+    check_same_job(*comm_, o_, data_);
     start();
     open_metrics();
     loop();
@@ -104,8 +151,14 @@ class TrainRun {
   void loop();
   void skip(int64_t step, const StepOutcome& s);
   int stop_signal() const { return o_.stop != nullptr ? o_.stop->load() : 0; }
+  // The stop request every rank acts on: this process's signal, or with several ranks the one they agreed on
+  // at the end of the last step (a rank leaving the loop alone would leave the others waiting).
+  int stop_request() const { return comm_->size() == 1 ? stop_signal() : agreed_stop_; }
   bool record(int64_t step, const StepOutcome& s);
   void save(int64_t at_step);
+  bool planning() const { return o_.time_budget_s > 0 && !planned_; }
+  void calibrate(int64_t step);
+  void plan(int64_t step, bool write_checkpoint);
   void save_if_behind();
   std::string last_good() const;
   void end_progress_line() const {
@@ -116,8 +169,14 @@ class TrainRun {
   TrainResult finish_stopped(int signal);
 
   TrainOptions o_;  // resolved
-  const Cadence cadence_;
-  const std::set<int64_t> nan_steps_;  // EDGETRAIN_TRAIN_FAULT
+  Cadence cadence_;
+  std::unique_ptr<Communicator> own_comm_;  // one process, when the options bring none
+  Communicator* comm_ = nullptr;
+  bool root_ = true;                        // rank 0: writes the files and prints
+  int64_t rank_batch_ = 0, rank_first_ = 0; // this rank's windows of each micro-batch
+  int agreed_stop_ = 0;
+  double reduce_time_ = 0;  // seconds spent summing gradients across ranks, over the applied steps
+  const Faults faults_;  // EDGETRAIN_TRAIN_FAULT
   std::string ckpt_, metrics_path_;
   RunData data_;
   int64_t tokens_per_step_ = 0;
@@ -130,6 +189,13 @@ class TrainRun {
   std::optional<EvalResult> eval0_;   // the step-0 evaluation (fresh runs)
   std::optional<StepOutcome> first_;  // the first step, run during start-up
   Clock::time_point t_start_;
+  // A time budget (TrainOptions::time_budget_s): its clock, the step-0 evaluation's time, the times of the
+  // steps measured so far, and whether the total is fixed.
+  Clock::time_point t_budget_;
+  double eval0_s_ = 0;
+  std::vector<double> step_times_;
+  bool planned_ = false;
+  double budget_used_s_ = 0;
 
   // The loop.
   std::ofstream metrics_;
@@ -148,11 +214,27 @@ class TrainRun {
 StepOutcome TrainRun::train_step(int64_t step) {
   const auto t0 = Clock::now();
   StepOutcome s;
+  s.loss_scale = model_->scaler.scale;
   for (int64_t a = 0; a < o_.accum; ++a) {
-    training_batch(data_, o_, step, a, tokens_, labels_);
-    s.loss += model_->accumulate(tokens_, labels_, o_.batch, o_.seq, tokens_per_step_);
+    training_batch(data_, o_, step, a, tokens_, labels_, rank_first_, rank_batch_);
+    s.loss += model_->accumulate(tokens_, labels_, rank_batch_, o_.seq, tokens_per_step_);
   }
-  if (nan_steps_.count(step)) s.loss = std::nan("");
+  if (faults_.nan_loss.count(step)) s.loss = std::nan("");
+  // Each rank's loss and gradients are its share of the global batch's mean (divided by the global token
+  // count): their sums over the ranks are the step's. The same sum carries the stop decisions.
+  double control[3] = {s.loss, static_cast<double>(stop_signal()),
+                       root_ && o_.time_limit_s > 0 && seconds_since(t_start_) > o_.time_limit_s ? 1.0 : 0.0};
+  if (comm_->size() > 1) {
+    comm_->sum(control, 3, "loss all-reduce");
+    const auto r0 = Clock::now();
+    sum_gradients(*model_, *comm_);
+    s.reduce_seconds = seconds_since(r0);
+  }
+  s.loss = control[0];
+  s.stop = control[1] > 0 ? (stop_signal() ? stop_signal() : SIGTERM) : 0;
+  s.out_of_time = control[2] > 0;
+  agreed_stop_ = s.stop;
+  if (faults_.overflow.count(step)) inject_overflow(*model_);
   // A NaN/Inf loss never reaches the weights, even when the gradient norm happens to be finite.
   s.norm = model_->update(o_.optim, step, std::isfinite(s.loss));
   s.seconds = seconds_since(t0);
@@ -170,6 +252,11 @@ void TrainRun::start() {
   BackendOptions bo;
   bo.threads = o_.threads;
   bo.device = o_.device;
+  if (comm_->size() > 1) {  // one process per device: the local rank picks it (--device still wins)
+    if (bo.device.empty()) bo.device = std::to_string(comm_->local_rank());
+    if (bo.threads == 0)  // the CPU's cores shared by this machine's ranks
+      bo.threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / comm_->local_size());
+  }
   const std::vector<BackendCandidate> plan = backend_plan(o_.backend, bo);
   try {
     first_that_starts(plan, [this](const BackendCandidate& c) { start_on(c); }, " at start-up");
@@ -189,6 +276,10 @@ void TrainRun::start_on(const BackendCandidate& c) {
   backend_ = make_backend(c.backend, c.options);
   model_ = std::make_unique<Model>(*backend_, o_.model);
   Model& m = *model_;
+  const PrecisionChoice precision = choose_precision(o_.precision, *backend_);
+  m.set_precision(precision.precision);
+  m.scaler.scale = o_.loss_scale;  // a checkpoint's own scale replaces it on --resume
+  m.scaler.growth_interval = o_.loss_scale_interval;
   m.init(o_.seed);
   if (o_.resume) load_checkpoint(ckpt_, m, nullptr);
   else if (!o_.init.empty()) init_weights_from(o_.init, m, o_.requantize);
@@ -198,14 +289,31 @@ void TrainRun::start_on(const BackendCandidate& c) {
               mode_name(o_.model.mode), static_cast<long>(o_.model.group_size), backend_->name().c_str(),
               backend_->device_name().c_str());
   if (!c.why.empty()) std::printf("  %s\n", c.why.c_str());
-  std::printf("  corpus %s: %ld tokens (%s), %ld for validation; %ld tokens per step; steps %ld..%ld\n",
-              o_.corpus.c_str(), static_cast<long>(data_.size), data_.tok->name().c_str(),
-              static_cast<long>(data_.val_len()), static_cast<long>(tokens_per_step_),
-              static_cast<long>(start_step_ + 1), static_cast<long>(o_.optim.total_steps));
+  std::printf("  %s\n", precision.why.c_str());
+  if (precision.precision == Precision::fp16)
+    std::printf("  loss scale %g (x%g after %ld applied steps in a row, x%g on an overflow, which skips the step)\n",
+                m.scaler.scale, m.scaler.growth, static_cast<long>(m.scaler.growth_interval), m.scaler.backoff);
+  if (comm_->size() > 1) {
+    const ReduceSize r = reduce_size(m);
+    std::printf("  data parallel: %s; %ld sequences per rank of the global batch %ld; all-reduce of %.1f MB per "
+                "step (%ld gradient tensors in %ld buckets of <= %zu MiB, host-staged)\n",
+                comm_->name().c_str(), static_cast<long>(rank_batch_), static_cast<long>(o_.batch), r.bytes / 1e6,
+                static_cast<long>(r.tensors), static_cast<long>(r.buckets), kBucketBytes >> 20);
+  }
+  std::printf("  corpus %s: %ld tokens (%s), %ld for validation; %ld tokens per step; ", o_.corpus.c_str(),
+              static_cast<long>(data_.size), data_.tok->name().c_str(), static_cast<long>(data_.val_len()),
+              static_cast<long>(tokens_per_step_));
+  if (o_.time_budget_s > 0)
+    std::printf("time budget %s: the steps that fit, planned after the first %ld\n",
+                format_duration(o_.time_budget_s).c_str(), static_cast<long>(budget_calibration_steps(o_)));
+  else
+    std::printf("steps %ld..%ld\n", static_cast<long>(start_step_ + 1), static_cast<long>(o_.optim.total_steps));
   std::fflush(stdout);
   t_start_ = Clock::now();
   if (start_step_ == 0) {
+    const auto t_eval = Clock::now();
     eval0_ = evaluate_split(m, *data_.tokens, data_.val_begin, data_.size, o_.batch, o_.seq, o_.eval_batches);
+    eval0_s_ = seconds_since(t_eval);
     std::printf("  step 0: validation loss %.4f (perplexity %.2f)\n", eval0_->loss, eval0_->perplexity);
     std::fflush(stdout);
   }
@@ -227,16 +335,20 @@ void TrainRun::open_metrics() {
       if (j.contains("val_loss")) val_curve_.push_back({j["step"], j["val_loss"].get<double>()});
     }
   }
-  {
-    std::ofstream out(metrics_path_, std::ios::trunc);
-    for (auto& l : kept) out << l << "\n";
+  tty_ = root_ && o_.progress && ::isatty(STDERR_FILENO);
+  if (root_) {  // rank 0 alone writes files
+    {
+      std::ofstream out(metrics_path_, std::ios::trunc);
+      for (auto& l : kept) out << l << "\n";
+    }
+    metrics_.open(metrics_path_, std::ios::app);
   }
-  metrics_.open(metrics_path_, std::ios::app);
-  tty_ = o_.progress && ::isatty(STDERR_FILENO);
   if (eval0_) {
     res_.first_val_loss = static_cast<float>(eval0_->loss);
     val_curve_.push_back({0, eval0_->loss});
-    metrics_ << nlohmann::json{{"step", 0}, {"val_loss", eval0_->loss}, {"val_ppl", eval0_->perplexity}}.dump() << "\n";
+    if (root_)
+      metrics_ << nlohmann::json{{"step", 0}, {"val_loss", eval0_->loss}, {"val_ppl", eval0_->perplexity}}.dump()
+               << "\n";
   }
 }
 
@@ -245,15 +357,28 @@ void TrainRun::open_metrics() {
 void TrainRun::loop() {
   last_step_ = start_step_;
   for (int64_t step = start_step_ + 1; step <= o_.optim.total_steps; ++step) {
-    if (step > start_step_ + 1 && stop_signal()) break;  // the first step ran at start-up: record it first
-    const StepOutcome s = step == start_step_ + 1 && first_ ? *first_ : train_step(step);
+    if (step > start_step_ + 1 && stop_request()) break;  // the first step ran at start-up: record it first
+    StepOutcome s;
+    try {
+      s = step == start_step_ + 1 && first_ ? *first_ : train_step(step);
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::numeric || !model_->scaler.last_overflowed) throw;
+      // The loss scaler gave up (every step overflowed down to its floor); the skipped steps wrote nothing.
+      // Every rank sees the same summed gradients, so all of them end here together.
+      save_if_behind();
+      end_progress_line();
+      fail_kind(ErrorKind::numeric, "train: ", e.what(), "; ", last_good());
+    }
     last_step_ = step;
+    if (planning()) step_times_.push_back(s.seconds);
     if (!s.finite()) {
       skip(step, s);
       continue;
     }
     skipped_in_a_row_ = 0;
     ++applied_;
+    reduce_time_ += s.reduce_seconds;
+    if (planning()) calibrate(step);  // before record(): the cadence needs the total
     const bool out_of_time = record(step, s);
     if (cadence_.checkpoints(step) || out_of_time) save(step);
     if (out_of_time) {
@@ -271,6 +396,14 @@ void TrainRun::loop() {
 // it, with the weights and moments as they were before it.
 void TrainRun::skip(int64_t step, const StepOutcome& s) {
   const bool loss_bad = !std::isfinite(s.loss);
+  if (!loss_bad && model_->precision() == Precision::fp16 && model_->scaler.last_overflowed) {
+    // fp16 loss scaling at work, not an error: the scaled gradients overflowed, the scale backed off.
+    std::printf("  step %ld: fp16 gradient overflow at loss scale %g: step skipped (weights unchanged), scale now %g\n",
+                static_cast<long>(step), s.loss_scale, model_->scaler.scale);
+    std::fflush(stdout);
+    if (cadence_.checkpoints(step)) save(step);
+    return;
+  }
   if (!o_.skip_nan_steps) {
     end_progress_line();
     fail_kind(ErrorKind::numeric, "train: step ", step, ": ", loss_bad ? "loss" : "gradient norm", " is ",
@@ -303,11 +436,16 @@ bool TrainRun::record(int64_t step, const StepOutcome& s) {
                          {"lr", lr},
                          {"grad_norm", s.norm},
                          {"step_s", s.seconds},
+                         {"reduce_s", s.reduce_seconds},
                          {"tokens", step * tokens_per_step_},
                          {"elapsed_s", seconds_since(t_start_)},
                          {"rss_mb", rss_mb("VmRSS:")}};
+  if (model_->precision() == Precision::fp16) {
+    line["loss_scale"] = s.loss_scale;  // the scale this step ran at
+    line["overflow_steps"] = model_->scaler.overflows;
+  }
   const bool do_eval = cadence_.evaluates(step);
-  const bool out_of_time = o_.time_limit_s > 0 && seconds_since(t_start_) > o_.time_limit_s;
+  const bool out_of_time = s.out_of_time;  // decided at the end of the step, by every rank alike
   if (do_eval || out_of_time) {
     EvalResult e = evaluate_split(*model_, *data_.tokens, data_.val_begin, data_.size, o_.batch, o_.seq, o_.eval_batches);
     line["val_loss"] = e.loss;
@@ -317,13 +455,18 @@ bool TrainRun::record(int64_t step, const StepOutcome& s) {
   }
   if (window_time_ > 0) tok_s_ = window_tokens_ / window_time_;
   line["tokens_per_s"] = tok_s_;
-  metrics_ << line.dump() << "\n";
-  metrics_.flush();
+  if (root_) {
+    metrics_ << line.dump() << "\n";
+    metrics_.flush();
+  }
   const double elapsed = seconds_since(t_start_);
   const long total = static_cast<long>(o_.optim.total_steps);
   const double eta =
       tok_s_ > 0 ? static_cast<double>((o_.optim.total_steps - step) * tokens_per_step_) / tok_s_ : 0;
-  if (tty_) {
+  if (tty_ && planning()) {
+    std::fprintf(stderr, "\r  step %ld  loss %.3f  lr %.2e  %.0f tok/s  (measuring the step time)   ", static_cast<long>(step),
+                 s.loss, lr, tok_s_);
+  } else if (tty_) {
     const int width = 24, fill = static_cast<int>(width * step / o_.optim.total_steps);
     std::fprintf(stderr, "\r  [%s%s] step %ld/%ld  loss %.3f  lr %.2e  %.0f tok/s  eta %s   ",
                  std::string(static_cast<size_t>(fill), '#').c_str(),
@@ -342,9 +485,56 @@ bool TrainRun::record(int64_t step, const StepOutcome& s) {
   return out_of_time;
 }
 
+// A time budget's calibration: the plan is made once the calibration steps are measured, or earlier when
+// even one more step would not fit.
+void TrainRun::calibrate(int64_t step) {
+  const double elapsed = seconds_since(t_budget_);
+  if (step - start_step_ >= budget_calibration_steps(o_) || elapsed + step_times_.back() + eval0_s_ > o_.time_budget_s)
+    plan(step, true);
+}
+
+// Fixes the total from the measured times: the median of the steps after the first (which records the
+// programs), or the first alone; the step-0 evaluation (which records the evaluation program: on the safe
+// side); and, with write_checkpoint, a checkpoint written now, which times a save and holds the plan should
+// the run stop early (written again if the save's time changes the total).
+void TrainRun::plan(int64_t step, bool write_checkpoint) {
+  planned_ = true;
+  std::vector<double> t(step_times_.size() > 1 ? step_times_.begin() + 1 : step_times_.begin(), step_times_.end());
+  std::sort(t.begin(), t.end());
+  const double step_s = t.empty() ? 0 : t[t.size() / 2];
+  BudgetPlan p{o_.time_budget_s, seconds_since(t_budget_), step_s, eval0_s_, 0, o_.eval_every, o_.checkpoint_every,
+               o_.optim.total_steps};
+  int64_t total = p.total_steps(step);
+  o_.optim.total_steps = total;  // what checkpoints record
+  if (write_checkpoint && total > step) {  // the last step saves anyway
+    const auto t_save = Clock::now();
+    save(step);
+    p.save_s = seconds_since(t_save);
+    p.elapsed_s = seconds_since(t_budget_);
+    total = p.total_steps(step);
+    if (total != o_.optim.total_steps) {
+      o_.optim.total_steps = total;
+      save(step);
+    }
+  }
+  cadence_.total_steps = total;
+  end_progress_line();
+  std::printf("  time budget %s: after %ld steps (%s), %.1f ms per step, %.0f ms per evaluation, %.0f ms per "
+              "checkpoint: %ld steps in all (warmup %ld, cosine to step %ld)\n",
+              format_duration(o_.time_budget_s).c_str(), static_cast<long>(step), format_duration(p.elapsed_s).c_str(),
+              step_s * 1e3, eval0_s_ * 1e3, p.save_s * 1e3, static_cast<long>(total),
+              static_cast<long>(std::min(o_.optim.warmup_steps, total)), static_cast<long>(total));
+  std::fflush(stdout);
+}
+
 // A failed save (disk full, file size limit, I/O error) stops the run; the atomic writer has left the
 // previous checkpoint as it was, and the message says so.
 void TrainRun::save(int64_t at_step) {
+  if (planning()) plan(at_step, false);  // every checkpoint holds a fixed total
+  if (!root_) {  // rank 0 writes the checkpoint; every rank holds the same weights
+    saved_step_ = model_->steps_done;
+    return;
+  }
   const bool had = fs::exists(ckpt_);
   try {
     save_checkpoint(ckpt_, *model_, {{"train_options", options_record(o_)}, {"tokenizer", o_.tokenizer}});
@@ -371,19 +561,21 @@ std::string TrainRun::last_good() const {
 
 // The result's figures and files, and the loss curve: whichever way the run ends.
 void TrainRun::close_result() {
+  budget_used_s_ = seconds_since(t_budget_);
   res_.steps = last_step_;
   res_.seconds = seconds_since(t_start_);
   res_.tokens_per_s = tok_s_;
   res_.checkpoint = ckpt_;
   res_.metrics = metrics_path_;
   res_.curve = o_.out_dir + "/loss.svg";
-  write_loss_svg(res_.curve, train_curve_, val_curve_,
+  if (root_)
+    write_loss_svg(res_.curve, train_curve_, val_curve_,
                  "edgetrain " + std::string(mode_name(o_.model.mode)) + ": loss on " +
                      fs::path(o_.corpus).filename().string());
 }
 
 TrainResult TrainRun::finish() {
-  if (const int sig = stop_signal()) return finish_stopped(sig);
+  if (const int sig = stop_request()) return finish_stopped(sig);
   if (skipped_in_a_row_ > 0) {  // the run ended on skipped steps
     save_if_behind();
     if (applied_ == 0)
@@ -395,7 +587,7 @@ TrainResult TrainRun::finish() {
                 static_cast<long>(skipped_in_a_row_), static_cast<long>(model_->steps_done));
   }
   close_result();
-  if (o_.sample_tokens > 0) {
+  if (o_.sample_tokens > 0 && root_) {
     SampleOptions so;
     so.max_tokens = o_.sample_tokens;
     so.seed = o_.seed;
@@ -407,6 +599,13 @@ TrainResult TrainRun::finish() {
   std::printf("done: %ld steps in %s, %.0f tokens/s, final validation loss %.4f, peak memory %.0f MiB\n",
               static_cast<long>(res_.steps), fmt_duration(res_.seconds).c_str(), res_.tokens_per_s, res_.last_val_loss,
               rss_mb("VmHWM:"));
+  if (comm_->size() > 1 && applied_ > 0)
+    std::printf("  data parallel: %.1f ms per step summing the gradients across the ranks (download, all-reduce, "
+                "upload) of %.1f ms per step\n", 1e3 * reduce_time_ / static_cast<double>(applied_),
+                1e3 * window_time_ / std::max(1.0, window_tokens_ / static_cast<double>(tokens_per_step_)));
+  if (o_.time_budget_s > 0)
+    std::printf("  time budget %s; the run took %s from its start to its last checkpoint\n",
+                format_duration(o_.time_budget_s).c_str(), format_duration(budget_used_s_).c_str());
   std::printf("  checkpoint %s\n  metrics    %s\n  curve      %s\n", ckpt_.c_str(), metrics_path_.c_str(),
               res_.curve.c_str());
   if (!res_.sample.empty()) std::printf("  sample     %s\n", res_.sample.c_str());
@@ -432,6 +631,7 @@ TrainResult TrainRun::finish_stopped(int signal) {
     std::string resume = "edgetrain train --resume --out " + o_.out_dir + " --steps " +
                          std::to_string(o_.optim.total_steps);
     if (o_.backend != "auto") resume += " --backend " + o_.backend;
+    if (o_.precision != "auto") resume += " --precision " + o_.precision;
     if (!o_.device.empty()) resume += " --device " + o_.device;
     std::printf("stopped by %s after step %ld of %ld: checkpoint %s holds step %ld. Continue with:\n  %s\n", name,
                 static_cast<long>(last_step_), static_cast<long>(o_.optim.total_steps), ckpt_.c_str(),

@@ -78,7 +78,7 @@ void append_gemm(const GemmArgs& g, const EncodeContext& ctx, Encoded& out) {
     ep.batch = g.batch;
     ep.alpha_idx = g.alpha_idx;
     ep.flags = g.flags;
-    if (append_coop(a, b, ep, ctx, out)) return;
+    if (append_coop(a, b, ep, g.f16, ctx, out)) return;
   }
   const bool big = big_for(g.M, g.N, g.K, ctx);
   // vec4 loads need each contiguous run to start 16-byte aligned (buffers are bound at offset 0) and to
@@ -91,7 +91,8 @@ void append_gemm(const GemmArgs& g, const EncodeContext& ctx, Encoded& out) {
   const uint64_t tile = big ? 128 : 64, gx = (g.N + tile - 1) / tile, gy = (g.M + tile - 1) / tile;
   uint32_t chunk = static_cast<uint32_t>(g.K), splits = big ? split_slices(g, gx * gy, ctx, chunk) : 1;
   Dispatch d{big ? ET_VK_KERNEL(gemm_big) : ET_VK_KERNEL(gemm)};
-  d.spec = {a_k ? 1u : 0u, b_n ? 1u : 0u, g.layout, vec_a ? 1u : 0u, vec_b ? 1u : 0u, splits > 1 ? 1u : 0u};
+  d.spec = {a_k ? 1u : 0u, b_n ? 1u : 0u, g.layout, vec_a ? 1u : 0u, vec_b ? 1u : 0u, splits > 1 ? 1u : 0u,
+            g.f16 ? 1u : 0u};
   push_gemm(d, g);
   d.arg(chunk);
   d.groups[0] = static_cast<uint32_t>(gx);
@@ -121,6 +122,7 @@ void encode_mm(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   g.sb_red = tb ? 1 : static_cast<uint32_t>(sb[1]);
   g.sb_col = tb ? static_cast<uint32_t>(sb[1]) : 1;
   g.alpha_idx = ctx.float_index.at(0);
+  g.f16 = f16_operands(c);
   append_gemm(g, ctx, out);
 }
 
@@ -147,6 +149,7 @@ void encode_bmm(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
                 " batches exceed the device's z grid limit ", ctx.max_groups[2]);
   g.batch = static_cast<uint32_t>(batch);
   g.alpha_idx = ctx.float_index.at(0);
+  g.f16 = f16_operands(c);
   append_gemm(g, ctx, out);
 }
 
@@ -162,6 +165,7 @@ void encode_linear(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   g.sb_col = static_cast<uint32_t>(g.K);
   g.layout = 1;
   g.flags = c.in.size() > 2 && c.in[2].defined() ? 1u : 0u;
+  g.f16 = f16_operands(c);
   append_gemm(g, ctx, out);
 }
 

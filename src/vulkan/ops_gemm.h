@@ -18,6 +18,7 @@ struct GemmArgs {
   uint32_t flags = 0;                // bit 0 bias (layout 1), bit 1 accumulate into C
   uint32_t layout = 0;
   bool split_k = false;  // may split the contraction over workgroups (layout 0, one batch; linear_dW)
+  bool f16 = false;      // operands rounded to fp16 (the f16 flag of ops.inc)
 };
 // Whether the 4-bit GEMMs use their 128x128-tile kernels (*_big.comp) for a (rows x cols) output
 // contracting over red; same switch (Tuning::gemm_big) and device test as the fp32 GEMM's.
@@ -50,9 +51,9 @@ struct CoopEpilogue {
 // Whether an M x N product contracting over K takes the tensor-core path on this device (Tuning::coopmat:
 // "0" never, "all" always, unset: large products).
 bool coop_for(uint64_t M, uint64_t N, uint64_t K, const EncodeContext& ctx);
-// Appends the split and GEMM dispatches; false (nothing appended) when the scratch would exceed the
-// device's binding range, so the caller uses the fp32 kernels.
-bool append_coop(const CoopOperand& a, const CoopOperand& b, const CoopEpilogue& ep, const EncodeContext& ctx,
-                 Encoded& out);
+// Appends the split and GEMM dispatches (f16: fp16 operands, one product); false (nothing appended) when the
+// scratch would exceed the device's binding range, so the caller uses the FMA kernels.
+bool append_coop(const CoopOperand& a, const CoopOperand& b, const CoopEpilogue& ep, bool f16,
+                 const EncodeContext& ctx, Encoded& out);
 
 }  // namespace edgetrain::vk

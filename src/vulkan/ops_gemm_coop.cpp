@@ -2,6 +2,8 @@
 // devices with fp16 cooperative matrices: gemm_split.comp turns each operand into power-of-two-scaled fp16
 // hi/lo parts in the program's pooled scratch (two passes per operand), then gemm_coop.comp multiplies them
 // keeping fp32 accuracy (three part products, fp32 accumulation; the error analysis is in the shader).
+// With the f16 flag the operands are fp16 by definition: one pass per operand writes its rounded fp16
+// values (no exponents, no lo part) and gemm_coop.comp does one product.
 #include <algorithm>
 #include <vector>
 
@@ -27,13 +29,15 @@ uint64_t partial_ints(const CoopOperand& o, uint64_t Rp, uint64_t batch) {
 }
 
 // The passes of gemm_split.comp for one operand: exponents (KIND 1: chunk maxima, then exponents), parts.
+// f16: only the parts pass (MODE 1), writing hi alone.
 void split(const CoopOperand& o, uint64_t Rp, uint64_t Kp, uint32_t batch, uint32_t scr_bind, uint64_t hi,
-           uint64_t lo, uint64_t ex, uint64_t px, const EncodeContext& ctx, Encoded& out) {
-  std::vector<uint32_t> modes = o.kind == 1 ? std::vector<uint32_t>{0, 2, 1} : std::vector<uint32_t>{0, 1};
+           uint64_t lo, uint64_t ex, uint64_t px, bool f16, const EncodeContext& ctx, Encoded& out) {
+  std::vector<uint32_t> modes = f16 ? std::vector<uint32_t>{1}
+                                : o.kind == 1 ? std::vector<uint32_t>{0, 2, 1} : std::vector<uint32_t>{0, 1};
   const uint64_t chunks = std::max<uint64_t>(1, (o.K + 255) / 256);
   for (uint32_t mode : modes) {
     Dispatch d{ET_VK_KERNEL(gemm_split)};
-    d.spec = {o.src_bind, o.scale_bind, scr_bind, o.kind, mode};
+    d.spec = {o.src_bind, o.scale_bind, scr_bind, o.kind, mode, f16 ? 1u : 0u};
     d.arg(index32(o.R)).arg(index32(o.K)).arg(index32(Rp)).arg(index32(Kp));
     d.arg(o.sr).arg(o.sk).arg(o.sbatch);
     d.arg(index32(hi)).arg(index32(lo)).arg(index32(ex));
@@ -75,23 +79,27 @@ CoopOperand coop_fp32(uint32_t bind, uint64_t rows, uint64_t red, uint32_t s_row
   return o;
 }
 
-bool append_coop(const CoopOperand& a, const CoopOperand& b, const CoopEpilogue& ep, const EncodeContext& ctx,
-                 Encoded& out) {
+bool append_coop(const CoopOperand& a, const CoopOperand& b, const CoopEpilogue& ep, bool f16,
+                 const EncodeContext& ctx, Encoded& out) {
   ET_CHECK(a.K == b.K, "vulkan coop gemm: contraction lengths differ (", a.K, " vs ", b.K, ")");
   const uint64_t M = a.R, N = b.R, Mp = round_up(M, 128), Np = round_up(N, 128), Kp = round_up(a.K, 32);
   const uint64_t batch = ep.batch;
-  // Scratch: A hi, A lo, B hi, B lo (halves), then the exponents of A's and B's rows (ints).
+  // Scratch: A hi, A lo, B hi, B lo (halves), then the exponents of A's and B's rows (ints) and KIND 1's
+  // chunk maxima. f16: A hi, B hi only (the other offsets are passed but never read).
   const uint64_t a_part = batch * Mp * Kp * 2, b_part = batch * Np * Kp * 2;
   const uint64_t ex_a = 2 * a_part + 2 * b_part, ex_b = ex_a + batch * Mp * 4, px_a = ex_b + batch * Np * 4;
-  const uint64_t px_b = px_a + partial_ints(a, Mp, batch) * 4, total = px_b + partial_ints(b, Np, batch) * 4;
+  const uint64_t px_b = px_a + partial_ints(a, Mp, batch) * 4;
+  const uint64_t total = f16 ? a_part + b_part : px_b + partial_ints(b, Np, batch) * 4;
   if (total > ctx.max_storage_range || total / 4 >= (1ull << 32)) return false;  // the fp32 kernels take it
   if (M == 0 || N == 0 || batch == 0) return true;
-  const uint64_t a_hi = 0, a_lo = a_part, b_hi = 2 * a_part, b_lo = 2 * a_part + b_part;
-  split(a, Mp, Kp, static_cast<uint32_t>(batch), ep.scratch_bind, a_hi / 16, a_lo / 16, ex_a / 4, px_a / 4, ctx, out);
-  split(b, Np, Kp, static_cast<uint32_t>(batch), ep.scratch_bind, b_hi / 16, b_lo / 16, ex_b / 4, px_b / 4, ctx, out);
+  const uint64_t a_hi = 0, a_lo = a_part, b_hi = f16 ? a_part : 2 * a_part, b_lo = 2 * a_part + b_part;
+  split(a, Mp, Kp, static_cast<uint32_t>(batch), ep.scratch_bind, a_hi / 16, a_lo / 16, ex_a / 4, px_a / 4, f16, ctx,
+        out);
+  split(b, Np, Kp, static_cast<uint32_t>(batch), ep.scratch_bind, b_hi / 16, b_lo / 16, ex_b / 4, px_b / 4, f16, ctx,
+        out);
 
   Dispatch d{ET_VK_KERNEL(gemm_coop)};
-  d.spec = {ep.out_bind, ep.bias_bind, ep.scalar_bind, ep.scratch_bind};
+  d.spec = {ep.out_bind, ep.bias_bind, ep.scalar_bind, ep.scratch_bind, f16 ? 1u : 0u};
   d.arg(index32(M)).arg(index32(N)).arg(index32(Kp)).arg(index32(Mp)).arg(index32(Np)).arg(ep.c_batch).arg(ep.alpha_idx).arg(ep.flags);
   d.arg(index32(a_hi / 16)).arg(index32(a_lo / 16)).arg(index32(b_hi / 16)).arg(index32(b_lo / 16));
   d.arg(index32(ex_a / 4)).arg(index32(ex_b / 4));

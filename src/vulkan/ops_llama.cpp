@@ -1,8 +1,11 @@
 // Vulkan encoders of the Llama-block family: rms_norm (+backward), rope (+backward), silu_mul (+backward),
-// embedding (+backward, a deterministic scatter-add) and gather. Kernels: shaders/rms_norm*.comp,
-// rope.comp, silu_mul*.comp, embedding*.comp, gather.comp.
+// embedding (+backward, a deterministic scatter-add), gather and causal attention (+backward). Kernels:
+// shaders/rms_norm*.comp, rope.comp, silu_mul*.comp, embedding*.comp, gather.comp, attention*.comp.
 #include <algorithm>
 
+#include "attention.spv.h"
+#include "attention_backward.spv.h"
+#include "core/attention_tiles.h"
 #include "embedding.spv.h"
 #include "embedding_backward.spv.h"
 #include "gather.spv.h"
@@ -149,6 +152,50 @@ void encode_gather(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   d.arg(pad4(is, c)).arg(st).arg(n).arg(static_cast<uint32_t>(4 - r + dim)).arg(u32(xs[static_cast<int>(dim)], c));
   threads_grid(d, n, kWG, ctx);
   out.dispatches.push_back(d);
+}
+
+namespace {
+struct AttnShape {
+  uint32_t B, T, S, H, KV, hd;
+};
+// q [B,T,H,hd] and k [B,S,KV,hd] of an attention call (inputs qi, qi + 1), with every offset the kernels
+// form checked to fit 32 bits.
+AttnShape attention_shape(const OpCall& c, size_t qi) {
+  const Shape &q = c.in[qi].shape(), &k = c.in[qi + 1].shape();
+  u32(q.numel(), c);
+  u32(k.numel(), c);
+  return {u32(q[0], c), u32(q[1], c), u32(k[1], c), u32(q[2], c), u32(k[2], c), u32(q[3], c)};
+}
+// One dispatch of attention.comp (forward) or attention_backward.comp (MODE 0 dq, 1 dk/dv) with its tiles:
+// B * heads * blocks workgroups, blocks = A tiles per (batch, head): query blocks, or key blocks for dk/dv.
+Dispatch attention_dispatch(gpu::AttnKernel kind, const AttnShape& a, const OpCall& c, const EncodeContext& ctx) {
+  const gpu::AttnTiles t = gpu::attention_tiles(kind, a.hd, ctx, c);
+  const uint32_t heads = kind == gpu::AttnKernel::dkdv ? a.KV : a.H, rows = kind == gpu::AttnKernel::dkdv ? a.S : a.T;
+  const uint32_t blocks = static_cast<uint32_t>(ceil_div(rows, t.a_rows()));
+  std::vector<uint32_t> spec = {t.invocations(), t.ri, t.kj, t.hc, gpu::attention_swizzle(t.hc / 4),
+                                gpu::attention_swizzle(t.b_rows() / 4)};
+  if (kind != gpu::AttnKernel::forward) spec.push_back(kind == gpu::AttnKernel::dq ? 0u : 1u);
+  Dispatch d = kind == gpu::AttnKernel::forward ? Dispatch(ET_VK_KERNEL(attention), spec)
+                                                : Dispatch(ET_VK_KERNEL(attention_backward), spec);
+  d.arg(a.B).arg(a.T).arg(a.S).arg(a.H).arg(a.KV).arg(a.hd).arg(blocks).arg(ctx.float_index[0]);
+  grid_1d(uint64_t(a.B) * heads * blocks, ctx, d.groups);
+  return d;
+}
+}  // namespace
+
+void encode_attention(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
+  const AttnShape a = attention_shape(c, 0);
+  if (uint64_t(a.B) * a.T == 0) return;
+  out.dispatches.push_back(attention_dispatch(gpu::AttnKernel::forward, a, c, ctx));
+}
+
+// dq (which writes D = rowsum(dout * out) to scratch), then dk/dv, which reads D.
+void encode_attention_backward(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
+  const AttnShape a = attention_shape(c, 1);
+  if (uint64_t(a.B) * a.S == 0) return;
+  out.pooled_scratch_bytes = std::max<size_t>(16, size_t(a.B) * a.H * a.T * sizeof(float));  // D, within the call
+  if (a.T > 0) out.dispatches.push_back(attention_dispatch(gpu::AttnKernel::dq, a, c, ctx));
+  out.dispatches.push_back(attention_dispatch(gpu::AttnKernel::dkdv, a, c, ctx));
 }
 
 }  // namespace edgetrain::vk

@@ -44,8 +44,9 @@ void encode_linear_q4gsw(const OpCall& c, const EncodeContext& ctx, Encoded& out
   q4::Geometry g(c.in[2].shape()[1], x.shape().last(), c.ints[0]);
   int64_t M = x.shape().rows();
   uint32_t has_bias = c.in.size() > 3 && c.in[3].defined() ? 1u : 0u;
+  const bool f16 = f16_operands(c);
   if (M == 0) return;
-  if (M == 1) {
+  if (M == 1 && !f16) {  // the GEMV factors each group's scale out of its sum: no per-weight fp16 rounding
     Dispatch d{ET_VK_KERNEL(linear_q4gsw_gemv)};
     uint32_t lanes = pow2_lanes(128, ctx);
     uint32_t cols = std::min<uint32_t>(4, lanes / 4);
@@ -64,10 +65,11 @@ void encode_linear_q4gsw(const OpCall& c, const EncodeContext& ctx, Encoded& out
     b.q4_N = u32(g.N, c), b.q4_gs = u32(g.group_size, c);
     CoopEpilogue ep;
     ep.bias_bind = 3, ep.out_bind = 4, ep.scalar_bind = 5, ep.scratch_bind = 6, ep.flags = has_bias;
-    if (append_coop(a, b, ep, ctx, out)) return;
+    if (append_coop(a, b, ep, f16, ctx, out)) return;
   }
   bool big = q4_big_tiles(static_cast<uint64_t>(M), static_cast<uint64_t>(g.N), static_cast<uint64_t>(g.K), ctx);
   Dispatch d{big ? ET_VK_KERNEL(linear_q4gsw_big) : ET_VK_KERNEL(linear_q4gsw)};
+  d.spec = {f16 ? 1u : 0u};
   q4_push(d, M, g, c);
   d.arg(has_bias);
   d.groups[0] = tiles(g.N, big);
@@ -80,6 +82,7 @@ void encode_linear_q4gsw_backward(const OpCall& c, const EncodeContext& ctx, Enc
   const Tensor& dy = c.in[0];
   q4::Geometry g(c.in[2].shape()[1], c.ints[1], c.ints[0]);
   int64_t M = dy.shape().rows();
+  const bool f16 = f16_operands(c);
   if (M == 0) return;
   if (coop_for(static_cast<uint64_t>(M), static_cast<uint64_t>(g.K), static_cast<uint64_t>(g.N), ctx)) {
     CoopOperand a = coop_fp32(0, static_cast<uint64_t>(M), static_cast<uint64_t>(g.N), u32(g.N, c), 1, 0);
@@ -88,10 +91,11 @@ void encode_linear_q4gsw_backward(const OpCall& c, const EncodeContext& ctx, Enc
     b.q4_N = u32(g.N, c), b.q4_gs = u32(g.group_size, c);
     CoopEpilogue ep;
     ep.out_bind = 3, ep.scalar_bind = 4, ep.scratch_bind = 5;
-    if (append_coop(a, b, ep, ctx, out)) return;
+    if (append_coop(a, b, ep, f16, ctx, out)) return;
   }
   bool big = q4_big_tiles(static_cast<uint64_t>(M), static_cast<uint64_t>(g.K), static_cast<uint64_t>(g.N), ctx);
   Dispatch d{big ? ET_VK_KERNEL(linear_q4gsw_backward_big) : ET_VK_KERNEL(linear_q4gsw_backward)};
+  d.spec = {f16 ? 1u : 0u};
   q4_push(d, M, g, c);
   d.groups[0] = tiles(g.K, big);
   d.groups[1] = tiles(M, big);
@@ -111,6 +115,7 @@ void encode_linear_dW(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   a.sb_col = 1;
   a.flags = c.ints[0] ? 2u : 0u;
   a.split_k = true;
+  a.f16 = f16_operands(c);
   append_gemm(a, ctx, out);
 }
 

@@ -7,6 +7,8 @@
 #include <cstring>
 #include <map>
 
+#include "vulkan/ops_gemm.h"
+
 namespace edgetrain::vk {
 
 // ---- VulkanBackend ----
@@ -54,6 +56,18 @@ EncodeContext VulkanBackend::encode_context() const {
   e.max_storage_range = l.max_storage_range;
   e.tuning = ctx_->tuning();
   return e;
+}
+
+// Fast where large products take the tensor-core path (ops_gemm_coop.cpp): there an fp16 GEMM is one
+// product of fp16 tiles, where the fp32 one needs three (hi*hi + hi*lo + lo*hi) and the lo parts.
+Backend::Fp16Speed VulkanBackend::fp16_speed() const {
+  const EncodeContext e = encode_context();
+  if (coop_for(4096, 4096, 4096, e))
+    return {true, "fp16 cooperative matrices (tensor cores): one fp16 product per GEMM where fp32 needs three"};
+  const char* why = e.tuning.coopmat == gpu::Force::never ? "tensor-core GEMMs turned off (EDGETRAIN_VK_COOPMAT=0)"
+                    : e.coopmat ? "the tensor-core GEMMs need subgroups of 32, 48 KiB of shared memory and 256 invocations"
+                                : "no fp16 cooperative matrices (VK_NV_cooperative_matrix)";
+  return {false, std::string(why) + ": fp16 operands would be rounded, then multiplied on the fp32 FMA units"};
 }
 
 uint64_t VulkanBackend::allocate(size_t bytes) {

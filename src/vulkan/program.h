@@ -23,6 +23,7 @@ class VulkanBackend : public Backend {
   std::string name() const override { return "vulkan"; }
   std::string device_name() const override { return ctx_->properties().deviceName; }
   bool supports(Op op) const override { return encoder_for(op) != nullptr; }
+  Fp16Speed fp16_speed() const override;
   std::unique_ptr<Program> new_program() override;
   void release(uint64_t id) override;
 

@@ -116,6 +116,7 @@ struct GemmShape {
   uint32_t a_si, a_sc, b_sc, b_sj;
   uint32_t a_batch = 0, b_batch = 0, c_batch = 0;
   bool bias = false, accumulate = false;
+  bool f16 = false;      // operands rounded to fp16 (the f16 flag of ops.inc)
   int alpha_index = -1;  // scalar-block index of alpha; -1 means alpha = 1
 };
 Dispatch gemm_dispatch(const GemmShape& g, Bind a, Bind b, Bind bias, Bind c, const EncodeContext& ctx);

@@ -25,7 +25,7 @@ Dispatch gemm_dispatch(const GemmShape& g, Bind a, Bind b, Bind bias, Bind c, co
   Dispatch d(big ? ET_WG_KERNEL(gemm_big) : ET_WG_KERNEL(gemm));
   if (big) d.constant("A_K", g.a_sc == 1 ? 1 : 0).constant("B_N", g.b_sj == 1 ? 1 : 0);
   d.bind(a).bind(b).bind(bias).bind(c).scalars().uniform();
-  uint32_t flags = (g.bias ? 1u : 0u) | (g.accumulate ? 2u : 0u) | (g.alpha_index >= 0 ? 4u : 0u);
+  uint32_t flags = (g.bias ? 1u : 0u) | (g.accumulate ? 2u : 0u) | (g.alpha_index >= 0 ? 4u : 0u) | (g.f16 ? 8u : 0u);
   d.arg(g.M).arg(g.N).arg(g.K).arg(flags);
   d.arg(g.a_si).arg(g.a_sc).arg(g.b_sc).arg(g.b_sj);
   d.arg(g.a_batch).arg(g.b_batch).arg(g.c_batch).arg(static_cast<uint32_t>(g.alpha_index < 0 ? 0 : g.alpha_index));
@@ -60,6 +60,7 @@ void encode_mm(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   g.K = u32(ta ? c.in[0].shape()[0] : c.in[0].shape()[1], c);
   mm_strides(g, ta, tb);
   g.alpha_index = static_cast<int>(ctx.float_index[0]);
+  g.f16 = f16_operands(c);
   out.dispatches.push_back(gemm_dispatch(g, kA, kB, kDummy, kOut, ctx));
 }
 
@@ -80,6 +81,7 @@ void encode_bmm(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   g.b_batch = u32(int64_t{g.K} * g.N, c);
   g.c_batch = u32(int64_t{g.M} * g.N, c);
   g.alpha_index = static_cast<int>(ctx.float_index[0]);
+  g.f16 = f16_operands(c);
   out.dispatches.push_back(gemm_dispatch(g, kA, kB, kDummy, kOut, ctx));
 }
 
@@ -93,6 +95,7 @@ void encode_linear(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   g.b_sc = 1;      // B(c,j) = w[j, c]
   g.b_sj = g.K;
   g.bias = c.in.size() > 2 && c.in[2].defined();
+  g.f16 = f16_operands(c);
   Bind bias = g.bias ? Bind{Src::input, 2, Access::read} : kDummy;
   out.dispatches.push_back(gemm_dispatch(g, kA, kB, bias, kOut, ctx));
 }

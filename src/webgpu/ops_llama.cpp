@@ -1,8 +1,12 @@
 // WebGPU encoders of the Llama-block ops: rms_norm (+ backward), rope (+ backward), silu_mul (+ backward,
-// on elementwise.wgsl), embedding (+ backward) and gather.
+// on elementwise.wgsl), embedding (+ backward), gather and causal attention (+ backward).
 #include <algorithm>
 #include <cmath>
 
+#include "attention.wgsl.h"
+#include "attention_backward.wgsl.h"
+#include "attention_backward_prep.wgsl.h"
+#include "core/attention_tiles.h"
 #include "embedding.wgsl.h"
 #include "rms_norm.wgsl.h"
 #include "rms_norm_dw.wgsl.h"
@@ -147,6 +151,81 @@ void encode_gather(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   d.arg(0u).arg(0u);
   d.arg(pad4(is, c)).arg(stride);
   out.dispatches.push_back(std::move(d));
+}
+
+namespace {
+struct AttnShape {
+  uint32_t B, T, S, H, KV, hd;
+};
+// q [B,T,H,hd] and k [B,S,KV,hd] of an attention call (inputs qi, qi + 1), with every offset the kernels
+// form checked to fit 32 bits.
+AttnShape attention_shape(const OpCall& c, size_t qi) {
+  const Shape &q = c.in[qi].shape(), &k = c.in[qi + 1].shape();
+  u32(q.numel(), c);
+  u32(k.numel(), c);
+  return {u32(q[0], c), u32(q[1], c), u32(k[1], c), u32(q[2], c), u32(k[2], c), u32(q[3], c)};
+}
+// A dispatch of attention.wgsl (forward) or attention_backward.wgsl (dq: MODE 0, dkdv: MODE 1) with its
+// tiles and grid (B * heads * blocks workgroups, blocks = tiles of the A side per (batch, head)); returns
+// the blocks per (batch, head) for the parameters.
+Dispatch attention_dispatch(gpu::AttnKernel kind, const AttnShape& a, const OpCall& c, const EncodeContext& ctx,
+                            uint32_t& blocks) {
+  const gpu::AttnTiles t = gpu::attention_tiles(kind, a.hd, ctx, c);
+  const uint32_t heads = kind == gpu::AttnKernel::dkdv ? a.KV : a.H;
+  blocks = static_cast<uint32_t>(ceil_div(kind == gpu::AttnKernel::dkdv ? a.S : a.T, t.a_rows()));
+  Dispatch d = kind == gpu::AttnKernel::forward ? Dispatch(ET_WG_KERNEL(attention)) : Dispatch(ET_WG_KERNEL(attention_backward));
+  d.constant("WG", t.invocations()).constant("RI", t.ri).constant("KJ", t.kj).constant("HC", t.hc);
+  d.constant("SWZ", gpu::attention_swizzle(t.hc / 4)).constant("PSW", gpu::attention_swizzle(t.b_rows() / 4));
+  if (kind != gpu::AttnKernel::forward) {
+    d.constant("MODE", kind == gpu::AttnKernel::dq ? 0 : 1).constant("A_TILES", 2);
+    d.constant("B_TILES", kind == gpu::AttnKernel::dq ? 1 : 2);
+  }
+  grid_1d(uint64_t(a.B) * heads * blocks, ctx, d.groups);
+  return d;
+}
+}  // namespace
+
+void encode_attention(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
+  const AttnShape a = attention_shape(c, 0);
+  if (uint64_t(a.B) * a.T == 0) return;
+  uint32_t blocks = 0;
+  Dispatch d = attention_dispatch(gpu::AttnKernel::forward, a, c, ctx, blocks);
+  d.in(0).in(1).in(2).out(0).out(1).scalars().uniform();
+  d.arg(a.B).arg(a.T).arg(a.S).arg(a.H).arg(a.KV).arg(a.hd).arg(blocks).arg(ctx.float_index[0]);
+  d.arg(0xff800000u);  // -inf bits: WGSL has no infinity literal
+  out.dispatches.push_back(std::move(d));
+}
+
+// Inputs dout, q, k, v, out, lse; outputs dq, dk, dv. Scratch 0 = [lse | D] of every query row (the prep
+// kernel), scratch 1 = the unused second output of the dq dispatch.
+void encode_attention_backward(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
+  const AttnShape a = attention_shape(c, 1);
+  if (uint64_t(a.B) * a.S == 0) return;
+  const uint64_t rows = uint64_t(a.B) * a.H * a.T;
+  out.scratch_bytes.push_back(std::max<size_t>(16, 2 * rows * sizeof(float)));
+  out.scratch_bytes.push_back(16);
+  u32(2 * rows, c);
+  if (rows > 0) {
+    Dispatch prep(ET_WG_KERNEL(attention_backward_prep));
+    prep.in(0).in(4).in(5).scratch(0).uniform();
+    prep.arg(a.B).arg(a.T).arg(a.H).arg(a.hd);
+    grid_1d(ceil_div(rows, 64), ctx, prep.groups);
+    out.dispatches.push_back(std::move(prep));
+  }
+  auto params = [&](Dispatch& d, uint32_t blocks) {
+    d.arg(a.B).arg(a.T).arg(a.S).arg(a.H).arg(a.KV).arg(a.hd).arg(blocks).arg(ctx.float_index[0]);
+  };
+  uint32_t blocks = 0;
+  if (a.T > 0) {
+    Dispatch dq = attention_dispatch(gpu::AttnKernel::dq, a, c, ctx, blocks);
+    dq.in(0).in(1).in(2).in(3).scratch(0, Access::read).out(0).scratch(1).scalars().uniform();
+    params(dq, blocks);
+    out.dispatches.push_back(std::move(dq));
+  }
+  Dispatch dkdv = attention_dispatch(gpu::AttnKernel::dkdv, a, c, ctx, blocks);
+  dkdv.in(0).in(1).in(2).in(3).scratch(0, Access::read).out(1).out(2).scalars().uniform();
+  params(dkdv, blocks);
+  out.dispatches.push_back(std::move(dkdv));
 }
 
 }  // namespace edgetrain::wg

@@ -40,6 +40,7 @@ bool q4_via_dense(const q4::Geometry& g, int64_t M, bool backward, bool bias, co
   gs.b_sc = backward ? u32(g.K, c) : 1;
   gs.b_sj = backward ? 1 : u32(g.K, c);
   gs.bias = bias;
+  gs.f16 = f16_operands(c);  // the dense GEMM rounds the dequantized W as it loads it, like the activations
   if (!big_gemm(gs, ctx)) return false;
   Dispatch dq(ET_WG_KERNEL(q4_dequant));
   dq.in(1).in(2).scratch(0).uniform();
@@ -61,7 +62,7 @@ void q4_gemm(const q4::Geometry& g, int64_t M, bool backward, bool bias, const O
   Dispatch d(ET_WG_KERNEL(linear_q4gsw));
   d.constant("BACKWARD", backward ? 1 : 0);
   q4_common(d, g, u32(M, c), bias, c);
-  d.arg(0u);
+  d.arg(f16_operands(c) ? 1u : 0u);
   d.groups[0] = static_cast<uint32_t>(ceil_div(backward ? g.K : g.N, 32));
   d.groups[1] = static_cast<uint32_t>(ceil_div(M, 32));
   out.dispatches.push_back(std::move(d));
@@ -75,7 +76,7 @@ void encode_linear_q4gsw(const OpCall& c, const EncodeContext& ctx, Encoded& out
   const int64_t M = xs.rows();
   bool bias = c.in.size() > 3 && c.in[3].defined();
   if (M == 0) return;
-  if (M == 1) {
+  if (M == 1 && !f16_operands(c)) {  // the GEMV factors each group's scale out: no per-weight fp16 rounding
     Dispatch d(ET_WG_KERNEL(linear_q4gsw_gemv));
     uint32_t wg = ctx.wg_size(64);
     d.constant("WG", wg);
@@ -106,6 +107,7 @@ void encode_linear_dW(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   g.b_sc = g.N;
   g.b_sj = 1;
   g.accumulate = c.ints[0] != 0;
+  g.f16 = f16_operands(c);
   out.dispatches.push_back(gemm_dispatch(g, {Src::input, 0, Access::read}, {Src::input, 1, Access::read},
                                          {Src::dummy, 0, Access::read}, {Src::output, 0, Access::read_write},
                                          ctx));
@@ -129,7 +131,7 @@ void encode_fused_ce(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   Dispatch sum(ET_WG_KERNEL(grad_norm));
   sum.constant("WG", ctx.wg_size(256));
   sum.scratch(0, Access::read).out(0).uniform();
-  sum.arg(u32(R, c)).arg(kNanBits).arg(0u).arg(0u);
+  sum.arg(u32(R, c)).arg(kNanBits).arg(0u).arg(u32(R, c));  // one workgroup, one chunk of R row terms
   out.dispatches.push_back(std::move(sum));
 }
 

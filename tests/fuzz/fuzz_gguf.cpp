@@ -1,11 +1,15 @@
 // libFuzzer target for the GGUF reader: any input must either throw edgetrain::Error or parse into a file
-// whose every tensor lies inside the input and decodes (ASan/UBSan catch the rest). A file with tokenizer
-// metadata also goes through the tokenizer's construction (gguf::read_vocab, make_gguf_tokenizer), and a
-// tokenizer that loads must keep its promises: ids in [0, vocab_size) and decode(encode(text)) == text.
+// whose every tensor lies inside the input and, when of a type edgetrain decodes (F32, F16, BF16, Q4_0,
+// Q8_0, Q4_K, Q5_K, Q6_K), decodes (ASan/UBSan catch the rest). The Llama check (gguf_llama::check: the
+// llama.* keys, rope scaling, tensor names, shapes and types) runs on every parsed file and must either
+// list problems or give a valid config whose every tensor decodes. A file with tokenizer metadata also goes
+// through the tokenizer's construction (gguf::read_vocab, make_gguf_tokenizer), and a tokenizer that loads
+// must keep its promises: ids in [0, vocab_size) and decode(encode(text)) == text.
 //
-// Seeds: with EDGETRAIN_FUZZ_SEED_DIR set, LLVMFuzzerInitialize writes a few small GGUF files with tokenizer
-// metadata there ("llama" and "gpt2" vocabularies, the byte tokenizer's export) before fuzzing starts; pass
-// that folder as a second corpus directory.
+// Seeds: with EDGETRAIN_FUZZ_SEED_DIR set, LLVMFuzzerInitialize writes a few small GGUF files there before
+// fuzzing starts: tokenizer metadata ("llama" and "gpt2" vocabularies, the byte tokenizer's export) and a
+// one-layer Llama whose tensors are of every decodable type, with rope and quantization keys; pass that
+// folder as a second corpus directory.
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -18,6 +22,7 @@
 #include "edgetrain/error.h"
 #include "edgetrain/tokenizer.h"
 #include "io/gguf.h"
+#include "io/gguf_llama.h"
 
 namespace gguf = edgetrain::gguf;
 
@@ -44,6 +49,52 @@ void write_seed(const std::string& path, const edgetrain::GgufVocab& v) {
   if (f == nullptr) return;
   std::fwrite(bytes.data(), 1, bytes.size(), f);
   std::fclose(f);
+}
+
+void write_file(const std::string& path, const std::vector<uint8_t>& bytes) {
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  if (f == nullptr) return;
+  std::fwrite(bytes.data(), 1, bytes.size(), f);
+  std::fclose(f);
+}
+
+// A one-layer Llama (dim 256, so K-quant rows are whole super-blocks) whose tensors cover every decodable
+// type, with the keys the Llama check reads.
+void write_llama_seed(const std::string& path) {
+  using V = gguf::Value;
+  gguf::Writer w;
+  w.add_kv("general.architecture", V::str("llama"));
+  w.add_kv("general.quantization_version", V::u32(2));
+  w.add_kv("llama.embedding_length", V::u32(256));
+  w.add_kv("llama.block_count", V::u32(1));
+  w.add_kv("llama.attention.head_count", V::u32(4));
+  w.add_kv("llama.attention.head_count_kv", V::u32(2));
+  w.add_kv("llama.feed_forward_length", V::u32(256));
+  w.add_kv("llama.context_length", V::u32(64));
+  w.add_kv("llama.rope.freq_base", V::f32(10000.0f));
+  w.add_kv("llama.rope.scaling.type", V::str("linear"));
+  w.add_kv("llama.rope.scaling.factor", V::f32(1.0f));
+  w.add_kv("llama.attention.layer_norm_rms_epsilon", V::f32(1e-5f));
+  w.add_kv("llama.vocab_size", V::u32(8));
+  uint32_t seed = 1;
+  auto add = [&](const std::string& name, std::vector<uint64_t> ne, uint32_t type) {
+    std::vector<uint8_t> bytes(gguf::tensor_bytes(type, ne, name));
+    for (uint8_t& b : bytes) b = static_cast<uint8_t>((seed = seed * 1103515245u + 12345u) >> 24);
+    w.add_tensor(name, std::move(ne), type, std::move(bytes));
+  };
+  add("token_embd.weight", {256, 8}, gguf::Q4_K);
+  add("blk.0.attn_norm.weight", {256}, gguf::F32);
+  add("blk.0.attn_q.weight", {256, 256}, gguf::Q5_K);
+  add("blk.0.attn_k.weight", {256, 128}, gguf::Q6_K);
+  add("blk.0.attn_v.weight", {256, 128}, gguf::Q8_0);
+  add("blk.0.attn_output.weight", {256, 256}, gguf::Q4_0);
+  add("blk.0.ffn_norm.weight", {256}, gguf::BF16);
+  add("blk.0.ffn_gate.weight", {256, 256}, gguf::F16);
+  add("blk.0.ffn_up.weight", {256, 256}, gguf::Q4_K);
+  add("blk.0.ffn_down.weight", {256, 256}, gguf::Q6_K);
+  add("output_norm.weight", {256}, gguf::F32);
+  add("output.weight", {256, 8}, gguf::Q6_K);
+  write_file(path, w.to_bytes());
 }
 
 void write_seeds(const std::string& dir) {
@@ -79,6 +130,7 @@ void write_seeds(const std::string& dir) {
   bpe.eos = static_cast<int64_t>(bpe.tokens.size()) - 1;
   bpe.merges = {"a b", "ab c"};
   write_seed(dir + "/seed_gpt2.gguf", bpe);
+  write_llama_seed(dir + "/seed_llama_model.gguf");
 }
 
 }  // namespace
@@ -95,10 +147,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (const gguf::TensorInfo& t : f.tensors()) {
       const uint8_t* p = f.data(t);
       if (p < data || p + t.nbytes > data + size) std::abort();
+      if (!gguf::can_decode(t.type)) continue;
       std::vector<float> v = f.to_f32(t);
       if (v.size() != t.numel) std::abort();
     }
     for (const auto& kv : f.metadata()) (void)kv.second.describe();
+    const edgetrain::gguf_llama::Check llama = edgetrain::gguf_llama::check(f, edgetrain::TrainMode::qat, 32);
+    if (llama.problems.empty()) {
+      llama.config.validate();  // a config without problems is valid: this must not throw
+      if (f.tensor("token_embd.weight") == nullptr) std::abort();
+    }
     const edgetrain::GgufVocab vocab = gguf::read_vocab(f);
     if (!vocab.model.empty()) {
       auto tok = edgetrain::make_gguf_tokenizer(vocab, "fuzz-input");

@@ -18,6 +18,27 @@ Tolerance tol::reduction(int64_t n) {
   return {2e-6 * s, 2e-5 * s};
 }
 
+// Each fp16 operand carries a relative rounding error |d| <= u = 2^-11 (round to nearest; values below
+// 2^-14 are off by at most 2^-25 absolute, negligible here), so one product a*b moves by at most
+// (2u + u^2)|a b| <= 2.001 u mag. The errors of the K terms are independent and centred, so the sum's
+// error has a standard deviation of at most sqrt(2/3) u sqrt(K) mag: atol = 4 u sqrt(K) mag is about five
+// of those in the worst case (every |a b| = mag) and more for spread data, while rounding to bf16
+// (u = 2^-8) would exceed it on most outputs. The fp32 summation tolerance comes on top.
+Tolerance tol::f16_operands(int64_t K, double mag) {
+  const double u = std::ldexp(1.0, -11), k = static_cast<double>(std::max<int64_t>(K, 1));
+  const Tolerance sum = reduction(K);
+  return {sum.atol + 4.0 * u * std::sqrt(k) * mag, sum.rtol};
+}
+
+void push_with_f16(std::vector<OpCase>& cases, OpCase c, int64_t K, double mag) {
+  OpCase h = c;
+  cases.push_back(std::move(c));
+  h.name += "_f16";
+  h.ints.push_back(1);
+  h.f16_vs_fp32 = tol::f16_operands(K, mag);
+  cases.push_back(std::move(h));
+}
+
 OpCase make_case(std::string name, Op op, std::vector<HostTensor> in, std::vector<HostTensor> out,
                  std::vector<int64_t> ints, std::vector<float> floats, Tolerance t) {
   OpCase c;

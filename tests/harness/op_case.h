@@ -5,6 +5,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -27,6 +28,9 @@ inline constexpr Tolerance elementwise{1e-6, 1e-5};  // one or two roundings; tr
 inline constexpr Tolerance transcendental{1e-5, 1e-4};
 // A dot product / sum of n fp32 terms in another order: error grows like sqrt(n).
 Tolerance reduction(int64_t n);
+// A product with fp16 operands (the f16 flag) against the same product with fp32 operands, K terms whose
+// products are bounded by mag in magnitude. The derivation is at the definition (op_case.cpp).
+Tolerance f16_operands(int64_t K, double mag);
 }  // namespace tol
 
 struct OpCase {
@@ -39,7 +43,14 @@ struct OpCase {
   std::vector<int64_t> ints;
   std::vector<float> floats;
   Tolerance tol = tol::elementwise;
+  // Cases of the matrix products with the f16 flag set: the tolerance against the reference of the same
+  // call without it (test_f16_gemm.cpp). `tol` compares them with the reference of the f16 call itself.
+  std::optional<Tolerance> f16_vs_fp32;
 };
+
+// Appends c, then its twin with fp16 operands (the f16 flag appended to its ints, "_f16" to its name) that
+// is also checked against the fp32 call with tol::f16_operands(K, mag).
+void push_with_f16(std::vector<OpCase>& cases, OpCase c, int64_t K, double mag = 1.0);
 
 // An OpCase from its parts (outputs start with the given contents).
 OpCase make_case(std::string name, Op op, std::vector<HostTensor> in, std::vector<HostTensor> out,

@@ -1,8 +1,8 @@
 // The fp32 GEMM of mm, bmm, linear and linear_dW, included by gemm.comp (64x64 tiles) and gemm_big.comp
 // (128x128, large products on GPUs): C[b] (+)= alpha * op(A[b]) @ op(B[b]) (+ bias) on the main loop of
 // gemm_core.glsl. Row and contraction strides in push constants cover the transposes; spec constants pick
-// the coalesced load maps, vec4 loads where runs are 16-byte aligned, the binding layout, and split-K
-// (z = a K slice whose raw partial sums go to scratch for gemm_splitk_reduce.comp).
+// the coalesced load maps, vec4 loads where runs are 16-byte aligned, the binding layout, split-K (z = a K
+// slice whose raw partial sums go to scratch for gemm_splitk_reduce.comp) and fp16 operands.
 #include "common.glsl"
 
 layout(constant_id = 0) const uint A_RED_CONTIG = 1;  // A's contraction index has stride 1
@@ -11,6 +11,7 @@ layout(constant_id = 2) const uint LAYOUT = 0;        // 0: a,b,out,scalars(,scr
 layout(constant_id = 3) const uint VEC_A = 0;         // A's contiguous runs: aligned, whole vec4s in range
 layout(constant_id = 4) const uint VEC_B = 0;         // same for B
 layout(constant_id = 5) const uint SPLIT = 0;         // 1: z = K slice, raw partials to binding 4 (layout 0)
+layout(constant_id = 6) const uint F16 = 0;           // 1: operands rounded to fp16 (the f16 flag)
 
 layout(local_size_x = 256) in;
 
@@ -43,6 +44,7 @@ layout(push_constant) uniform Push {
 #define ET_SB_COL pc.sb_col
 #define ET_B_COL_CONTIG (B_COL_CONTIG == 1)
 #define ET_VEC_B (VEC_B == 1)
+#define ET_F16 (F16 == 1)
 #include "gemm_core.glsl"
 
 float alpha;

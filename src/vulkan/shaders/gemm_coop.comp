@@ -9,6 +9,9 @@
 // epilogue multiplies by 2^(e_m + e_n) exactly.
 // Padded operands (rows to a multiple of 128, the contraction to a multiple of 32, zeros) mean the main
 // loop has no bounds checks; only the epilogue tests m < M and n < N.
+// F16 (the f16 flag, mixed-precision training): the operands are fp16 values themselves (gemm_split.comp
+// F16: one unscaled part each, no exponents), so the loop stages and multiplies only the hi parts — one
+// product instead of three — and the epilogue has no exponents to apply.
 //
 // 128x128 output tile per 256-thread workgroup (8 subgroups of 32, each 32x64 = 2x4 tiles of 16x16), 32-deep
 // k slices staged in shared memory as uvec4s (8 halves per 16-byte store; k-contiguous rows, pitch 40
@@ -26,6 +29,7 @@ layout(constant_id = 0) const uint OUT_BIND = 2;     // binding of C
 layout(constant_id = 1) const uint BIAS_BIND = 255;  // binding of bias[N], 255: none
 layout(constant_id = 2) const uint SCALAR_BIND = 3;  // the scalar block (alpha)
 layout(constant_id = 3) const uint SCR_BIND = 4;     // the scratch that gemm_split.comp filled
+layout(constant_id = 4) const uint F16 = 0;          // 1: fp16 operands, hi parts only (see above)
 
 layout(local_size_x = 256) in;
 
@@ -51,9 +55,9 @@ layout(push_constant) uniform Push {
   uint c_batch;       // C elements between batches
   uint alpha_idx;     // scalar-block index of alpha, 0xffffffff for 1
   uint flags;         // bit 0: add bias[n]; bit 1: accumulate into C
-  uint a_hi, a_lo;    // uvec4 offsets of A's parts: [batch][Mp][Kp] halves each
+  uint a_hi, a_lo;    // uvec4 offsets of A's parts: [batch][Mp][Kp] halves each (F16: a_hi only)
   uint b_hi, b_lo;    // same for B: [batch][Np][Kp]
-  uint a_exp, b_exp;  // int offsets of the exponents: [batch][Mp], [batch][Np]
+  uint a_exp, b_exp;  // int offsets of the exponents: [batch][Mp], [batch][Np] (F16: none)
 } pc;
 
 float ld(uint bind, uint i) {
@@ -105,9 +109,11 @@ void main() {
   uvec4 ah0, ah1, al0, al1, bh0, bh1, bl0, bl1;
 #define LOAD_SLICE(kv)                                                                        \
   ah0 = part(pc.a_hi + arow + (kv)); ah1 = part(pc.a_hi + arow + half_rows + (kv));         \
-  al0 = part(pc.a_lo + arow + (kv)); al1 = part(pc.a_lo + arow + half_rows + (kv));         \
   bh0 = part(pc.b_hi + brow + (kv)); bh1 = part(pc.b_hi + brow + half_rows + (kv));         \
-  bl0 = part(pc.b_lo + brow + (kv)); bl1 = part(pc.b_lo + brow + half_rows + (kv));
+  if (F16 == 0u) {                                                                          \
+    al0 = part(pc.a_lo + arow + (kv)); al1 = part(pc.a_lo + arow + half_rows + (kv));       \
+    bl0 = part(pc.b_lo + brow + (kv)); bl1 = part(pc.b_lo + brow + half_rows + (kv));       \
+  }
 
   ACC acc[2][4];
   [[unroll]] for (uint i = 0; i < 2; ++i)
@@ -117,9 +123,11 @@ void main() {
   LOAD_SLICE(0)
   for (uint k0 = 0; k0 < pc.Kp; k0 += BK) {
     sAh[s0] = ah0; sAh[s1] = ah1;
-    sAl[s0] = al0; sAl[s1] = al1;
     sBh[s0] = bh0; sBh[s1] = bh1;
-    sBl[s0] = bl0; sBl[s1] = bl1;
+    if (F16 == 0u) {
+      sAl[s0] = al0; sAl[s1] = al1;
+      sBl[s0] = bl0; sBl[s1] = bl1;
+    }
     barrier();
     if (k0 + BK < pc.Kp) {
       LOAD_SLICE((k0 + BK) / 8)
@@ -129,19 +137,21 @@ void main() {
       [[unroll]] for (uint i = 0; i < 2; ++i) {
         uint at = SH_AT(wm * 32 + i * 16, kk);
         coopMatLoadNV(ahf[i], sAh, at, SH_STRIDE, false);
-        coopMatLoadNV(alf[i], sAl, at, SH_STRIDE, false);
+        if (F16 == 0u) coopMatLoadNV(alf[i], sAl, at, SH_STRIDE, false);
       }
       [[unroll]] for (uint j = 0; j < 4; ++j) {
         // B(k, n) sits at row n, column k of the staged part: a column-major K x N tile.
         uint at = SH_AT(wn * 64 + j * 16, kk);
         HALF bhf, blf;
         coopMatLoadNV(bhf, sBh, at, SH_STRIDE, true);
-        coopMatLoadNV(blf, sBl, at, SH_STRIDE, true);
-        [[unroll]] for (uint i = 0; i < 2; ++i) {
-          acc[i][j] = coopMatMulAddNV(alf[i], bhf, acc[i][j]);
-          acc[i][j] = coopMatMulAddNV(ahf[i], blf, acc[i][j]);
-          acc[i][j] = coopMatMulAddNV(ahf[i], bhf, acc[i][j]);
+        if (F16 == 0u) {
+          coopMatLoadNV(blf, sBl, at, SH_STRIDE, true);
+          [[unroll]] for (uint i = 0; i < 2; ++i) {
+            acc[i][j] = coopMatMulAddNV(alf[i], bhf, acc[i][j]);
+            acc[i][j] = coopMatMulAddNV(ahf[i], blf, acc[i][j]);
+          }
         }
+        [[unroll]] for (uint i = 0; i < 2; ++i) acc[i][j] = coopMatMulAddNV(ahf[i], bhf, acc[i][j]);
       }
     }
     barrier();
@@ -159,8 +169,8 @@ void main() {
         uint idx = lane + 32 * e, r = idx >> 4, c = idx & 15u;
         uint m = row0 + wm * 32 + i * 16 + r, n = col0 + wn * 64 + j * 16 + c;
         if (m < pc.M && n < pc.N) {
-          float v = ldexp(ldexp(stage[sg * 256 + idx], expo(pc.a_exp + b * pc.Mp + m)),
-                          expo(pc.b_exp + b * pc.Np + n));
+          float v = stage[sg * 256 + idx];
+          if (F16 == 0u) v = ldexp(ldexp(v, expo(pc.a_exp + b * pc.Mp + m)), expo(pc.b_exp + b * pc.Np + n));
           if (alpha != 1.0) v *= alpha;
           if (bias) v += ld(BIAS_BIND, n);
           uint o = b * pc.c_batch + m * pc.N + n;

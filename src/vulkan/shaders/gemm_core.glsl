@@ -18,6 +18,9 @@
 //   stage B, either ET_B_FP32 with the same for an fp32 B (B[], B4[], ET_N, ET_SB_RED, ET_SB_COL:
 //                    B(k, n) = B[boff + k * ET_SB_RED + n * ET_SB_COL], ET_B_COL_CONTIG, ET_VEC_B), or a
 //                    function void stage_b(uint k0) that writes B's slice at k0 into Bs itself;
+//   ET_F16           true for the f16 flag of ops.inc: every loaded operand value is rounded to fp16
+//                    (et_round_f16) as it is staged — a stage_b rounds its own — and the FMAs stay fp32, so
+//                    the result is exactly "fp16 operands, fp32 accumulation";
 // and implements
 //   void begin_tile()                     sets aoff, boff and this workgroup's contraction range [kbeg, kend);
 //   void store_c(uint r, uint c, vec4 v)  stores outputs (r, c..c+3), which may lie past the matrix.
@@ -77,13 +80,15 @@ void store_slot(uint o, uint e, bool red, vec4 v) {
 }
 
 vec4 load_a(uint e, uint k0) {  // ET_A_RED_CONTIG says ET_SA_RED is 1: a constant for the compiler
-  return load_slot(0u, e, k0, ET_A_RED_CONTIG, ET_VEC_A, row0, ET_M, aoff, ET_SA_ROW, ET_A_RED_CONTIG ? 1u : ET_SA_RED);
+  vec4 v = load_slot(0u, e, k0, ET_A_RED_CONTIG, ET_VEC_A, row0, ET_M, aoff, ET_SA_ROW, ET_A_RED_CONTIG ? 1u : ET_SA_RED);
+  return ET_F16 ? et_round_f16(v) : v;
 }
 void store_a(uint e, vec4 v) { store_slot(0u, e, ET_A_RED_CONTIG, v); }
 #ifdef ET_B_FP32
 vec4 load_b(uint e, uint k0) {  // likewise ET_B_COL_CONTIG for ET_SB_COL
-  return load_slot(1u, e, k0, !(ET_B_COL_CONTIG), ET_VEC_B, col0, ET_N, boff, ET_B_COL_CONTIG ? 1u : ET_SB_COL,
-                   ET_SB_RED);
+  vec4 v = load_slot(1u, e, k0, !(ET_B_COL_CONTIG), ET_VEC_B, col0, ET_N, boff, ET_B_COL_CONTIG ? 1u : ET_SB_COL,
+                     ET_SB_RED);
+  return ET_F16 ? et_round_f16(v) : v;
 }
 void store_b(uint e, vec4 v) { store_slot(1u, e, !(ET_B_COL_CONTIG), v); }
 #endif

@@ -11,6 +11,10 @@
 //   2  a 4-bit W_4X8 weight, rows n over k (linear_q4gsw: B(k, n) = W[n, k])
 //   3  a 4-bit W_4X8 weight, rows k over n (linear_q4gsw_backward: B(n, k) = W[n, k])
 // W[n, k] = (code - 8) * scales[(k / gs) * N + n], in fp32 exactly as the fp32 kernels compute it.
+//
+// F16 (the f16 flag: fp16 operands, fp32 accumulation): one part per operand and no exponents. Only MODE 1
+// runs; it writes hi = the fp16 bits of et_round_f16(element), unscaled, and no lo: the operand values
+// every f16 kernel multiplies, so the tensor-core product equals the fp32-FMA one up to summation order.
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
@@ -23,6 +27,7 @@ layout(constant_id = 1) const uint SCALE_BIND = 2;  // q4 scales [G, N] (KIND 2,
 layout(constant_id = 2) const uint SCR_BIND = 4;    // scratch: parts and exponents
 layout(constant_id = 3) const uint KIND = 0;
 layout(constant_id = 4) const uint MODE = 0;
+layout(constant_id = 5) const uint F16 = 0;
 
 layout(local_size_x = 256) in;
 
@@ -101,6 +106,14 @@ void split8(float v[8], out uvec4 hi, out uvec4 lo) {
     hi[j] = packHalf2x16(h);
     lo[j] = packHalf2x16(d);
   }
+}
+
+// F16: eight consecutive operand values as fp16 bits, each rounded once (et_round_f16).
+uvec4 pack8_f16(float v[8]) {
+  uvec4 h;
+  [[unroll]] for (uint j = 0; j < 4; ++j)
+    h[j] = et_f16_bits(et_round_f16(v[2 * j])) | (et_f16_bits(et_round_f16(v[2 * j + 1])) << 16);
+  return h;
 }
 
 shared float red[256];
@@ -183,12 +196,17 @@ void main() {
     barrier();
     uint rr = tid >> 3, kc = (tid & 7u) * 8, r = r0 + rr;
     if (k0 + kc >= pc.Kp) return;
-    int e = get_e(pc.ex + b * pc.Rp + r);
+    uint at = (b * pc.Rp + r) * kq + (k0 + kc) / 8;
     float v[8];
+    if (F16 == 1u) {
+      [[unroll]] for (uint j = 0; j < 8; ++j) v[j] = tile[rr][kc + j];
+      put(pc.hi + at, pack8_f16(v));
+      return;
+    }
+    int e = get_e(pc.ex + b * pc.Rp + r);
     [[unroll]] for (uint j = 0; j < 8; ++j) v[j] = ldexp(tile[rr][kc + j], -e);
     uvec4 h, l;
     split8(v, h, l);
-    uint at = (b * pc.Rp + r) * kq + (k0 + kc) / 8;
     put(pc.hi + at, h);
     put(pc.lo + at, l);
     return;
@@ -206,12 +224,17 @@ void main() {
     r = i / kq;
     c = i % kq;
   }
-  int e = get_e(pc.ex + b * pc.Rp + r);
+  uint at = (b * pc.Rp + r) * kq + c;
   float v[8];
+  if (F16 == 1u) {
+    [[unroll]] for (uint j = 0; j < 8; ++j) v[j] = elem(b, r, c * 8 + j);
+    put(pc.hi + at, pack8_f16(v));
+    return;
+  }
+  int e = get_e(pc.ex + b * pc.Rp + r);
   [[unroll]] for (uint j = 0; j < 8; ++j) v[j] = ldexp(elem(b, r, c * 8 + j), -e);
   uvec4 h, l;
   split8(v, h, l);
-  uint at = (b * pc.Rp + r) * kq + c;
   put(pc.hi + at, h);
   put(pc.lo + at, l);
 }

@@ -1,13 +1,16 @@
 // What the two 4-bit GEMMs share (linear_q4gsw_body.glsl, linear_q4gsw_backward_body.glsl): stage A, their fp32
 // activations [M, ET_Q4_RED] read row by row (x, or dy contracting over n), the rest of the setup of
 // gemm_core.glsl, and the dequantization of one W_4X8 word for stage B, exactly as the reference computes
-// W[n, k] = (code - 8) * scales[k / gs, n]. Included after the kernel's A/A4, W (words), S (scales [G, N])
-// and push constants (M, N, K, N8, K4, G, gs), with ET_TILE and ET_Q4_RED defined.
+// W[n, k] = (code - 8) * scales[k / gs, n] (rounded to fp16 with the kernel's F16 spec constant, like the
+// activations: the f16 flag). Included after the kernel's A/A4, W (words), S (scales [G, N]) and push
+// constants (M, N, K, N8, K4, G, gs), with ET_TILE and ET_Q4_RED defined.
+layout(constant_id = 0) const uint F16 = 0;
 #define ET_M pc.M
 #define ET_SA_ROW ET_Q4_RED
 #define ET_SA_RED 1u
 #define ET_A_RED_CONTIG true
 #define ET_VEC_A (ET_Q4_RED % 4u == 0u)
+#define ET_F16 (F16 == 1)
 #include "gemm_core.glsl"
 
 void begin_tile() {
@@ -37,5 +40,9 @@ void q4_word(uint gk4, uint gn8, uint j, out vec4 w0, out vec4 w1) {
     bool kin = gk4 * 4 + b < pc.K;
     w0[b] = (kin && gn < pc.N) ? q4_value(q4_nibble(word, b, 0)) * s0 : 0.0;
     w1[b] = (kin && gn + 1 < pc.N) ? q4_value(q4_nibble(word, b, 1)) * s1 : 0.0;
+  }
+  if (ET_F16) {
+    w0 = et_round_f16(w0);
+    w1 = et_round_f16(w1);
   }
 }

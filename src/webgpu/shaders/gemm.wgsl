@@ -4,6 +4,7 @@
 // slices of A and B staged in workgroup memory.
 #include "gemm_io.wgsl"
 #include "gemm_tile.wgsl"
+#include "f16_round.wgsl"
 
 const TC = 16u;
 
@@ -22,10 +23,10 @@ fn stage(c0: u32, li: u32) {
     let c = c0 + cc;
     var av = 0.0;
     if (c < p.K && i0 + r < p.M) { av = A[a_base + (i0 + r) * p.a_si + c * p.a_sc]; }
-    As[e] = av;
+    As[e] = operand(av);
     var bv = 0.0;
     if (c < p.K && j0 + r < p.N) { bv = B[b_base + c * p.b_sc + (j0 + r) * p.b_sj]; }
-    Bs[e] = bv;
+    Bs[e] = operand(bv);
   }
 }
 

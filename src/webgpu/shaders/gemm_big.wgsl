@@ -5,6 +5,7 @@
 // slice loaded into registers while the current one is multiplied. Override constants pick load maps
 // that keep global reads coalesced: A_K (A's contraction is contiguous), B_N (B's columns are).
 #include "gemm_io.wgsl"
+#include "f16_round.wgsl"
 override A_K: bool = true;
 override B_N: bool = true;
 
@@ -33,12 +34,12 @@ var<private> b_base: u32;
 
 fn lda(e: u32, k0: u32) -> f32 {
   let s = a_slot(e);
-  if (row0 + s.x < p.M && k0 + s.y < p.K) { return A[a_base + (row0 + s.x) * p.a_si + (k0 + s.y) * p.a_sc]; }
+  if (row0 + s.x < p.M && k0 + s.y < p.K) { return operand(A[a_base + (row0 + s.x) * p.a_si + (k0 + s.y) * p.a_sc]); }
   return 0.0;
 }
 fn ldb(e: u32, k0: u32) -> f32 {
   let s = b_slot(e);
-  if (col0 + s.x < p.N && k0 + s.y < p.K) { return B[b_base + (k0 + s.y) * p.b_sc + (col0 + s.x) * p.b_sj]; }
+  if (col0 + s.x < p.N && k0 + s.y < p.K) { return operand(B[b_base + (k0 + s.y) * p.b_sc + (col0 + s.x) * p.b_sj]); }
   return 0.0;
 }
 fn sta(e: u32, v: f32) {

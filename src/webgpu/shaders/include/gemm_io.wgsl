@@ -1,9 +1,10 @@
 // The interface of the dense fp32 GEMMs gemm.wgsl and gemm_big.wgsl (one encoder, gemm_dispatch, picks
-// either): parameters, bindings and the epilogue. C[b,i,j] = alpha * sum_c A(i,c) B(c,j) (+ bias[j])
+// either): parameters, bindings, the operand rounding of the f16 flag and the epilogue. C[b,i,j] = alpha * sum_c A(i,c) B(c,j) (+ bias[j])
 // (+ C when accumulating), with A(i,c) = A[b*a_batch + i*a_si + c*a_sc], B(c,j) = B[b*b_batch + c*b_sc +
 // j*b_sj] and b = workgroup z.
 struct Params {
-  M: u32, N: u32, K: u32, flags: u32,  // flags: 1 = bias, 2 = accumulate into C, 4 = alpha from scalars
+  M: u32, N: u32, K: u32, flags: u32,  // flags: 1 = bias, 2 = accumulate into C, 4 = alpha from scalars,
+                                       // 8 = operands rounded to fp16 (the f16 flag; kernels include f16_round.wgsl)
   a_si: u32, a_sc: u32, b_sc: u32, b_sj: u32,  // element strides of A(i,c) and B(c,j)
   a_batch: u32, b_batch: u32, c_batch: u32, alpha_idx: u32,
 }
@@ -17,6 +18,12 @@ struct Params {
 fn alpha_value() -> f32 {
   if ((p.flags & 4u) != 0u) { return scalars[p.alpha_idx]; }
   return 1.0;
+}
+
+// An operand value as loaded, or rounded to fp16 (flag 8): the FMAs then sum fp16 products in fp32.
+fn operand(v: f32) -> f32 {
+  if ((p.flags & 8u) != 0u) { return round_f16(v); }
+  return v;
 }
 
 // Output (i, j) of batch plane zoff = b * c_batch from the sum v; nothing past the matrix.

@@ -1,0 +1,409 @@
+// Model files as other tools write them, and what edgetrain says of each: Hugging Face config.json in
+// transformers 4's form (top-level rope_theta / rope_scaling) and transformers 5's (rope_parameters), GGUF
+// files with keys and tensors that change the math, quantized GGUF imports with their measured q4gsw error,
+// and `edgetrain info FILE`'s verdict on whether it can train a file, with every reason when not. The rule
+// under test: a field that changes the math is read, or is an error naming it, never a silent default.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "edgetrain/backends.h"
+#include "edgetrain/interop.h"
+#include "edgetrain/safetensors.h"
+#include "edgetrain/tokenizer.h"
+#include "io/gguf.h"
+#include "io/llama_names.h"
+#include "train/run.h"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace edgetrain::test {
+namespace {
+
+fs::path tmp_dir() { return fs::temp_directory_path() / ("edgetrain_model_files_" + std::to_string(::getpid())); }
+struct RemoveTmpDirAtExit {
+  ~RemoveTmpDirAtExit() {
+    std::error_code ec;
+    fs::remove_all(tmp_dir(), ec);
+  }
+} remove_tmp_dir_at_exit;
+
+std::string tmp(const std::string& name) {
+  fs::create_directories(tmp_dir());
+  return (tmp_dir() / name).string();
+}
+
+ModelConfig tiny(TrainMode mode) {
+  ModelConfig c = ModelConfig::preset("tiny");
+  c.mode = mode;
+  return c;
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+#define EXPECT_HAS(text, needle) EXPECT_NE(std::string(text).find(needle), std::string::npos) << (text)
+
+// ---- Hugging Face config.json ----
+
+// A Hugging Face folder of `m` (F32 tensors, q/k in HF's rotate_half order) with config.json `cfg`.
+void write_hf(Model& m, const std::string& dir, const json& cfg, const std::vector<std::string>& extra_tensors = {}) {
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::ofstream(dir + "/config.json") << cfg.dump(2);
+  const ModelConfig& c = m.config();
+  safetensors::Writer w;
+  for (const llama_names::BaseTensor& t : llama_names::base_tensors(c)) {
+    for (Param& p : m.params()) {
+      if (p.name != t.name) continue;
+      std::vector<float> v = m.backend().to_vector<float>(p.value);
+      if (t.name.find("attention.wq") != std::string::npos)
+        v = interop_detail::permute_to_hf(v, c.n_heads, t.shape[0], t.shape[1]);
+      if (t.name.find("attention.wk") != std::string::npos)
+        v = interop_detail::permute_to_hf(v, c.kv_heads(), t.shape[0], t.shape[1]);
+      std::vector<uint8_t> bytes(v.size() * 4);
+      std::memcpy(bytes.data(), v.data(), bytes.size());
+      w.add_owned(t.hf, "F32", std::vector<int64_t>(t.shape.data(), t.shape.data() + t.shape.rank()), std::move(bytes));
+    }
+  }
+  for (const std::string& name : extra_tensors) w.add_owned(name, "F32", {4}, std::vector<uint8_t>(16, 0));
+  w.save(dir + "/model.safetensors");
+}
+
+// config.json of `c` as transformers 5 writes a LlamaConfig (rope_parameters, dtype, no rope_theta).
+json v5_config(const ModelConfig& c) {
+  return {{"architectures", {"LlamaForCausalLM"}},
+          {"attention_bias", false},
+          {"attention_dropout", 0.0},
+          {"bos_token_id", 1},
+          {"dtype", "float32"},
+          {"eos_token_id", 2},
+          {"head_dim", c.head_dim()},
+          {"hidden_act", "silu"},
+          {"hidden_size", c.dim},
+          {"initializer_range", 0.02},
+          {"intermediate_size", c.ffn_dim},
+          {"max_position_embeddings", c.max_seq},
+          {"mlp_bias", false},
+          {"model_type", "llama"},
+          {"num_attention_heads", c.n_heads},
+          {"num_hidden_layers", c.n_layers},
+          {"num_key_value_heads", c.kv_heads()},
+          {"pretraining_tp", 1},
+          {"rms_norm_eps", c.norm_eps},
+          {"rope_parameters", {{"rope_theta", c.rope_theta}, {"rope_type", "default"}}},
+          {"tie_word_embeddings", false},
+          {"transformers_version", "5.0.0"},
+          {"use_cache", true},
+          {"vocab_size", c.vocab}};
+}
+
+// transformers 4's form of the same config.
+json v4_config(const ModelConfig& c) {
+  json j = v5_config(c);
+  j.erase("rope_parameters");
+  j.erase("dtype");
+  j["rope_theta"] = c.rope_theta;
+  j["rope_scaling"] = nullptr;
+  j["torch_dtype"] = "float32";
+  j["transformers_version"] = "4.46.0";
+  return j;
+}
+
+TEST(ModelFiles, HfConfigOfTransformers5IsRead) {
+  auto be = make_cpu_backend();
+  ModelConfig c = tiny(TrainMode::fp32);
+  c.rope_theta = 500000.0f;  // not the default: a reader that misses rope_parameters gets 10000
+  Model m(*be, c);
+  m.init(3);
+  const std::string dir = tmp("hf5");
+  for (const json& cfg : {v5_config(c), v4_config(c)}) {
+    SCOPED_TRACE(cfg["transformers_version"].get<std::string>());
+    write_hf(m, dir, cfg);
+    EXPECT_EQ(read_hf_config(dir, TrainMode::qat, 32).rope_theta, 500000.0f);
+    auto back = load_hf_llama(dir, *be, TrainMode::fp32, 32);
+    EXPECT_EQ(back->config().to_json(), m.config().to_json());
+    const std::vector<int32_t> ids = {1, 5, 9, 2, 7};
+    m.reset_cache();
+    back->reset_cache();
+    EXPECT_EQ(m.next_logits(ids), back->next_logits(ids)) << "same weights and rope: the same logits";
+    EXPECT_HAS(describe_model_file(dir), "trainable: yes");
+  }
+  // Both forms, agreeing: fine; disagreeing: an error naming both fields.
+  json both = v5_config(c);
+  both["rope_theta"] = 500000.0;
+  write_hf(m, dir, both);
+  EXPECT_EQ(read_hf_config(dir, TrainMode::qat, 32).rope_theta, 500000.0f);
+  both["rope_theta"] = 10000.0;
+  write_hf(m, dir, both);
+  const std::string e = error_of([&] { read_hf_config(dir, TrainMode::qat, 32); });
+  EXPECT_HAS(e, "'rope_theta' = 10000 disagrees with rope_parameters.rope_theta = 500000");
+}
+
+TEST(ModelFiles, HfFieldsThatChangeTheMathAreErrorsNamingThem) {
+  auto be = make_cpu_backend();
+  const ModelConfig c = tiny(TrainMode::fp32);
+  Model m(*be, c);
+  m.init(4);
+  const std::string dir = tmp("hfbad");
+  struct Case {
+    const char* what;
+    std::function<void(json&)> edit;
+    const char* needle;
+  };
+  const std::vector<Case> cases = {
+      {"llama3 rope", [](json& j) { j["rope_parameters"] = {{"rope_theta", 5e5}, {"rope_type", "llama3"}, {"factor", 8.0}}; },
+       "'rope_parameters.rope_type' is \"llama3\""},
+      {"rope factor under default", [](json& j) { j["rope_parameters"]["factor"] = 2.0; }, "'rope_parameters.factor' = 2.0"},
+      {"v4 linear scaling", [](json& j) { j["rope_scaling"] = {{"type", "linear"}, {"factor", 2.0}}; },
+       "'rope_scaling.type' is \"linear\""},
+      {"per-layer-type rope", [](json& j) { j["rope_parameters"] = {{"full_attention", {{"rope_theta", 1e4}}}}; },
+       "'rope_parameters.full_attention' holds rope parameters per layer type"},
+      {"rope_theta not a number", [](json& j) { j["rope_parameters"]["rope_theta"] = "big"; },
+       "'rope_parameters.rope_theta' must be a number"},
+      {"partial rotary", [](json& j) { j["rope_parameters"]["partial_rotary_factor"] = 0.5; },
+       "'rope_parameters.partial_rotary_factor' = 0.5"},
+      {"gelu", [](json& j) { j["hidden_act"] = "gelu"; }, "'hidden_act' is \"gelu\""},
+      {"attention bias", [](json& j) { j["attention_bias"] = true; }, "'attention_bias' is true"},
+      {"mlp bias", [](json& j) { j["mlp_bias"] = true; }, "'mlp_bias' is true"},
+      {"head_dim", [](json& j) { j["head_dim"] = 8; }, "'head_dim' = 8 differs"},
+      {"quantized", [](json& j) { j["quantization_config"] = {{"quant_method", "gptq"}, {"bits", 4}}; },
+       "'quantization_config' is present: the weights are quantized (\"gptq\")"},
+      {"classifier", [](json& j) { j["architectures"] = {"LlamaForSequenceClassification"}; }, "'architectures' is"},
+      {"vocab", [](json& j) { j["vocab_size"] = 99; }, "'vocab_size' = 99 differs"},
+      {"not llama", [](json& j) { j["model_type"] = "mistral"; }, "model_type \"mistral\" is not supported"},
+  };
+  for (const Case& k : cases) {
+    SCOPED_TRACE(k.what);
+    json cfg = v5_config(c);
+    k.edit(cfg);
+    write_hf(m, dir, cfg);
+    const std::string e = error_of([&] { load_hf_llama(dir, *be, TrainMode::qat, 32); });
+    EXPECT_HAS(e, k.needle);
+    EXPECT_HAS(e, dir);
+    const std::string info = describe_model_file(dir);
+    EXPECT_HAS(info, "trainable: no");
+    EXPECT_HAS(info, k.needle);
+  }
+  // Fields LlamaConfig does not read are ignored, as transformers ignores them; so is an old checkpoint's
+  // rotary_emb.inv_freq buffer.
+  json cfg = v5_config(c);
+  cfg["my_tool_notes"] = {{"anything", 1}};
+  write_hf(m, dir, cfg, {"model.layers.0.self_attn.rotary_emb.inv_freq"});
+  EXPECT_NO_THROW(load_hf_llama(dir, *be, TrainMode::qat, 32));
+  // A tensor the model lacks, and several problems at once: all listed by info, the first thrown.
+  cfg["hidden_act"] = "relu";
+  write_hf(m, dir, cfg, {"model.layers.0.self_attn.q_proj.bias"});
+  const std::string info = describe_model_file(dir);
+  EXPECT_HAS(info, "trainable: no, 1 problem");  // config problems stop before the tensors are looked at
+  cfg["hidden_act"] = "silu";
+  write_hf(m, dir, cfg, {"model.layers.0.self_attn.q_proj.bias"});
+  EXPECT_HAS(describe_model_file(dir), "tensor 'model.layers.0.self_attn.q_proj.bias'");
+  EXPECT_HAS(error_of([&] { import_masters(dir); }), "model.layers.0.self_attn.q_proj.bias");
+}
+
+// ---- GGUF keys and tensors ----
+
+using V = gguf::Value;
+
+// `src` rewritten with metadata `set` (replacing or adding), keys `drop` removed, and tensors `extra` added.
+void rewrite_gguf(const std::string& src, const std::string& dst, const std::vector<std::pair<std::string, V>>& set,
+                  const std::vector<std::string>& drop = {},
+                  const std::vector<std::pair<std::string, uint32_t>>& retype = {},
+                  const std::vector<std::string>& extra = {}) {
+  const gguf::File f = gguf::File::open(src);
+  gguf::Writer w;
+  for (const auto& [k, v] : f.metadata()) {
+    bool skip = std::find(drop.begin(), drop.end(), k) != drop.end();
+    for (const auto& s : set) skip |= s.first == k;
+    if (!skip) w.add_kv(k, v);
+  }
+  for (const auto& [k, v] : set) w.add_kv(k, v);
+  for (const auto& t : f.tensors()) {
+    uint32_t type = t.type;
+    std::vector<uint8_t> bytes(f.data(t), f.data(t) + t.nbytes);
+    for (const auto& [name, to] : retype)
+      if (name == t.name) {
+        type = to;
+        bytes.assign(gguf::tensor_bytes(to, t.ne, name), 0);
+      }
+    w.add_tensor(t.name, t.ne, type, std::move(bytes));
+  }
+  for (const std::string& name : extra) w.add_tensor(name, {8}, gguf::F32, std::vector<uint8_t>(32, 0));
+  w.save(dst);
+}
+
+V u32s(std::vector<uint32_t> v) {
+  V a;
+  a.type = gguf::VType::ARRAY;
+  a.elem = gguf::VType::U32;
+  for (uint32_t x : v) a.arr.push_back(V::u32(x));
+  return a;
+}
+
+TEST(ModelFiles, GgufKeysAndTensorsThatChangeTheMathAreErrorsNamingThem) {
+  auto be = make_cpu_backend();
+  Model m(*be, tiny(TrainMode::fp32));
+  m.init(6);
+  const std::string good = tmp("good.gguf"), bad = tmp("bad.gguf");
+  save_gguf(good, m, GgufType::F32, make_byte_tokenizer().get());
+  EXPECT_HAS(describe_model_file(good), "trainable: yes");
+  struct Case {
+    const char* what;
+    std::vector<std::pair<std::string, V>> set;
+    std::vector<std::pair<std::string, uint32_t>> retype;
+    std::vector<std::string> extra;
+    const char* needle;
+  };
+  const std::vector<Case> cases = {
+      {"yarn", {{"llama.rope.scaling.type", V::str("yarn")}}, {}, {}, "'llama.rope.scaling.type' = \"yarn\""},
+      {"linear x4", {{"llama.rope.scaling.type", V::str("linear")}, {"llama.rope.scaling.factor", V::f32(4)}}, {}, {},
+       "'llama.rope.scaling.factor' = 4"},
+      {"old scale key", {{"llama.rope.scale_linear", V::f32(2)}}, {}, {}, "'llama.rope.scale_linear' = 2"},
+      {"attn factor", {{"llama.rope.scaling.attn_factor", V::f32(0.5f)}}, {}, {}, "'llama.rope.scaling.attn_factor' = 0.5"},
+      {"experts", {{"llama.expert_count", V::u32(8)}}, {}, {}, "llama.expert_count = 8"},
+      {"unknown key", {{"llama.attention.sliding_window", V::u32(4)}}, {}, {}, "'llama.attention.sliding_window'"},
+      {"per-layer heads", {{"llama.attention.head_count", u32s({2, 2})}}, {}, {}, "is an array"},
+      {"key length", {{"llama.attention.key_length", V::u32(8)}}, {}, {}, "llama.attention.key_length = 8 differs"},
+      {"vocab size", {{"llama.vocab_size", V::u32(300)}}, {}, {}, "llama.vocab_size = 300 differs"},
+      {"split", {{"split.count", V::u32(3)}}, {}, {}, "split.count = 3"},
+      {"not llama", {{"general.architecture", V::str("qwen2")}}, {}, {}, "'qwen2', only 'llama'"},
+      {"Q5_0 tensor", {}, {{"blk.0.ffn_up.weight", 6}}, {}, "'blk.0.ffn_up.weight' is Q5_0, which edgetrain does not decode"},
+      {"IQ4_NL tensor", {}, {{"blk.1.attn_k.weight", 20}}, {}, "'blk.1.attn_k.weight' is IQ4_NL"},
+      {"rope factors", {}, {}, {"rope_freqs.weight"}, "'rope_freqs.weight' (Llama 3.1-style rope frequency factors)"},
+      {"bias", {}, {}, {"blk.0.attn_q.bias"}, "'blk.0.attn_q.bias' (a bias"},
+      {"old quantization", {{"general.quantization_version", V::u32(1)}}, {{"blk.0.ffn_up.weight", 2}}, {},
+       "general.quantization_version = 1"},
+  };
+  for (const Case& k : cases) {
+    SCOPED_TRACE(k.what);
+    rewrite_gguf(good, bad, k.set, {}, k.retype, k.extra);
+    const std::string e = error_of([&] { load_gguf_model(bad, *be, TrainMode::qat, 32); });
+    EXPECT_HAS(e, k.needle);
+    EXPECT_HAS(e, bad);
+    EXPECT_HAS(error_of([&] { import_masters(bad); }), k.needle);  // train --init's path
+    const std::string info = describe_model_file(bad);
+    EXPECT_HAS(info, "trainable: no");
+    EXPECT_HAS(info, k.needle);
+  }
+  // Keys that say "no scaling" in llama.cpp's terms are fine.
+  rewrite_gguf(good, bad, {{"llama.rope.scaling.type", V::str("linear")}, {"llama.rope.scaling.factor", V::f32(1)},
+                           {"llama.rope.scaling.original_context_length", V::u32(4096)},
+                           {"llama.expert_count", V::u32(0)}, {"quantize.imatrix.file", V::str("x.dat")}});
+  EXPECT_NO_THROW(load_gguf_model(bad, *be, TrainMode::qat, 32));
+  // Several problems: info lists them all, the import names the first and counts the rest.
+  rewrite_gguf(good, bad, {{"llama.rope.scaling.type", V::str("yarn")}, {"llama.foo", V::u32(1)}}, {},
+               {{"blk.0.ffn_up.weight", 6}}, {"rope_freqs.weight"});
+  const std::string info = describe_model_file(bad);
+  EXPECT_HAS(info, "trainable: no, 2 problems");  // key problems stop before the tensors are looked at
+  EXPECT_HAS(error_of([&] { load_gguf_model(bad, *be, TrainMode::qat, 32); }), "(and 1 more problem; `edgetrain info");
+  rewrite_gguf(good, bad, {}, {}, {{"blk.0.ffn_up.weight", 6}}, {"rope_freqs.weight", "blk.0.attn_q.bias"});
+  EXPECT_HAS(describe_model_file(bad), "trainable: no, 3 problems");
+}
+
+// ---- quantized GGUF imports: the measured q4gsw error ----
+
+TEST(ModelFiles, KQuantImportReportsItsQ4Error) {
+  auto be = make_cpu_backend();
+  ModelConfig c = tiny(TrainMode::fp32);
+  c.dim = 256, c.n_heads = 4, c.ffn_dim = 256;  // rows of whole Q4_K super-blocks
+  Model m(*be, c);
+  m.init(8);
+  const std::string path = tmp("q4_k.gguf");
+  const GgufExportReport rep = save_gguf(path, m, GgufType::Q4_K);
+  EXPECT_EQ(rep.requantized, 14);
+  ASSERT_NE(rep.error.worst(), nullptr);
+  EXPECT_GT(rep.error.overall(), 0.0);
+  const gguf::File f = gguf::File::open(path);
+  EXPECT_EQ(f.tensor("blk.0.attn_q.weight")->type, static_cast<uint32_t>(gguf::Q4_K));
+  EXPECT_EQ(f.tensor("output.weight")->type, static_cast<uint32_t>(gguf::F32));
+  for (TrainMode mode : {TrainMode::qat, TrainMode::qlora}) {
+    ImportInfo info;
+    auto back = load_gguf_model(path, *be, mode, 32, &info);
+    ASSERT_EQ(info.q4_error.tensors.size(), 14u);
+    // Masters are the file's weights decoded exactly; the report measures q4gsw against them.
+    for (Param& p : back->params()) {
+      if (!p.quantized()) continue;
+      const std::vector<float> file = f.to_f32(*f.tensor(llama_names::gguf_name(p.name)));
+      EXPECT_EQ(back->backend().to_vector<float>(p.value), file) << p.name;
+    }
+    const auto* worst = info.q4_error.worst();
+    ASSERT_NE(worst, nullptr);
+    EXPECT_GT(worst->rel_rms, 0.0);
+    EXPECT_HAS(info.q4_error.worst_line(), worst->name);
+  }
+  ImportInfo fp32;
+  load_gguf_model(path, *be, TrainMode::fp32, 32, &fp32);
+  EXPECT_TRUE(fp32.q4_error.tensors.empty());
+  // train --init prints and returns the same measurement.
+  ModelConfig qc = c;
+  qc.mode = TrainMode::qat;
+  Model target(*be, qc);
+  target.init(1);
+  const training::InitReport ir = training::init_weights_from(path, target);
+  ASSERT_EQ(ir.import_error.tensors.size(), 14u);
+  ImportInfo qat;
+  load_gguf_model(path, *be, TrainMode::qat, 32, &qat);
+  EXPECT_EQ(ir.import_error.worst()->name, qat.q4_error.worst()->name);
+  EXPECT_DOUBLE_EQ(ir.import_error.overall(), qat.q4_error.overall());
+}
+
+std::string run_cli(const std::string& args, int* status = nullptr) {
+  const std::string cmd = std::string(EDGETRAIN_CLI) + " " + args + " 2>&1";
+  std::string out;
+  int rc = -1;
+  if (FILE* p = ::popen(cmd.c_str(), "r")) {
+    char buf[4096];
+    for (size_t k; (k = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, k);
+    rc = ::pclose(p);
+  }
+  if (status) *status = rc;
+  return out;
+}
+
+TEST(ModelFiles, CliConvertsToKQuantsAndInfoSaysWhy) {
+  auto be = make_cpu_backend();
+  ModelConfig c = tiny(TrainMode::fp32);
+  c.dim = 256, c.n_heads = 4, c.ffn_dim = 256, c.vocab = 256;
+  Model m(*be, c);
+  m.init(9);
+  const std::string f32 = tmp("cli_f32.gguf"), q4k = tmp("cli_q4k.gguf"), q8 = tmp("cli_q8.gguf");
+  save_gguf(f32, m, GgufType::F32, make_byte_tokenizer().get());
+  int rc = 0;
+  std::string out = run_cli("convert " + f32 + " " + q4k + " --to gguf-q4_k --mode fp32", &rc);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_HAS(out, "0 linears exact Q4_0, 14 quantized from the weights");
+  EXPECT_HAS(out, "relative RMS weight error");
+  EXPECT_HAS(out, "worst: ");
+  out = run_cli("convert " + f32 + " " + q8 + " --to gguf-q8_0 --mode fp32", &rc);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_EQ(gguf::File::open(q8).tensor("blk.1.ffn_down.weight")->type, static_cast<uint32_t>(gguf::Q8_0));
+  out = run_cli("convert " + q4k + " " + tmp("cli_back.gguf") + " --to gguf-f32 --mode qat", &rc);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_HAS(out, "q4gsw (group 32) against the file's weights: relative RMS weight error");
+  out = run_cli("info " + q4k, &rc);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_HAS(out, "blk.0.attn_q.weight Q4_K [256, 256]");
+  EXPECT_HAS(out, "trainable: yes");
+  rewrite_gguf(q4k, tmp("cli_bad.gguf"), {{"llama.rope.scaling.type", V::str("yarn")}});
+  out = run_cli("info " + tmp("cli_bad.gguf"), &rc);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_HAS(out, "trainable: no, 1 problem:\n    - metadata key 'llama.rope.scaling.type' = \"yarn\"");
+  out = run_cli("convert " + f32 + " " + tmp("x.gguf") + " --to gguf-q5_k", &rc);
+  EXPECT_NE(rc, 0);
+  EXPECT_HAS(out, "unknown GGUF type 'q5_k' (choose f32, f16, q4_0, q8_0 or q4_k)");
+}
+
+}  // namespace
+}  // namespace edgetrain::test

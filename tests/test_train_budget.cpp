@@ -1,0 +1,211 @@
+// A time budget (TrainOptions::time_budget_s, the CLI's --time): durations, the plan's arithmetic, a run that
+// fixes its total after the first steps and records it, a budget too small for more than one step, --resume
+// of a budget run (the same losses as a run of the planned steps), and the combinations that are errors.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "edgetrain/checkpoint.h"
+#include "harness/model_helpers.h"
+#include "train/run.h"
+
+namespace edgetrain::test {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace edgetrain::training;
+
+struct TempDir {
+  fs::path path;
+  explicit TempDir(const std::string& name)
+      : path(fs::temp_directory_path() / ("edgetrain_budget_" + name + "_" + std::to_string(::getpid()))) {
+    fs::remove_all(path);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  std::string str() const { return path.string(); }
+};
+
+void expect_error(const TrainOptions& o, const std::string& what) {
+  try {
+    resolve_options(o);
+    ADD_FAILURE() << "accepted; wanted an error containing: " << what;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+  }
+}
+
+int64_t recorded_total(const std::string& ckpt) {
+  auto meta = read_checkpoint_metadata(ckpt);
+  return nlohmann::json::parse(meta.at("train_options")).at("total_steps").get<int64_t>();
+}
+
+// (step, loss, lr) of every training line of a metrics file.
+std::vector<std::tuple<int64_t, double, double>> curve(const std::string& metrics) {
+  std::vector<std::tuple<int64_t, double, double>> out;
+  std::ifstream in(metrics);
+  std::string line;
+  while (std::getline(in, line)) {
+    auto j = nlohmann::json::parse(line);
+    if (j.contains("loss")) out.emplace_back(j["step"].get<int64_t>(), j["loss"].get<double>(), j["lr"].get<double>());
+  }
+  return out;
+}
+
+TEST(TimeBudget, DurationsParseAndBadOnesNameTheFlag) {
+  EXPECT_DOUBLE_EQ(parse_duration("4m", "--time"), 240);
+  EXPECT_DOUBLE_EQ(parse_duration("90s", "--time"), 90);
+  EXPECT_DOUBLE_EQ(parse_duration("1h30m", "--time"), 5400);
+  EXPECT_DOUBLE_EQ(parse_duration("2m30.5s", "--time"), 150.5);
+  EXPECT_DOUBLE_EQ(parse_duration("240", "--time"), 240);
+  EXPECT_DOUBLE_EQ(parse_duration("0.5", "--time"), 0.5);
+  for (const char* bad : {"", "4x", "4m30", "-1m", "m", "nan", "inf", "4 m", "1m-5s", "0", "0m0s"}) {
+    try {
+      parse_duration(bad, "--time");
+      ADD_FAILURE() << "'" << bad << "' was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("--time"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_EQ(format_duration(240), "4m00s");
+  EXPECT_EQ(format_duration(12.5), "12.5s");
+}
+
+// The steps that fit after the ones taken, each with its share of evaluations and checkpoints, the last
+// step's evaluation and checkpoint reserved; never fewer than taken, never more than the cap.
+TEST(TimeBudget, PlanCountsTheStepsThatFit) {
+  BudgetPlan p{100, 10, 0.1, 1.0, 2.0, 100, 200, 1000000};
+  // left = 100 - 10 - 1 - 2 = 87 s; per step 0.1 + 0.01 + 0.01 = 0.12 s: 725 more.
+  EXPECT_EQ(p.total_steps(30), 30 + 725);
+  p.max_steps = 500;
+  EXPECT_EQ(p.total_steps(30), 500);
+  p.max_steps = 1000000;
+  p.elapsed_s = 99;  // out of time: the steps taken
+  EXPECT_EQ(p.total_steps(30), 30);
+  p.elapsed_s = 10, p.step_s = 0, p.eval_s = 0, p.save_s = 0;  // no cost measured: the cap
+  EXPECT_EQ(p.total_steps(30), 30);
+}
+
+TEST(TimeBudget, CombinationsThatMakeNoSenseAreErrors) {
+  TempDir dir("errors");
+  TrainOptions o = quick_options(dir.str());
+  o.time_budget_s = 60;
+  o.time_limit_s = 30;
+  expect_error(o, "--time and --time-limit cannot be combined");
+  o.time_limit_s = 0;
+  o.optim.warmup_steps = 0;
+  expect_error(o, "--time needs --warmup >= 1");
+  o.optim.warmup_steps = 5;
+  o.time_budget_s = std::nan("");
+  expect_error(o, "--time must be > 0");
+  o.time_budget_s = -1;
+  expect_error(o, "--time must be > 0");
+  o.time_budget_s = 60;
+  o.resume = true;
+  expect_error(o, "--time plans the schedule of a fresh run");
+}
+
+// A budget run measures its first steps, fixes the total (at most the given cap), says so, evaluates and
+// saves at that last step, and every checkpoint records the total; the cosine ends at that step.
+TEST(TimeBudget, RunFixesItsTotalAfterTheFirstStepsAndRecordsIt) {
+  TempDir dir("run");
+  TrainOptions o = quick_options(dir.str());
+  o.time_budget_s = 2.0;
+  o.optim.total_steps = 100000;  // the cap: far more than fits
+  o.optim.warmup_steps = 8;
+  o.sample_tokens = 0;
+  testing::internal::CaptureStdout();
+  const auto t0 = std::chrono::steady_clock::now();
+  const TrainResult r = train(o);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const std::string out = testing::internal::GetCapturedStdout();
+  EXPECT_NE(out.find("time budget 2.0s: after 8 steps"), std::string::npos) << out;
+  EXPECT_NE(out.find(std::to_string(r.steps) + " steps in all"), std::string::npos) << out;
+  EXPECT_GT(r.steps, 8) << "two seconds hold more than the calibration steps of `tiny`";
+  EXPECT_LT(r.steps, 100000);
+  EXPECT_EQ(recorded_total(r.checkpoint), r.steps);
+  auto c = curve(r.metrics);
+  ASSERT_EQ(static_cast<int64_t>(c.size()), r.steps);
+  OptimConfig sched = o.optim;
+  sched.total_steps = r.steps;
+  for (auto [step, loss, lr] : c) EXPECT_FLOAT_EQ(static_cast<float>(lr), sched.lr_at(step)) << "step " << step;
+  EXPECT_FLOAT_EQ(static_cast<float>(std::get<2>(c.back())), o.optim.lr * o.optim.min_lr_ratio);
+  // Generous: a shared test machine may slow the steps after the plan; the plan itself aims at 2 s.
+  EXPECT_LT(took, 20.0);
+}
+
+// A budget smaller than start-up: one step, evaluated and saved, the total 1.
+TEST(TimeBudget, TinyBudgetStillWritesACheckpoint) {
+  TempDir dir("tiny");
+  TrainOptions o = quick_options(dir.str());
+  o.time_budget_s = 1e-3;
+  o.optim.total_steps = 1000;
+  o.sample_tokens = 0;
+  const TrainResult r = train(o);
+  EXPECT_EQ(r.steps, 1);
+  ASSERT_TRUE(fs::exists(r.checkpoint));
+  EXPECT_EQ(recorded_total(r.checkpoint), 1);
+  EXPECT_GT(r.last_val_loss, 0.0f) << "the last step evaluates";
+}
+
+// Stopped after its plan, a budget run resumes to its planned total and reaches the losses and learning rates
+// of a run given that total as --steps: the plan is the whole of the difference.
+TEST(TimeBudget, ResumeOfABudgetRunIsExact) {
+  TempDir dir("resume");
+  TrainOptions o = quick_options(dir.str() + "/budget");
+  o.time_budget_s = 3.0;
+  o.optim.total_steps = 100000;
+  o.optim.warmup_steps = 6;
+  o.checkpoint_every = 1000;
+  o.sample_tokens = 0;
+  std::atomic<int> stop{0};
+  o.stop = &stop;
+  // Stop once step 15 is in the metrics (after the plan at step 6).
+  std::thread watcher([&] {
+    for (int i = 0; i < 20000 && stop.load() == 0; ++i) {
+      std::ifstream in(o.out_dir + "/metrics.jsonl");
+      std::string line, last;
+      while (std::getline(in, line)) last = line;
+      if (last.find("\"step\":15,") != std::string::npos) stop.store(15);
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  });
+  const TrainResult first = train(o);
+  stop.store(15);
+  watcher.join();
+  ASSERT_EQ(first.stopped_by, 15) << "the run ended before the watcher stopped it";
+  const int64_t planned = recorded_total(first.checkpoint);
+  ASSERT_GT(planned, first.steps);
+
+  TrainOptions resume;  // `train --resume --out DIR`: no --steps (0: the checkpoint's), no --time
+  resume.out_dir = o.out_dir;
+  resume.resume = true;
+  resume.backend = "cpu";
+  resume.optim.total_steps = 0;
+  resume.progress = false;
+  resume.sample_tokens = 0;
+  resume.eval_every = o.eval_every, resume.eval_batches = o.eval_batches, resume.checkpoint_every = 1000;
+  const TrainResult resumed = train(resume);
+  EXPECT_EQ(resumed.steps, planned);
+
+  TrainOptions fixed = o;  // the planned total as --steps, no budget
+  fixed.out_dir = dir.str() + "/fixed";
+  fixed.time_budget_s = 0;
+  fixed.optim.total_steps = planned;
+  fixed.stop = nullptr;
+  const TrainResult want = train(fixed);
+  EXPECT_EQ(curve(resumed.metrics), curve(want.metrics));
+  EXPECT_EQ(resumed.last_val_loss, want.last_val_loss);
+}
+
+}  // namespace
+}  // namespace edgetrain::test
