@@ -8,6 +8,7 @@
 namespace edgetrain::cpu {
 
 Kernel fast_kernel(Op) { return nullptr; }
+std::string fast_kernels_name() { return "reference kernels"; }
 
 void set_threads(int) {}
 int threads() { return 1; }
