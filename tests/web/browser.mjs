@@ -1,6 +1,6 @@
 // Shared by the page tests: a static file server on loopback for the built site, and Debian's chromium,
-// headless, driven by playwright-core (pinned in web/test/package-lock.json, installed into
-// $EDGETRAIN_DEPS/webtest by scripts/build-web.sh --browser).
+// headless, driven by playwright-core (pinned in web/test/package-lock.json; scripts/setup.sh installs both,
+// playwright-core into $EDGETRAIN_DEPS/webtest).
 import fs from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
@@ -43,11 +43,13 @@ export async function serve(site) {
 
 export async function launch() {
   const pw = path.join(DEPS, 'webtest/node_modules/playwright-core/index.mjs');
-  if (!fs.existsSync(pw)) throw new Error(`${pw} is missing: run scripts/build-web.sh --browser`);
+  if (!fs.existsSync(pw)) throw new Error(`${pw} is missing: run scripts/setup.sh`);
+  const executablePath = process.env.EDGETRAIN_CHROMIUM || '/usr/bin/chromium';
+  if (!fs.existsSync(executablePath)) throw new Error(`${executablePath} is missing: run scripts/setup.sh (Debian's chromium)`);
   const { chromium } = await import(pw);
   const profile = fs.mkdtempSync(path.join(os.tmpdir(), 'edgetrain-chromium-'));
   const context = await chromium.launchPersistentContext(profile, {
-    executablePath: process.env.EDGETRAIN_CHROMIUM || '/usr/bin/chromium', headless: true, acceptDownloads: true,
+    executablePath, headless: true, acceptDownloads: true,
     args: CHROMIUM_ARGS, viewport: { width: 1280, height: 900 },
   });
   return {
