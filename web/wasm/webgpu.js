@@ -162,7 +162,7 @@ mergeInto(LibraryManager.library, {
     } else {
       p = navigator.gpu.requestAdapter(opts).then(function(a) {
         if (!a) return answer(2, 0, 'navigator.gpu.requestAdapter() gave no adapter');
-        return answer(1, WG.add({ kind: 'adapter', obj: a }), '');
+        return answer(1, WG.add({ kind: 'adapter', obj: a, opts: opts, consumed: false }), '');
       }, function(e) { return answer(3, 0, 'navigator.gpu.requestAdapter() failed: ' + e); });
     }
     return WG.future(info, p);
@@ -245,7 +245,7 @@ mergeInto(LibraryManager.library, {
 
   wgpuAdapterRequestDevice__deps: ['$WG'],
   wgpuAdapterRequestDevice: function(adapter, desc, info) {
-    var a = WG.get(adapter).obj;
+    var rec = WG.get(adapter), a = rec.obj;
     var required = {};
     var lp = WG.u32(desc + WG.L('DeviceDescriptor.requiredLimits'));
     if (lp) {
@@ -264,7 +264,16 @@ mergeInto(LibraryManager.library, {
     var errU1 = WG.u32(ue + WG.L('UncapturedErrorCallbackInfo.userdata1'));
     var errU2 = WG.u32(ue + WG.L('UncapturedErrorCallbackInfo.userdata2'));
     var label = WG.label(desc, 'DeviceDescriptor.label');
-    var p = a.requestDevice({ label: label, requiredLimits: required }).then(function(device) {
+    // A browser's adapter makes one device; the backend keeps its adapter for the process (a native adapter
+    // makes any number) and the page runs one command after another in it: each device after the first comes
+    // from a fresh adapter asked for with the same options.
+    var adapterP = rec.consumed ? navigator.gpu.requestAdapter(rec.opts).then(function(fresh) {
+      if (!fresh) throw new Error('navigator.gpu.requestAdapter() gave no adapter for a new device');
+      rec.obj = fresh;
+      return fresh;
+    }) : Promise.resolve(a);
+    rec.consumed = true;
+    var p = adapterP.then(function(ad) { return ad.requestDevice({ label: label, requiredLimits: required }); }).then(function(device) {
       var handle = WG.add({ kind: 'device', obj: device });
       // The callbacks take `const Device*`: a cell holding the handle, kept for the device's life.
       var cell = _malloc(4);
