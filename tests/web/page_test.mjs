@@ -4,11 +4,13 @@
 //    tolerance of the suite's device-vs-CPU training test (1e-4 + 1e-4·|loss|);
 //  - the downloaded checkpoint evaluates with the native `edgetrain eval` to the page's final validation loss;
 //  - Generate writes text; the GGUF export is a GGUF file the native CLI reads;
-//  - the checkpoint kept in IndexedDB survives a reload and downloads the same bytes;
+//  - the checkpoint kept in IndexedDB survives a reload and downloads the same bytes, and a tab closed during
+//    a save leaves a whole checkpoint there;
 //  - the messages for no WebGPU, an out-of-memory device and a lost device;
 //  - a screenshot of the page after training (ARTIFACTS/web_page.png).
 //   node tests/web/page_test.mjs --site build-web/site --cli build/edgetrain --artifacts build/web-artifacts
-import { execFileSync } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
+import { promisify } from 'node:util';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -25,10 +27,13 @@ const phase = (page, phases, timeout = 900_000) =>
 const metrics = (page) => page.evaluate(() => window.edgetrain.metrics);
 const cli = (...a) => execFileSync(args.cli, a, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
 
-function nativeRun(backend) {
+// The same run natively, in the background while the page trains (SwiftShader's steps are mostly waits, so
+// the two overlap well): resolves with its metrics.jsonl, parsed.
+async function nativeRun(backend) {
   const out = path.join(tmp, 'native-' + backend);
-  cli('train', '--preset', 'tiny', '--corpus', corpus, '--seed', '1', '--out', out, '--steps', String(STEPS),
-    '--backend', backend, '--no-progress', '--sample-tokens', '0', '--checkpoint-every', '50', '--log-every', '10');
+  await promisify(execFile)(args.cli, ['train', '--preset', 'tiny', '--corpus', corpus, '--seed', '1', '--out', out,
+    '--steps', String(STEPS), '--backend', backend, '--no-progress', '--sample-tokens', '0', '--checkpoint-every', '50',
+    '--log-every', '10']);
   return fs.readFileSync(path.join(out, 'metrics.jsonl'), 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l));
 }
 
@@ -47,6 +52,8 @@ function compare(page, native, what, within) {
 
 const server = await serve(args.site);
 const browser = await launch();
+const native = { webgpu: nativeRun('webgpu'), cpu: nativeRun('cpu') };
+for (const p of Object.values(native)) p.catch(() => {});  // awaited below; a failure is reported there
 try {
   // ---- train, stop, resume ----
   const page = await openPage(browser.context, server.url);
@@ -79,8 +86,8 @@ try {
   console.log(`  screenshot: ${path.join(args.artifacts, 'web_page.png')}`);
 
   // ---- the same run natively ----
-  compare(pm, nativeRun('webgpu'), 'page vs native webgpu, within 1e-4 relative', (d, l) => d <= 1e-4 * Math.abs(l));
-  compare(pm, nativeRun('cpu'), 'page vs native cpu, within 1e-4 + 1e-4·|loss|', (d, l) => d <= 1e-4 + 1e-4 * Math.abs(l));
+  compare(pm, await native.webgpu, 'page vs native webgpu, within 1e-4 relative', (d, l) => d <= 1e-4 * Math.abs(l));
+  compare(pm, await native.cpu, 'page vs native cpu, within 1e-4 + 1e-4·|loss|', (d, l) => d <= 1e-4 + 1e-4 * Math.abs(l));
 
   // ---- download, then evaluate natively ----
   const finalVal = pm.filter((m) => 'val_loss' in m).pop();
@@ -115,6 +122,27 @@ try {
   const keptPath = path.join(tmp, 'kept.safetensors');
   await kept.saveAs(keptPath);
   check(Buffer.compare(fs.readFileSync(keptPath), fs.readFileSync(ckpt)) === 0, 'the kept checkpoint is the downloaded one');
+
+  // ---- a tab closed mid-save: IndexedDB holds a whole checkpoint, the previous one or the new one ----
+  // The page's own save (store.js) of a 256 MiB record, the tab closed right after it started.
+  const closing = await openPage(browser.context, server.url);
+  await phase(closing, ['ready', 'error'], 120_000);
+  await closing.evaluate(async () => {
+    const { saveCheckpoint } = await import('./store.js');
+    window.pendingSave = saveCheckpoint({ preset: 'tiny', step: 7777, steps: 7777, valLoss: null, savedAt: new Date().toISOString(),
+      checkpoint: new Uint8Array(256 << 20).fill(7), corpusName: 'kjv-excerpt.txt', corpus: null, corpusPath: '/data/kjv-excerpt.txt',
+      out: '/runs/tiny' });
+  });
+  await closing.close();
+  const after = await page.evaluate(async () => {
+    const { loadCheckpoint } = await import('./store.js');
+    const r = await loadCheckpoint();
+    return { step: r.step, length: r.checkpoint.length, allSevens: r.checkpoint.every((b) => b === 7),
+      bytes: r.step === 7777 ? null : Array.from(r.checkpoint) };
+  });
+  const whole = after.step === 7777 ? after.length === 256 << 20 && after.allSevens
+    : Buffer.compare(Buffer.from(after.bytes), fs.readFileSync(ckpt)) === 0;
+  check(whole, `tab closed mid-save: IndexedDB keeps a whole checkpoint (${after.step === 7777 ? 'the new one: the save had committed' : 'the previous one: the save was aborted'})`);
 
   // ---- what can go wrong ----
   await page.evaluate(() => { window.edgetrain.trainer.M.etWebgpuFault = 'oom'; });
