@@ -19,6 +19,8 @@
 #   llamacpp/node_modules/        llama.cpp's prebuilt CPU build (npm node-llama-cpp
 #                                 + @node-llama-cpp/linux-x64, ~83 MB), the reference
 #                                 consumer of our GGUF exports (tests/llamacpp/)
+#   webtest/node_modules/         playwright-core (npm, ~9 MB, no browser download):
+#                                 drives Debian's chromium in the page tests (tests/web/)
 #   MANIFEST.txt                  what is there, with sha256s
 set -euo pipefail
 
@@ -44,6 +46,8 @@ MESA_VER=22.3.6-1+deb12u2
 VK_VER=1.3.239.0-1
 OPENBLAS_VER=0.3.21+ds-4
 GTEST_VER=1.12.1-0.2
+CHROMIUM_VER=156.0.8078.114-1~deb12u1     # chromium requires chromium-common of its own version; Debian's
+                                          # security archive keeps only the newest build: move the pin with it
 APT_PINS=(
   # toolchain
   "build-essential=12.9"
@@ -70,7 +74,11 @@ APT_PINS=(
   "libglx-mesa0=${MESA_VER}"
   # SwiftShader Vulkan ICD for the WebGPU (Dawn) tests:
   #   /usr/lib/chromium/vk_swiftshader_icd.json
-  "chromium-common=156.0.8078.108-1~deb12u1"
+  "chromium-common=${CHROMIUM_VER}"
+  # the browser build and its page tests (scripts/build-web.sh, tests/web/): Debian's emscripten
+  # (with its prebuilt, frozen system-library cache) and headless chromium, WebGPU on SwiftShader
+  "emscripten=3.1.6~dfsg-5"
+  "chromium=${CHROMIUM_VER}"
   # libraries
   "libopenblas-dev=${OPENBLAS_VER}"
   "libopenblas-pthread-dev=${OPENBLAS_VER}"
@@ -114,6 +122,10 @@ GPT2_VOCAB_SHA256=1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726ad
 # `npm i -E --omit=optional node-llama-cpp@3.21.1 @node-llama-cpp/linux-x64@3.21.1`);
 # this pin only has to agree with it.
 LLAMACPP_NPM_VER=3.21.1
+
+# Page tests (tests/web/): playwright-core, exact version and integrity in the
+# committed web/test/package-lock.json; this pin only has to agree with it.
+PLAYWRIGHT_NPM_VER=1.65.1
 
 # KJV plain text produced from bible-kjv 4.38 (see make_kjv below).
 KJV_SHA256=376f0fd8429cec6cc77659d428b2debd01f069dbfb3917776a09a36a7cfed5c4
@@ -416,6 +428,37 @@ install_llamacpp() {
   SUMMARY+=("llamacpp: installed $release -> $dst")
 }
 
+###############################################################################
+# 3c. playwright-core for the page tests (tests/web/)
+###############################################################################
+# `npm ci` of the committed web/test/package.json + package-lock.json into
+# .deps/webtest (integrity-checked; --ignore-scripts: playwright-core has no
+# install script and downloads no browser, the tests drive Debian's chromium).
+install_webtest() {
+  local src="$ROOT/web/test" dst="$DEPS/webtest" want stamp="$DEPS/webtest/.installed-lock-sha256"
+  want=$(sha256_of "$src/package-lock.json")
+  local pkg="$dst/node_modules/playwright-core/package.json"
+  rm -rf "$DEPS"/.webtest.tmp.*   # left by an interrupted run (we hold the setup lock)
+  if [[ -f $stamp && $(<"$stamp") == "$want" && -f $pkg ]] && grep -q "\"version\": \"$PLAYWRIGHT_NPM_VER\"" "$pkg"; then
+    SUMMARY+=("webtest: playwright-core $PLAYWRIGHT_NPM_VER present in $dst"); return 0
+  fi
+  command -v npm >/dev/null 2>&1 || die "npm not found"
+  grep -A1 '"node_modules/playwright-core": {' "$src/package-lock.json" | grep -q "\"version\": \"$PLAYWRIGHT_NPM_VER\"" \
+    || die "web/test/package-lock.json does not pin playwright-core $PLAYWRIGHT_NPM_VER"
+  local stage="$DEPS/.webtest.tmp.$$"
+  rm -rf "$stage"; mkdir -p "$stage"
+  install -m 0644 "$src/package.json" "$src/package-lock.json" "$stage/"
+  log "npm ci playwright-core@$PLAYWRIGHT_NPM_VER -> $dst"
+  ( cd "$stage" && npm ci --ignore-scripts --no-audit --no-fund --update-notifier=false --loglevel=error >/dev/null ) \
+    || { rm -rf "$stage"; die "npm ci of web/test/package-lock.json failed"; }
+  rm -rf "$dst.old"
+  if [[ -e $dst ]]; then mv "$dst" "$dst.old"; fi
+  mv "$stage" "$dst"
+  rm -rf "$dst.old"
+  printf '%s\n' "$want" > "$stamp"
+  SUMMARY+=("webtest: installed playwright-core $PLAYWRIGHT_NPM_VER -> $dst")
+}
+
 write_manifest() {
   local m="$DEPS/MANIFEST.txt"
   {
@@ -427,6 +470,7 @@ write_manifest() {
     if [[ $LLAMACPP_INSTALLED -eq 1 ]]; then
       echo "$(sha256_of "$ROOT/tests/llamacpp/package-lock.json")  llamacpp/  npm ci of tests/llamacpp/package-lock.json (node-llama-cpp@$LLAMACPP_NPM_VER, CPU)"
     fi
+    echo "$(sha256_of "$ROOT/web/test/package-lock.json")  webtest/  npm ci of web/test/package-lock.json (playwright-core@$PLAYWRIGHT_NPM_VER)"
   } > "$m.tmp.$$"
   if [[ -f $m ]] && cmp -s "$m" "$m.tmp.$$"; then rm -f "$m.tmp.$$"; else mv -f "$m.tmp.$$" "$m"; fi
 }
@@ -461,6 +505,7 @@ fetch_dawn
 fetch_gpt2
 make_kjv
 install_llamacpp
+install_webtest
 write_manifest
 export EDGETRAIN_DEPS="$DEPS"
 build_project

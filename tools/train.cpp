@@ -214,6 +214,7 @@ Runner add_train(CLI::App& app) {
       fail_kind(ErrorKind::io, "train: rank ", comm->rank(), ": cannot silence stdout");
     o.comm = comm.get();
     o.stop = &g_stop;
+    g_stop.store(0);  // each run starts unstopped (the browser build calls main again in one process)
     catch_stop_signals();
     TrainResult r;
     try {

@@ -1,16 +1,12 @@
 // CPU backend: host allocations (64-byte aligned), programs that run fast kernels or the reference.
 #include "cpu/cpu_backend.h"
 
-#include <cblas.h>
-
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <fstream>
 #include <thread>
-
-#include "cpu/isa.h"
 
 namespace edgetrain::cpu {
 
@@ -22,10 +18,9 @@ CpuBackend::~CpuBackend() {
   for (auto& [id, b] : blocks_) std::free(b.ptr);
 }
 
-// The CPU model, the worker count and which kernels run: ours (AVX-512 or portable) and OpenBLAS's own
-// choice for the products left to it (its DYNAMIC_ARCH build picks a kernel for the CPU at load time).
+// The CPU model, the worker count and which kernels run (fast_kernels_name).
 std::string CpuBackend::device_name() const {
-  const std::string how = std::to_string(threads()) + " threads, " + isa_name() + ", OpenBLAS " + openblas_get_corename();
+  const std::string how = std::to_string(threads()) + " threads, " + fast_kernels_name();
   std::ifstream f("/proc/cpuinfo");
   std::string line;
   while (std::getline(f, line))

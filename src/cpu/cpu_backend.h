@@ -17,6 +17,8 @@ namespace edgetrain::cpu {
 using Kernel = void (*)(const ref::Call&);
 // The fast kernel registered for op, or nullptr (then the reference runs).
 Kernel fast_kernel(Op op);
+// Which fast kernels run, for the device name: ours (AVX-512 or portable) and OpenBLAS's own choice.
+std::string fast_kernels_name();
 
 class CpuBackend : public Backend {
  public:

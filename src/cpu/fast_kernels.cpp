@@ -1,10 +1,17 @@
 // Registry of the CPU backend's fast kernels (threads + OpenBLAS). Ops without one run the reference.
 // Every kernel listed here is tested against the reference by tests/test_ops.cpp (the shared cases) and
 // tests/test_cpu_fast.cpp (larger shapes, thread-count independence).
+#include <cblas.h>
+
 #include "cpu/cpu_backend.h"
+#include "cpu/isa.h"
 #include "cpu/kernels.h"
 
 namespace edgetrain::cpu {
+
+// OpenBLAS's own choice for the products left to it: its DYNAMIC_ARCH build picks a kernel for the CPU at
+// load time.
+std::string fast_kernels_name() { return std::string(isa_name()) + ", OpenBLAS " + openblas_get_corename(); }
 
 Kernel fast_kernel(Op op) {
   switch (op) {

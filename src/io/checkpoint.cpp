@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <set>
@@ -180,9 +181,11 @@ void save_checkpoint(const std::string& path, Model& model, const std::map<std::
   w.set_metadata("q4_layout", "W_4X8");
   w.set_metadata("group_size", std::to_string(model.config().group_size));
   if (model.precision() == Precision::fp16) {  // so --resume continues with the same scale
+    // Nine significant digits read back to the same float (std::to_chars of floats would be shorter, but the
+    // browser build's libc++ lacks it).
     char buf[32];
-    auto res = std::to_chars(buf, buf + sizeof buf, model.scaler.scale);  // shortest exact round trip
-    w.set_metadata("loss_scale", std::string(buf, res.ptr));
+    std::snprintf(buf, sizeof buf, "%.9g", static_cast<double>(model.scaler.scale));
+    w.set_metadata("loss_scale", buf);
     w.set_metadata("loss_scale_good_steps", std::to_string(model.scaler.good_steps));
     w.set_metadata("overflow_steps", std::to_string(model.scaler.overflows));
   }

@@ -2,6 +2,7 @@
 // whose concatenation is the highest-scoring normal token, then byte fallback), made lossless.
 #include "text/spm.h"
 
+#include <array>
 #include <cmath>
 #include <mutex>
 #include <queue>

@@ -115,7 +115,7 @@ std::unique_ptr<TokenStream> TokenStream::open(const std::string& corpus, const 
   // ".t2": the second tokenization of the same tokenizer names (pre-tokenizers chosen by tokenizer.ggml.pre,
   // chunks cut only at is_chunk_boundary): a cache an older version wrote is not reused.
   std::string cache = cache_dir + "/" + std::filesystem::path(corpus).filename().string() + "." + tok.name() + "." +
-                      std::to_string(size) + "-" + std::to_string(mtime) + ".t2.tokens";
+                      std::to_string(size) + "-" + std::to_string(static_cast<long long>(mtime)) + ".t2.tokens";
   if (!std::filesystem::exists(cache)) build_cache(corpus, tok, cache);
   return std::make_unique<CachedStream>(cache);
 }

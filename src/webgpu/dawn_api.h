@@ -7,6 +7,15 @@
 #include <cstddef>
 #include <cstdint>
 
+// The pinned sizes and offsets are those of Dawn's 64-bit ABI. The browser build (web/wasm, wasm32: 4-byte
+// pointers and size_t) has no Dawn; its JavaScript binding reads every field through the offsetof table that
+// web/wasm/dawn_browser.cpp exports, so there the layouts are whatever the compiler gives.
+#if INTPTR_MAX == INT64_MAX
+#define ET_DAWN_ABI_ASSERT(...) static_assert(__VA_ARGS__)
+#else
+#define ET_DAWN_ABI_ASSERT(...) static_assert(true)
+#endif
+
 namespace edgetrain::wgpu {
 
 using Bool = uint32_t;
@@ -66,7 +75,7 @@ struct StringView {
   const char* data;
   size_t length;
 };
-static_assert(sizeof(StringView) == 16 && offsetof(StringView, length) == 8);
+ET_DAWN_ABI_ASSERT(sizeof(StringView) == 16 && offsetof(StringView, length) == 8);
 inline StringView sv(const char* s) { return {s, kStrlen}; }
 inline StringView sv_absent() { return {nullptr, kStrlen}; }
 
@@ -74,25 +83,25 @@ struct ChainedStruct {
   const ChainedStruct* next;
   uint32_t sType;
 };
-static_assert(sizeof(ChainedStruct) == 16 && offsetof(ChainedStruct, sType) == 8);
+ET_DAWN_ABI_ASSERT(sizeof(ChainedStruct) == 16 && offsetof(ChainedStruct, sType) == 8);
 
 struct Future {
   uint64_t id;
 };
-static_assert(sizeof(Future) == 8);
+ET_DAWN_ABI_ASSERT(sizeof(Future) == 8);
 
 struct FutureWaitInfo {
   Future future;
   Bool completed;
 };
-static_assert(sizeof(FutureWaitInfo) == 16 && offsetof(FutureWaitInfo, completed) == 8);
+ET_DAWN_ABI_ASSERT(sizeof(FutureWaitInfo) == 16 && offsetof(FutureWaitInfo, completed) == 8);
 
 // Label-only descriptors (queue, shader module, command encoder, command buffer).
 struct LabelDescriptor {
   const ChainedStruct* nextInChain;
   StringView label;
 };
-static_assert(sizeof(LabelDescriptor) == 24 && offsetof(LabelDescriptor, label) == 8);
+ET_DAWN_ABI_ASSERT(sizeof(LabelDescriptor) == 24 && offsetof(LabelDescriptor, label) == 8);
 
 // ---- instance and adapter ----
 struct InstanceCapabilities {
@@ -100,14 +109,14 @@ struct InstanceCapabilities {
   Bool timedWaitAnyEnable;
   size_t timedWaitAnyMaxCount;
 };
-static_assert(sizeof(InstanceCapabilities) == 24 && offsetof(InstanceCapabilities, timedWaitAnyEnable) == 8 &&
+ET_DAWN_ABI_ASSERT(sizeof(InstanceCapabilities) == 24 && offsetof(InstanceCapabilities, timedWaitAnyEnable) == 8 &&
               offsetof(InstanceCapabilities, timedWaitAnyMaxCount) == 16);
 
 struct InstanceDescriptor {
   const ChainedStruct* nextInChain;
   InstanceCapabilities capabilities;
 };
-static_assert(sizeof(InstanceDescriptor) == 32 && offsetof(InstanceDescriptor, capabilities) == 8);
+ET_DAWN_ABI_ASSERT(sizeof(InstanceDescriptor) == 32 && offsetof(InstanceDescriptor, capabilities) == 8);
 
 struct RequestAdapterOptions {
   const ChainedStruct* nextInChain;
@@ -117,7 +126,7 @@ struct RequestAdapterOptions {
   uint32_t backendType;
   void* compatibleSurface;
 };
-static_assert(sizeof(RequestAdapterOptions) == 32 && offsetof(RequestAdapterOptions, featureLevel) == 8 &&
+ET_DAWN_ABI_ASSERT(sizeof(RequestAdapterOptions) == 32 && offsetof(RequestAdapterOptions, featureLevel) == 8 &&
               offsetof(RequestAdapterOptions, powerPreference) == 12 &&
               offsetof(RequestAdapterOptions, forceFallbackAdapter) == 16 &&
               offsetof(RequestAdapterOptions, backendType) == 20 &&
@@ -147,11 +156,11 @@ using BufferMapCallbackInfo = CallbackInfo<BufferMapCallback>;
 using QueueWorkDoneCallbackInfo = CallbackInfo<QueueWorkDoneCallback>;
 using DeviceLostCallbackInfo = CallbackInfo<DeviceLostCallback>;
 using PopErrorScopeCallbackInfo = CallbackInfo<PopErrorScopeCallback>;
-static_assert(sizeof(RequestAdapterCallbackInfo) == 40 && offsetof(RequestAdapterCallbackInfo, mode) == 8 &&
+ET_DAWN_ABI_ASSERT(sizeof(RequestAdapterCallbackInfo) == 40 && offsetof(RequestAdapterCallbackInfo, mode) == 8 &&
               offsetof(RequestAdapterCallbackInfo, callback) == 16 &&
               offsetof(RequestAdapterCallbackInfo, userdata1) == 24 &&
               offsetof(RequestAdapterCallbackInfo, userdata2) == 32);
-static_assert(sizeof(PopErrorScopeCallbackInfo) == 40 && offsetof(PopErrorScopeCallbackInfo, callback) == 16);
+ET_DAWN_ABI_ASSERT(sizeof(PopErrorScopeCallbackInfo) == 40 && offsetof(PopErrorScopeCallbackInfo, callback) == 16);
 
 struct UncapturedErrorCallbackInfo {
   const ChainedStruct* nextInChain;
@@ -159,7 +168,7 @@ struct UncapturedErrorCallbackInfo {
   void* userdata1;
   void* userdata2;
 };
-static_assert(sizeof(UncapturedErrorCallbackInfo) == 32 && offsetof(UncapturedErrorCallbackInfo, callback) == 8 &&
+ET_DAWN_ABI_ASSERT(sizeof(UncapturedErrorCallbackInfo) == 32 && offsetof(UncapturedErrorCallbackInfo, callback) == 8 &&
               offsetof(UncapturedErrorCallbackInfo, userdata1) == 16 &&
               offsetof(UncapturedErrorCallbackInfo, userdata2) == 24);
 
@@ -176,7 +185,7 @@ struct AdapterInfo {
   uint32_t subgroupMinSize;
   uint32_t subgroupMaxSize;
 };
-static_assert(sizeof(AdapterInfo) == 96 && offsetof(AdapterInfo, vendor) == 8 &&
+ET_DAWN_ABI_ASSERT(sizeof(AdapterInfo) == 96 && offsetof(AdapterInfo, vendor) == 8 &&
               offsetof(AdapterInfo, architecture) == 24 && offsetof(AdapterInfo, device) == 40 &&
               offsetof(AdapterInfo, description) == 56 && offsetof(AdapterInfo, backendType) == 72 &&
               offsetof(AdapterInfo, adapterType) == 76 && offsetof(AdapterInfo, vendorID) == 80 &&
@@ -209,8 +218,8 @@ struct Limits {
   uint32_t maxComputeWorkgroupsPerDimension;
   uint32_t maxImmediateSize;
 };
-static_assert(sizeof(Limits) == 152);
-static_assert(offsetof(Limits, maxBindGroups) == 24 && offsetof(Limits, maxBindingsPerBindGroup) == 32 &&
+ET_DAWN_ABI_ASSERT(sizeof(Limits) == 152);
+ET_DAWN_ABI_ASSERT(offsetof(Limits, maxBindGroups) == 24 && offsetof(Limits, maxBindingsPerBindGroup) == 32 &&
               offsetof(Limits, maxDynamicStorageBuffersPerPipelineLayout) == 40 &&
               offsetof(Limits, maxStorageBuffersPerShaderStage) == 52 &&
               offsetof(Limits, maxUniformBuffersPerShaderStage) == 60 &&
@@ -237,7 +246,7 @@ struct DeviceDescriptor {
   DeviceLostCallbackInfo deviceLostCallbackInfo;
   UncapturedErrorCallbackInfo uncapturedErrorCallbackInfo;
 };
-static_assert(sizeof(DeviceDescriptor) == 144 && offsetof(DeviceDescriptor, label) == 8 &&
+ET_DAWN_ABI_ASSERT(sizeof(DeviceDescriptor) == 144 && offsetof(DeviceDescriptor, label) == 8 &&
               offsetof(DeviceDescriptor, requiredFeatureCount) == 24 &&
               offsetof(DeviceDescriptor, requiredFeatures) == 32 && offsetof(DeviceDescriptor, requiredLimits) == 40 &&
               offsetof(DeviceDescriptor, defaultQueue) == 48 &&
@@ -252,14 +261,14 @@ struct BufferDescriptor {
   uint64_t size;
   Bool mappedAtCreation;
 };
-static_assert(sizeof(BufferDescriptor) == 48 && offsetof(BufferDescriptor, usage) == 24 &&
+ET_DAWN_ABI_ASSERT(sizeof(BufferDescriptor) == 48 && offsetof(BufferDescriptor, usage) == 24 &&
               offsetof(BufferDescriptor, size) == 32 && offsetof(BufferDescriptor, mappedAtCreation) == 40);
 
 struct ShaderSourceWGSL {
   ChainedStruct chain;
   StringView code;
 };
-static_assert(sizeof(ShaderSourceWGSL) == 32 && offsetof(ShaderSourceWGSL, code) == 16);
+ET_DAWN_ABI_ASSERT(sizeof(ShaderSourceWGSL) == 32 && offsetof(ShaderSourceWGSL, code) == 16);
 
 // ---- bind group layout ----
 struct BufferBindingLayout {
@@ -268,7 +277,7 @@ struct BufferBindingLayout {
   Bool hasDynamicOffset;
   uint64_t minBindingSize;
 };
-static_assert(sizeof(BufferBindingLayout) == 24 && offsetof(BufferBindingLayout, type) == 8 &&
+ET_DAWN_ABI_ASSERT(sizeof(BufferBindingLayout) == 24 && offsetof(BufferBindingLayout, type) == 8 &&
               offsetof(BufferBindingLayout, hasDynamicOffset) == 12 &&
               offsetof(BufferBindingLayout, minBindingSize) == 16);
 
@@ -282,7 +291,7 @@ struct UnusedLayout24 {
   uint32_t a, b;
   Bool c;
 };
-static_assert(sizeof(UnusedLayout16) == 16 && sizeof(UnusedLayout24) == 24);
+ET_DAWN_ABI_ASSERT(sizeof(UnusedLayout16) == 16 && sizeof(UnusedLayout24) == 24);
 
 struct BindGroupLayoutEntry {
   const ChainedStruct* nextInChain;
@@ -294,7 +303,7 @@ struct BindGroupLayoutEntry {
   UnusedLayout24 texture;
   UnusedLayout24 storageTexture;
 };
-static_assert(sizeof(BindGroupLayoutEntry) == 120 && offsetof(BindGroupLayoutEntry, binding) == 8 &&
+ET_DAWN_ABI_ASSERT(sizeof(BindGroupLayoutEntry) == 120 && offsetof(BindGroupLayoutEntry, binding) == 8 &&
               offsetof(BindGroupLayoutEntry, visibility) == 16 &&
               offsetof(BindGroupLayoutEntry, bindingArraySize) == 24 && offsetof(BindGroupLayoutEntry, buffer) == 32 &&
               offsetof(BindGroupLayoutEntry, sampler) == 56 && offsetof(BindGroupLayoutEntry, texture) == 72 &&
@@ -306,7 +315,7 @@ struct BindGroupLayoutDescriptor {
   size_t entryCount;
   const BindGroupLayoutEntry* entries;
 };
-static_assert(sizeof(BindGroupLayoutDescriptor) == 40 && offsetof(BindGroupLayoutDescriptor, entryCount) == 24 &&
+ET_DAWN_ABI_ASSERT(sizeof(BindGroupLayoutDescriptor) == 40 && offsetof(BindGroupLayoutDescriptor, entryCount) == 24 &&
               offsetof(BindGroupLayoutDescriptor, entries) == 32);
 
 struct PipelineLayoutDescriptor {
@@ -316,7 +325,7 @@ struct PipelineLayoutDescriptor {
   const BindGroupLayout* bindGroupLayouts;
   uint32_t immediateSize;
 };
-static_assert(sizeof(PipelineLayoutDescriptor) == 48 &&
+ET_DAWN_ABI_ASSERT(sizeof(PipelineLayoutDescriptor) == 48 &&
               offsetof(PipelineLayoutDescriptor, bindGroupLayoutCount) == 24 &&
               offsetof(PipelineLayoutDescriptor, bindGroupLayouts) == 32 &&
               offsetof(PipelineLayoutDescriptor, immediateSize) == 40);
@@ -327,7 +336,7 @@ struct ConstantEntry {
   StringView key;
   double value;
 };
-static_assert(sizeof(ConstantEntry) == 32 && offsetof(ConstantEntry, key) == 8 && offsetof(ConstantEntry, value) == 24);
+ET_DAWN_ABI_ASSERT(sizeof(ConstantEntry) == 32 && offsetof(ConstantEntry, key) == 8 && offsetof(ConstantEntry, value) == 24);
 
 struct ComputeState {
   const ChainedStruct* nextInChain;
@@ -336,7 +345,7 @@ struct ComputeState {
   size_t constantCount;
   const ConstantEntry* constants;
 };
-static_assert(sizeof(ComputeState) == 48 && offsetof(ComputeState, module) == 8 &&
+ET_DAWN_ABI_ASSERT(sizeof(ComputeState) == 48 && offsetof(ComputeState, module) == 8 &&
               offsetof(ComputeState, entryPoint) == 16 && offsetof(ComputeState, constantCount) == 32 &&
               offsetof(ComputeState, constants) == 40);
 
@@ -346,7 +355,7 @@ struct ComputePipelineDescriptor {
   PipelineLayout layout;
   ComputeState compute;
 };
-static_assert(sizeof(ComputePipelineDescriptor) == 80 && offsetof(ComputePipelineDescriptor, layout) == 24 &&
+ET_DAWN_ABI_ASSERT(sizeof(ComputePipelineDescriptor) == 80 && offsetof(ComputePipelineDescriptor, layout) == 24 &&
               offsetof(ComputePipelineDescriptor, compute) == 32);
 
 // ---- bind group ----
@@ -359,7 +368,7 @@ struct BindGroupEntry {
   void* sampler;
   void* textureView;
 };
-static_assert(sizeof(BindGroupEntry) == 56 && offsetof(BindGroupEntry, binding) == 8 &&
+ET_DAWN_ABI_ASSERT(sizeof(BindGroupEntry) == 56 && offsetof(BindGroupEntry, binding) == 8 &&
               offsetof(BindGroupEntry, buffer) == 16 && offsetof(BindGroupEntry, offset) == 24 &&
               offsetof(BindGroupEntry, size) == 32 && offsetof(BindGroupEntry, sampler) == 40 &&
               offsetof(BindGroupEntry, textureView) == 48);
@@ -371,7 +380,7 @@ struct BindGroupDescriptor {
   size_t entryCount;
   const BindGroupEntry* entries;
 };
-static_assert(sizeof(BindGroupDescriptor) == 48 && offsetof(BindGroupDescriptor, layout) == 24 &&
+ET_DAWN_ABI_ASSERT(sizeof(BindGroupDescriptor) == 48 && offsetof(BindGroupDescriptor, layout) == 24 &&
               offsetof(BindGroupDescriptor, entryCount) == 32 && offsetof(BindGroupDescriptor, entries) == 40);
 
 struct ComputePassDescriptor {
@@ -379,6 +388,6 @@ struct ComputePassDescriptor {
   StringView label;
   const void* timestampWrites;
 };
-static_assert(sizeof(ComputePassDescriptor) == 32 && offsetof(ComputePassDescriptor, timestampWrites) == 24);
+ET_DAWN_ABI_ASSERT(sizeof(ComputePassDescriptor) == 32 && offsetof(ComputePassDescriptor, timestampWrites) == 24);
 
 }  // namespace edgetrain::wgpu
