@@ -119,7 +119,8 @@ class Mpi final : public Communicator {
       if (timeout_s_ > 0 && waited > timeout_s_)
         fail_kind(ErrorKind::io, "data parallel: rank ", rank_, " waited ", static_cast<int>(waited), " s for the ",
                   what, ": another rank died or hangs (--dist-timeout ", timeout_s_, " s)");
-      if (polls > 1000) std::this_thread::sleep_for(std::chrono::microseconds(50));
+      // MPI moves data only inside MPI_Test: a waiting rank keeps polling and only yields its core.
+      if (polls > 1000) std::this_thread::yield();
     }
   }
 
