@@ -456,7 +456,9 @@ void expect_gguf_round_trip(Backend& be, Model& m, const std::string& path) {
   EXPECT_EQ(back->config().to_json(), want.to_json());
   const std::vector<int32_t> ids = make_byte_tokenizer()->encode(kPrompt);
   m.reset_cache();
-  if (m.config().mode == TrainMode::fp32) EXPECT_EQ(back->next_logits(ids), m.next_logits(ids));
+  if (m.config().mode == TrainMode::fp32) {
+    EXPECT_EQ(back->next_logits(ids), m.next_logits(ids));
+  }
 }
 
 TEST(LlamaCpp, Llama31RopeScalingMatches) {
@@ -514,7 +516,9 @@ TEST(LlamaCpp, WideHeadsMatch) {
 void expect_arch_exports_match(Backend& be, Model& m, const std::string& name) {
   const bool qat = m.config().mode == TrainMode::qat;
   const size_t certain = expect_llamacpp_agrees(m, GgufType::F32, name + "_f32", kF32);
-  if (!qat) EXPECT_EQ(certain, static_cast<size_t>(kGenerate));
+  if (!qat) {
+    EXPECT_EQ(certain, static_cast<size_t>(kGenerate));
+  }
   const gguf::File f = gguf::File::open(tmp(name + "_f32.gguf"));
   EXPECT_EQ(f.find("general.architecture")->s, m.config().arch);
   expect_gguf_round_trip(be, m, tmp(name + "_f32.gguf"));

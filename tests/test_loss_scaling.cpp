@@ -284,8 +284,9 @@ TEST(Precision, AutoPicksFp32WhereFp16IsNotFaster) {
     const Backend::Fp16Speed speed = d.fp16_speed();
     EXPECT_EQ(choose_precision("auto", d).precision, speed.fast ? Precision::fp16 : Precision::fp32) << speed.why;
     const std::string dev = d.device_name();
-    if (d.name() == "cpu" || dev.find("llvmpipe") != std::string::npos || dev.find("SwiftShader") != std::string::npos)
+    if (d.name() == "cpu" || dev.find("llvmpipe") != std::string::npos || dev.find("SwiftShader") != std::string::npos) {
       EXPECT_FALSE(speed.fast) << dev << ": " << speed.why;
+    }
   }
 }
 
