@@ -141,6 +141,13 @@ TEST(ErrorKinds, ABackendThatCannotStartIsUnsupportedOrDevice) {
       o.device = "no-such-gpu-anywhere";
       const Error e = error_of([&] { make_backend(name, o); });
       EXPECT_EQ(e.kind(), ErrorKind::device) << e.what();
+      if (std::string(name) == "vulkan") {  // an index past the list, even one past size_t
+        o.device = "123456789012345678901234567890";
+        const Error big = error_of([&] { make_backend(name, o); });
+        EXPECT_EQ(big.kind(), ErrorKind::device) << big.what();
+        EXPECT_NE(std::string(big.what()).find("device index 123456789012345678901234567890 out of range"),
+                  std::string::npos) << big.what();
+      }
     } else {
       const Error e = error_of([&] { make_backend(name); });
       EXPECT_EQ(e.kind(), ErrorKind::unsupported) << e.what();

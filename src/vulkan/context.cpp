@@ -3,6 +3,7 @@
 #include "vulkan/context.h"
 
 #include <algorithm>
+#include <limits>
 #include <cctype>
 #include <cstdlib>
 #include <cstring>
@@ -298,9 +299,11 @@ Context::Context(const BackendOptions& opts) {
     std::vector<std::string> names;
     int chosen = -1;
     if (!want.empty() && std::all_of(want.begin(), want.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); })) {
-      size_t idx = std::stoul(want);
-      ET_CHECK_KIND(ErrorKind::device, idx < devs.size(), "vulkan: device index ", idx, " out of range (", devs.size(),
-                    " device(s))");
+      // Like a name no device has, an index past the list is a device error (a list may fall back); a huge
+      // one must not overflow std::stoul.
+      const size_t idx = want.size() > 9 ? std::numeric_limits<size_t>::max() : std::stoul(want);
+      ET_CHECK_KIND(ErrorKind::device, idx < devs.size(), "vulkan: device index ", want, " out of range (",
+                    devs.size(), " device(s))");
       chosen = static_cast<int>(idx);
     } else {
       int best_rank = 1 << 30;
