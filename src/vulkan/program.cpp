@@ -150,7 +150,7 @@ void VulkanProgram::on_finalize() {
   }
   what_ += "]";
   scalars_ = vb_.memory().create_host(block.size() * sizeof(float));
-  std::memcpy(scalars_.mapped, block.data(), block.size() * sizeof(float));
+  if (!block.empty()) std::memcpy(scalars_.mapped, block.data(), block.size() * sizeof(float));  // a program may have none
   // Kernels read the scalars from device memory: every workgroup reads them, and host-visible memory sits
   // across PCIe on discrete GPUs.
   scalars_dev_ = vb_.memory().create(block.size() * sizeof(float));
