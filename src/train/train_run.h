@@ -22,7 +22,6 @@ namespace edgetrain::training {
 using Clock = std::chrono::steady_clock;
 inline double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 double rss_mb(const char* field);  // a field of /proc/self/status ("VmRSS:", "VmHWM:") in MiB
-std::string fmt_duration(double s);  // 4m05s, 1h02m
 
 // One training step: its loss (summed over the micro-batches and ranks), gradient norm, the loss scale it ran
 // at (fp16) and wall time, and what every rank agreed on at its end: a stop request (the signal's number) and

@@ -323,11 +323,11 @@ bool TrainRun::record(int64_t step, const StepOutcome& s) {
     std::fprintf(stderr, "\r  [%s%s] step %ld/%ld  loss %.3f  lr %.2e  %.0f tok/s  eta %s   ",
                  std::string(static_cast<size_t>(fill), '#').c_str(),
                  std::string(static_cast<size_t>(width - fill), '.').c_str(), static_cast<long>(step), total, s.loss,
-                 lr, tok_s_, fmt_duration(eta).c_str());
+                 lr, tok_s_, format_duration(eta).c_str());
   }
   if (!tty_ && (cadence_.logs(step) || do_eval))
     std::printf("  step %ld/%ld  loss %.4f  lr %.2e  grad norm %.3f  %.0f tok/s  %s elapsed\n", static_cast<long>(step),
-                total, s.loss, lr, s.norm, tok_s_, fmt_duration(elapsed).c_str());
+                total, s.loss, lr, s.norm, tok_s_, format_duration(elapsed).c_str());
   if (line.contains("val_loss")) {
     end_progress_line();
     std::printf("  step %ld: validation loss %.4f (perplexity %.2f)\n", static_cast<long>(step),

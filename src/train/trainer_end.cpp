@@ -49,13 +49,6 @@ double rss_mb(const char* field) {
   return 0;
 }
 
-std::string fmt_duration(double s) {
-  char buf[32];
-  if (s >= 3600) std::snprintf(buf, sizeof buf, "%dh%02dm", static_cast<int>(s / 3600), static_cast<int>(s / 60) % 60);
-  else std::snprintf(buf, sizeof buf, "%dm%02ds", static_cast<int>(s / 60), static_cast<int>(s) % 60);
-  return buf;
-}
-
 // A time budget's calibration: the plan is made once the calibration steps are measured, or earlier when
 // even one more step would not fit.
 void TrainRun::calibrate(int64_t step) {
@@ -168,7 +161,7 @@ TrainResult TrainRun::finish() {
     std::printf("\nSample (prompt \"%s\"):\n%s%s\n\n", o_.sample_prompt.c_str(), o_.sample_prompt.c_str(), text.c_str());
   }
   std::printf("done: %ld steps in %s, %.0f tokens/s, final validation loss %.4f, peak memory %.0f MiB\n",
-              static_cast<long>(res_.steps), fmt_duration(res_.seconds).c_str(), res_.tokens_per_s, res_.last_val_loss,
+              static_cast<long>(res_.steps), format_duration(res_.seconds).c_str(), res_.tokens_per_s, res_.last_val_loss,
               rss_mb("VmHWM:"));
   if (comm_->size() > 1 && applied_ > 0)
     std::printf("  data parallel: %.1f ms per step summing the gradients across the ranks (download, all-reduce, "
