@@ -95,6 +95,19 @@ class Backend {
     std::string why;
   };
   virtual Fp16Speed fp16_speed() const;
+  // The memory tensors may use here, in bytes, for the check before a run (0: unknown): the device-local
+  // heap of a Vulkan device, the memory available to the process on the CPU. And the largest single
+  // tensor a kernel can bind (0: no limit): Vulkan's maxStorageBufferRange, WebGPU's
+  // maxStorageBufferBindingSize.
+  virtual uint64_t memory_capacity() const { return 0; }
+  virtual uint64_t max_tensor_bytes() const { return 0; }
+  // Bytes of the tensors alive on this backend now, and the most alive at once since it was created:
+  // what the model, its recorded programs and their activations take (a backend's own staging buffers and
+  // pipelines are not counted).
+  struct TensorMemory {
+    uint64_t in_use = 0, peak = 0;
+  };
+  TensorMemory tensor_memory() const { return tensor_memory_; }
 
   // New zero-filled tensor.
   Tensor zeros(Shape shape, DType dtype);
@@ -117,13 +130,21 @@ class Backend {
   // Eager convenience: validate, record into a one-call program and run it.
   virtual void run(OpCall call);
 
-  // Called by Storage when the last Tensor of an allocation goes away.
+  // Called by Storage when the last Tensor of an allocation goes away: accounts its counted bytes, then
+  // release(id).
+  void free_storage(uint64_t id, size_t bytes) {
+    tensor_memory_.in_use -= bytes;
+    release(id);
+  }
   virtual void release(uint64_t id) = 0;
 
  protected:
   virtual uint64_t allocate(size_t bytes) = 0;  // zero-filled; bytes may be 0
   virtual void write(uint64_t id, const void* data, size_t bytes) = 0;
   virtual void read(uint64_t id, void* data, size_t bytes) = 0;
+
+ private:
+  TensorMemory tensor_memory_;
 };
 
 // Validates a call against the catalogue: argument counts, dtypes, shapes, aliasing. Throws Error with a

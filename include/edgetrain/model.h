@@ -194,4 +194,22 @@ class Model {
   std::unique_ptr<Impl> impl_;
 };
 
+// What training takes in backend memory for one micro-batch of batch x seq tokens, in bytes, counted by
+// building the model and recording its programs on a backend that allocates nothing (exact for the
+// tensors; a device's own staging buffers and pipelines come on top). Costs no device memory and little
+// time, so it runs before a run starts and for `edgetrain info`.
+struct MemoryEstimate {
+  uint64_t weights = 0;     // what the forward reads: masters, 4-bit codes and scales, frozen tensors
+  uint64_t optimizer = 0;   // gradients and AdamW moments of the trainable tensors
+  uint64_t step = 0;        // activations and workspaces of the recorded training step and update
+  uint64_t evaluation = 0;  // those of the recorded evaluation program
+  uint64_t total = 0;       // all of them alive together (a run keeps every program)
+  uint64_t largest_tensor = 0;      // bytes of the largest single tensor (a kernel binds it whole)
+  std::string largest_tensor_name;  // its parameter name, or "an activation of the step"
+};
+MemoryEstimate estimate_training_memory(const ModelConfig& cfg, int64_t batch, int64_t seq,
+                                        Precision precision = Precision::fp32);
+// "512.0 MiB", "1.25 GiB".
+std::string format_bytes(uint64_t bytes);
+
 }  // namespace edgetrain

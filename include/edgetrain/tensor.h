@@ -53,6 +53,7 @@ struct Storage {
   Backend* backend = nullptr;
   uint64_t id = 0;
   size_t bytes = 0;
+  bool counted = false;  // in the backend's tensor_memory() (made by Backend::zeros)
   Storage(Backend* b, uint64_t i, size_t n) : backend(b), id(i), bytes(n) {}
   ~Storage();
   Storage(const Storage&) = delete;

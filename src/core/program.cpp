@@ -79,7 +79,12 @@ Backend::Fp16Speed Backend::fp16_speed() const {
 
 Tensor Backend::zeros(Shape shape, DType dtype) {
   size_t bytes = static_cast<size_t>(shape.numel()) * dtype_size(dtype);
-  return Tensor(std::make_shared<Storage>(this, allocate(bytes), bytes), shape, dtype);
+  auto storage = std::make_shared<Storage>(this, allocate(bytes), bytes);
+  storage->counted = true;
+  Tensor t(std::move(storage), shape, dtype);
+  tensor_memory_.in_use += bytes;
+  tensor_memory_.peak = std::max(tensor_memory_.peak, tensor_memory_.in_use);
+  return t;
 }
 
 Tensor Backend::from_host(Shape shape, DType dtype, const void* data, size_t bytes) {

@@ -18,6 +18,18 @@ CpuBackend::~CpuBackend() {
   for (auto& [id, b] : blocks_) std::free(b.ptr);
 }
 
+// MemAvailable of /proc/meminfo (the memory the kernel can give without swapping), plus what this
+// backend's tensors hold already (they are part of a run's need); 0 where /proc/meminfo is absent.
+uint64_t CpuBackend::memory_capacity() const {
+  std::ifstream f("/proc/meminfo");
+  std::string key;
+  uint64_t kib = 0;
+  std::string unit;
+  while (f >> key >> kib >> unit)
+    if (key == "MemAvailable:") return kib * 1024 + tensor_memory().in_use;
+  return 0;
+}
+
 // The CPU model, the worker count and which kernels run (fast_kernels_name).
 std::string CpuBackend::device_name() const {
   const std::string how = std::to_string(threads()) + " threads, " + fast_kernels_name();

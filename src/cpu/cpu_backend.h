@@ -27,6 +27,7 @@ class CpuBackend : public Backend {
   std::string name() const override { return "cpu"; }
   std::string device_name() const override;
   bool supports(Op) const override { return true; }
+  uint64_t memory_capacity() const override;
   std::unique_ptr<Program> new_program() override;
   void release(uint64_t id) override;
 

@@ -9,6 +9,7 @@
 #include "edgetrain/interop.h"
 #include "edgetrain/q4gsw.h"
 #include "edgetrain/safetensors.h"
+#include "edgetrain/trainer.h"
 #include "io/gguf.h"
 #include "io/gguf_llama.h"
 #include "io/hf_folder.h"
@@ -26,6 +27,20 @@ void verdict(std::ostream& os, const std::vector<std::string>& problems, const s
   for (const std::string& p : problems) os << "    - " << p << "\n";
 }
 
+// What `edgetrain train --init FILE` would take in memory in each mode at train's default batch and seq.
+void memory_line(std::ostream& os, ModelConfig cfg) {
+  const TrainOptions defaults;
+  const int64_t seq = std::min<int64_t>(128, cfg.max_seq);
+  os << "  training memory (estimate at batch " << defaults.batch << " x seq " << seq
+     << "; `train` prints its own):";
+  for (TrainMode m : {TrainMode::qlora, TrainMode::qat, TrainMode::fp32}) {
+    cfg.mode = m;
+    os << (m == TrainMode::qlora ? " " : ", ") << mode_name(m) << " "
+       << format_bytes(estimate_training_memory(cfg, defaults.batch, seq).total);
+  }
+  os << "\n";
+}
+
 }  // namespace
 
 std::string describe_model_file(const std::string& path) {
@@ -39,6 +54,7 @@ std::string describe_model_file(const std::string& path) {
        << sh.readers.size() << " safetensors file"
        << (sh.readers.size() > 1 ? "s" : "") << ", " << n << " tensors\n";
     if (c.problems.empty()) os << "  config: " << c.config.to_json() << "\n";
+    if (c.problems.empty()) memory_line(os, c.config);
     verdict(os, c.problems, "`edgetrain train --init " + path + "` starts from its weights (fp32; qat/qlora quantize "
                             "them to q4gsw and print the weight error)");
     return os.str();
@@ -56,6 +72,7 @@ std::string describe_model_file(const std::string& path) {
     }
     const gguf_llama::Check c = gguf_llama::check(f, TrainMode::qat, 32);
     if (c.problems.empty()) os << "  edgetrain config: " << c.config.to_json() << "\n";
+    if (c.problems.empty()) memory_line(os, c.config);
     std::string tokenizer_note;
     try {
       const GgufVocab v = gguf::read_vocab(f);
@@ -89,6 +106,7 @@ std::string describe_model_file(const std::string& path) {
       if (k != "config" && k != "step") os << "  " << k << ": " << (v.size() > 120 ? v.substr(0, 120) + "..." : v) << "\n";
     // The 4-bit linears: how far the fp32 masters have left the range their codes can follow.
     const ModelConfig c = ModelConfig::from_json(meta["config"]);
+    memory_line(os, c);
     q4::RangeStats all;
     std::ostringstream rows;
     for (auto& t : r.tensors()) {

@@ -93,6 +93,35 @@ StepOutcome TrainRun::train_step(int64_t step) {
   return s;
 }
 
+// The memory the run will take (estimate_training_memory), checked before the model is built: a run that
+// cannot fit stops at once with the figures, instead of failing midway in an allocation (or swapping);
+// unsupported, so a --backend list moves on to a device that may hold it.
+static MemoryEstimate check_memory(Backend& b, const ModelConfig& cfg, int64_t batch, int64_t seq, Precision p) {
+  const MemoryEstimate e = estimate_training_memory(cfg, batch, seq, p);
+  const uint64_t have = b.memory_capacity();
+  ET_CHECK_KIND(ErrorKind::unsupported, have == 0 || e.total <= have, "training needs ~", format_bytes(e.total),
+                " (weights ", format_bytes(e.weights), ", gradients and AdamW ", format_bytes(e.optimizer),
+                ", activations of batch ", batch, " x seq ", seq, ": ", format_bytes(e.step + e.evaluation), ") but ",
+                b.name(), " has ", format_bytes(have),
+                "; lower --batch or --seq (--accum keeps the tokens per step), or train --mode qlora");
+  const uint64_t bind = b.max_tensor_bytes();
+  ET_CHECK_KIND(ErrorKind::unsupported, bind == 0 || e.largest_tensor <= bind, "training needs a tensor of ",
+                format_bytes(e.largest_tensor), " (", e.largest_tensor_name, ") but ", b.name(),
+                " binds at most ", format_bytes(bind), " to a kernel",
+                e.largest_tensor_name.rfind("an activation", 0) == 0 ? "; lower --batch or --seq" : "");
+  return e;
+}
+
+static void print_memory(const MemoryEstimate& e, const Backend& b) {
+  const uint64_t have = b.memory_capacity();
+  std::printf("  memory: %s (weights %s, gradients and AdamW %s, activations %s)", format_bytes(e.total).c_str(),
+              format_bytes(e.weights).c_str(), format_bytes(e.optimizer).c_str(),
+              format_bytes(e.step + e.evaluation).c_str());
+  if (have) std::printf(" of %s's %s", b.name().c_str(), format_bytes(have).c_str());
+  std::printf("\n");
+}
+
+
 // Start-up on the first backend of the plan that works: the device, the model and its weights, the step-0
 // evaluation and the first step, which together allocate every buffer and compile every kernel of the run.
 // A failure of the backend itself (no device, out of device memory, a kernel the driver cannot compile)
@@ -126,9 +155,10 @@ void TrainRun::start_on(const BackendCandidate& c) {
   eval0_.reset();
   first_.reset();
   backend_ = make_backend(c.backend, c.options);
+  const PrecisionChoice precision = choose_precision(o_.precision, *backend_);
+  const MemoryEstimate need = check_memory(*backend_, o_.model, rank_batch_, o_.seq, precision.precision);
   model_ = std::make_unique<Model>(*backend_, o_.model);
   Model& m = *model_;
-  const PrecisionChoice precision = choose_precision(o_.precision, *backend_);
   m.set_precision(precision.precision);
   m.scaler.scale = o_.loss_scale;  // a checkpoint's own scale replaces it on --resume
   m.scaler.growth_interval = o_.loss_scale_interval;
@@ -142,6 +172,7 @@ void TrainRun::start_on(const BackendCandidate& c) {
               backend_->device_name().c_str());
   if (!c.why.empty()) std::printf("  %s\n", c.why.c_str());
   std::printf("  %s\n", precision.why.c_str());
+  print_memory(need, *backend_);
   if (precision.precision == Precision::fp16)
     std::printf("  loss scale %g (x%g after %ld applied steps in a row, x%g on an overflow, which skips the step)\n",
                 m.scaler.scale, m.scaler.growth, static_cast<long>(m.scaler.growth_interval), m.scaler.backoff);

@@ -24,6 +24,8 @@ class VulkanBackend : public Backend {
   std::string device_name() const override { return ctx_->properties().deviceName; }
   bool supports(Op op) const override { return encoder_for(op) != nullptr; }
   Fp16Speed fp16_speed() const override;
+  uint64_t memory_capacity() const override { return ctx_->limits().device_local_heap; }
+  uint64_t max_tensor_bytes() const override { return ctx_->limits().max_storage_range; }
   std::unique_ptr<Program> new_program() override;
   void release(uint64_t id) override;
 

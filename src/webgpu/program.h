@@ -36,6 +36,8 @@ class WebGpuBackend : public Backend {
     return {false, "WebGPU exposes no tensor-core (cooperative matrix) GEMMs: fp16 operands would be rounded, then "
                    "multiplied on the fp32 units"};
   }
+  // WebGPU does not say how much memory the device has: memory_capacity() stays unknown.
+  uint64_t max_tensor_bytes() const override { return ctx_->limits.maxStorageBufferBindingSize; }
   std::unique_ptr<Program> new_program() override;
   void release(uint64_t id) override;
 

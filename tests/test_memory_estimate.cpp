@@ -1,0 +1,115 @@
+// The training memory estimate (estimate_training_memory) against what a real run allocates on every test
+// backend, and the trainer's refusal of a run that cannot fit, before it allocates anything.
+#include <gtest/gtest.h>
+
+#include <chrono>
+
+#include "edgetrain/error.h"
+#include "edgetrain/trainer.h"
+#include "harness/model_helpers.h"
+#include "harness/op_case.h"
+#include "harness/temp_files.h"
+
+namespace edgetrain::test {
+namespace {
+
+struct Case {
+  const char* what;
+  ModelConfig cfg;
+  Precision precision;
+};
+
+std::vector<Case> cases() {
+  std::vector<Case> v;
+  ModelConfig tiny = ModelConfig::preset("tiny");
+  v.push_back({"tiny qat fp32", tiny, Precision::fp32});
+  ModelConfig gqa = tiny;
+  gqa.mode = TrainMode::qlora;
+  gqa.n_kv_heads = 2;
+  gqa.lora_targets = "q,k,v,o,gate,up,down";
+  v.push_back({"tiny qlora gqa fp16", gqa, Precision::fp16});
+  ModelConfig qwen = tiny;
+  qwen.arch = "qwen3";
+  qwen.mode = TrainMode::fp32;
+  qwen.tied_head = true;
+  v.push_back({"tiny qwen3 fp32 tied", qwen, Precision::fp32});
+  return v;
+}
+
+// What a run keeps after its first micro-batch, update and evaluation is exactly what the estimate counted.
+TEST(MemoryEstimate, EqualsWhatARunAllocatesOnEveryBackend) {
+  const int64_t B = 3, T = 24;
+  for (const std::string& name : test_backends()) {
+    Backend& b = backend_for_tests(name);
+    for (const Case& s : cases()) {
+      SCOPED_TRACE(name + ", " + s.what);
+      const MemoryEstimate e = estimate_training_memory(s.cfg, B, T, s.precision);
+      const uint64_t before = b.tensor_memory().in_use;
+      {
+        Model m(b, s.cfg);
+        m.set_precision(s.precision);
+        m.init(3);
+        uint64_t weights = 0, optimizer = 0;
+        for (const Param& p : m.params()) {
+          for (const Tensor* t : {&p.value, &p.codes, &p.scales}) weights += t->defined() ? t->nbytes() : 0;
+          for (const Tensor* t : {&p.grad, &p.m, &p.v}) optimizer += t->defined() ? t->nbytes() : 0;
+        }
+        EXPECT_EQ(e.optimizer, optimizer);
+        EXPECT_GE(e.weights, weights);  // plus rope frequencies where the config has them
+        EXPECT_EQ(e.weights + e.optimizer, b.tensor_memory().in_use - before);
+        Rng rng(5);
+        std::vector<int32_t> tokens(B * T), labels(B * T);
+        for (size_t i = 0; i < tokens.size(); ++i) {
+          tokens[i] = rng.integer(0, static_cast<int32_t>(s.cfg.vocab) - 1);
+          labels[i] = rng.integer(0, static_cast<int32_t>(s.cfg.vocab) - 1);
+        }
+        m.accumulate(tokens, labels, B, T, B * T);
+        m.update(OptimConfig{}, 1);
+        EXPECT_EQ(e.weights + e.optimizer + e.step, b.tensor_memory().in_use - before);
+        m.evaluate(tokens, labels, B, T);
+        EXPECT_EQ(e.total, b.tensor_memory().in_use - before);
+        EXPECT_GT(e.step, 0u);
+        EXPECT_GT(e.evaluation, 0u);
+      }
+      EXPECT_EQ(b.tensor_memory().in_use, before) << "the model's tensors were all released";
+    }
+  }
+}
+
+// Activations grow with the tokens of a micro-batch, weights do not.
+TEST(MemoryEstimate, ActivationsScaleWithTheBatchWeightsDoNot) {
+  const ModelConfig cfg = ModelConfig::preset("mini");
+  const MemoryEstimate a = estimate_training_memory(cfg, 4, 64), b = estimate_training_memory(cfg, 8, 64);
+  EXPECT_EQ(a.weights, b.weights);
+  EXPECT_EQ(a.optimizer, b.optimizer);
+  EXPECT_GT(b.step, a.step * 19 / 10);
+  EXPECT_LT(b.step, a.step * 21 / 10);
+  // qat: fp32 masters plus the codes (half a byte per weight) and fp32 scales of every 4-bit linear.
+  EXPECT_GT(a.weights, static_cast<uint64_t>(cfg.parameter_count()) * 4);
+  EXPECT_LT(a.weights, static_cast<uint64_t>(cfg.parameter_count()) * 5);
+}
+
+// A model far beyond this machine's memory is refused before anything is allocated, with the estimate and
+// what to change, as an unsupported-kind error (a --backend list would try the next device).
+TEST(MemoryEstimate, TrainerRefusesARunThatCannotFit) {
+  TempDir dir("memory", "refuse");
+  TrainOptions o = quick_options(dir.str());
+  o.model.dim = 16384;
+  o.model.n_heads = 128;
+  o.model.ffn_dim = 65536;
+  o.model.n_layers = 64;  // ~0.2T fp32 parameters: terabytes of masters, gradients and moments
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    train(o);
+    FAIL() << "a run of terabytes started";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::unsupported) << e.what();
+    EXPECT_NE(std::string(e.what()).find("training needs ~"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("GiB"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("--batch"), std::string::npos) << e.what();
+  }
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 30.0);
+}
+
+}  // namespace
+}  // namespace edgetrain::test
