@@ -58,6 +58,9 @@ class Program {
 
   // Validates the call against the catalogue (throws Error naming op and shapes), then appends it.
   void record(OpCall call);
+  // A tensor whose memory the program allocates at finalize (Graph's outputs while recording).
+  Tensor planned_tensor(Shape shape, DType dtype);
+  // Plans the planned tensors' memory (plan_memory), then prepares the backend's replay.
   void finalize();
   // Runs every recorded call in order with the current slot values; returns when the work is done.
   void replay();
@@ -74,7 +77,10 @@ class Program {
   virtual void execute() = 0;    // run calls() with slot_values()
 
  private:
+  void plan_memory();
   Backend& backend_;
+  std::vector<std::weak_ptr<Storage>> planned_;  // every planned_tensor's storage
+  std::vector<Tensor> arena_;                    // the buffers planned tensors share
   std::vector<OpCall> calls_;
   std::vector<std::string> slot_names_;
   std::vector<float> slot_values_;

@@ -28,6 +28,10 @@ class Graph {
   // Records (or runs) a call whose outputs the caller provides.
   void call(Op op, std::vector<Tensor> in, std::vector<Tensor> out, std::vector<int64_t> ints = {},
             std::vector<Scalar> floats = {});
+  // A new tensor for an op's output: recording, one whose memory the program plans at finalize (shared
+  // with tensors whose uses do not overlap; read it back only if you keep it beyond the recording);
+  // eager, a zero-filled one.
+  Tensor alloc(Shape shape, DType dtype);
   // Allocates the outputs infer_outputs names, then records (or runs).
   std::vector<Tensor> apply(Op op, std::vector<Tensor> in, std::vector<int64_t> ints = {},
                             std::vector<Scalar> floats = {});

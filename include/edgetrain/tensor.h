@@ -49,11 +49,16 @@ class Shape {
 class Backend;
 
 // Owns one device allocation; the backend frees it when the last Tensor referring to it goes away.
+// A Graph recording into a Program makes its outputs `planned`: they get memory when the program is
+// finalized (Program's memory plan; id 0 until then), and those used only inside the program share buffers
+// whose uses never overlap — the program owns those buffers (owns is false here).
 struct Storage {
   Backend* backend = nullptr;
   uint64_t id = 0;
   size_t bytes = 0;
   bool counted = false;  // in the backend's tensor_memory() (made by Backend::zeros)
+  bool planned = false;
+  bool owns = true;
   Storage(Backend* b, uint64_t i, size_t n) : backend(b), id(i), bytes(n) {}
   ~Storage();
   Storage(const Storage&) = delete;

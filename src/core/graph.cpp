@@ -10,10 +10,14 @@ void Graph::call(Op op, std::vector<Tensor> in, std::vector<Tensor> out, std::ve
   else backend_.run(std::move(c));
 }
 
+Tensor Graph::alloc(Shape shape, DType dtype) {
+  return program_ ? program_->planned_tensor(shape, dtype) : backend_.zeros(shape, dtype);
+}
+
 std::vector<Tensor> Graph::apply(Op op, std::vector<Tensor> in, std::vector<int64_t> ints,
                                  std::vector<Scalar> floats) {
   std::vector<Tensor> outs;
-  for (const OutSpec& s : infer_outputs(op, in, ints)) outs.push_back(backend_.zeros(s.shape, s.dtype));
+  for (const OutSpec& s : infer_outputs(op, in, ints)) outs.push_back(alloc(s.shape, s.dtype));
   call(op, std::move(in), outs, std::move(ints), std::move(floats));
   return outs;
 }
@@ -43,7 +47,7 @@ std::pair<Tensor, Tensor> Graph::fused_ce(const Tensor& logits, const Tensor& la
     auto o = apply(Op::fused_ce, {logits, labels}, {}, {n_valid});
     return {o[0], o[1]};
   }
-  Tensor loss = backend_.zeros(Shape{}, DType::f32);
+  Tensor loss = alloc(Shape{}, DType::f32);
   call(Op::fused_ce, {logits, labels}, {loss, logits}, {}, {n_valid});
   return {loss, logits};
 }
@@ -78,17 +82,17 @@ Tensor Graph::compare(Op op, const Tensor& x, Scalar s) {
 Tensor Graph::logical_not(const Tensor& x) { return apply(Op::logical_not, {x})[0]; }
 void Graph::fill(const Tensor& out, Scalar value) { call(Op::fill, {}, {out}, {}, {value}); }
 Tensor Graph::full(Shape shape, DType dtype, Scalar value) {
-  Tensor t = backend_.zeros(shape, dtype);
+  Tensor t = alloc(shape, dtype);
   fill(t, value);
   return t;
 }
 Tensor Graph::to_dtype(const Tensor& x, DType dtype) {
-  Tensor t = backend_.zeros(x.shape(), dtype);
+  Tensor t = alloc(x.shape(), dtype);
   call(Op::dim_order_copy, {x}, {t});
   return t;
 }
 Tensor Graph::expand(const Tensor& x, Shape shape) {
-  Tensor t = backend_.zeros(shape, x.dtype());
+  Tensor t = alloc(shape, x.dtype());
   call(Op::expand_copy, {x}, {t});
   return t;
 }
@@ -134,7 +138,7 @@ std::pair<Tensor, Tensor> Graph::silu_mul_backward(const Tensor& dh, const Tenso
 }
 Tensor Graph::embedding(const Tensor& w, const Tensor& idx) { return apply(Op::embedding, {w, idx})[0]; }
 Tensor Graph::embedding_backward(const Tensor& dout, const Tensor& idx, int64_t vocab) {
-  Tensor dw = backend_.zeros(Shape{vocab, dout.shape().last()}, DType::f32);
+  Tensor dw = alloc(Shape{vocab, dout.shape().last()}, DType::f32);
   call(Op::embedding_backward, {dout, idx}, {dw}, {0});
   return dw;
 }

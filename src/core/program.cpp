@@ -1,5 +1,6 @@
 // Program bookkeeping shared by every backend: slots, recording with validation, replay.
 #include <algorithm>
+#include <map>
 
 #include "edgetrain/backend.h"
 
@@ -62,8 +63,90 @@ void Program::record(OpCall call) {
   calls_.push_back(std::move(call));
 }
 
+Tensor Program::planned_tensor(Shape shape, DType dtype) {
+  ET_CHECK(!finalized_, "program: cannot plan a tensor after finalize");
+  const size_t bytes = static_cast<size_t>(shape.numel()) * dtype_size(dtype);
+  auto s = std::make_shared<Storage>(&backend_, 0, bytes);
+  s->planned = true;
+  planned_.push_back(s);
+  return Tensor(std::move(s), shape, dtype);
+}
+
+// Memory for the planned tensors, in call order: a tensor used only inside the program (nothing else holds
+// it now) lives from the call that first writes it to the last call that reads it, and shares a buffer
+// with tensors whose lives do not overlap (best fit among the free buffers, else a new one). A tensor held
+// elsewhere (a loss read back, a tensor used by a later program), one first read before any call writes it
+// (its value carries over from the previous replay), or one no call uses gets a buffer of its own, which it
+// then owns. Every kernel sees the same values as with a buffer per tensor: the backends order every call
+// after the previous one (a barrier between dispatches), and no op reads what it did not write this replay.
+// A training step's backward temporaries thus reuse each other's memory.
+void Program::plan_memory() {
+  struct Life {
+    size_t first = 0, last = 0, refs = 0;  // calls; how many of their tensors name it
+    bool carries = false;                  // first read before written: keeps last replay's value
+    bool seen = false;
+  };
+  std::map<Storage*, Life> lives;
+  for (size_t c = 0; c < calls_.size(); ++c) {
+    const OpCall& call = calls_[c];
+    bool accumulates = false;  // outputs read as well as written (accumulate = 1)
+    const ArgList& ints = op_info(call.op).ints;
+    for (size_t i = 0; i < ints.names.size() && i < call.ints.size(); ++i)
+      accumulates |= ints.names[i] == "accumulate" && call.ints[i] != 0;
+    auto use = [&](const Tensor& t, bool read) {
+      if (!t.defined() || !t.storage()->planned || t.storage()->id != 0) return;
+      Life& l = lives[t.storage().get()];
+      if (!l.seen) l = {c, c, 0, read, true};
+      l.last = c;
+      ++l.refs;
+    };
+    for (const Tensor& t : call.in) use(t, true);
+    for (const Tensor& t : call.out) use(t, accumulates);
+  }
+  // A buffer of its own, which s then owns (and frees when its last tensor goes).
+  auto own = [&](Storage* s) {
+    Tensor b = backend_.zeros(Shape{static_cast<int64_t>(s->bytes)}, DType::u8);
+    Storage* bs = b.storage().get();
+    s->id = bs->id;
+    s->counted = bs->counted;
+    bs->owns = false;
+  };
+  std::vector<std::pair<Life*, Storage*>> shared;
+  for (const std::weak_ptr<Storage>& w : planned_) {
+    const std::shared_ptr<Storage> s = w.lock();
+    if (!s) continue;  // dropped before any call used it
+    auto it = lives.find(s.get());
+    // Held by nothing but the calls' tensors (use_count less the `s` just made)?
+    const bool inside = it != lives.end() && static_cast<size_t>(s.use_count() - 1) == it->second.refs;
+    if (!inside || it->second.carries) own(s.get());
+    else shared.push_back({&it->second, s.get()});
+  }
+  std::sort(shared.begin(), shared.end(), [](const auto& a, const auto& b) { return a.first->first < b.first->first; });
+  struct Buffer {
+    Tensor t;
+    size_t busy_until = 0;  // the last call that uses it
+  };
+  std::vector<Buffer> buffers;
+  for (auto& [l, s] : shared) {
+    Buffer* best = nullptr;
+    for (Buffer& b : buffers)
+      if (b.busy_until < l->first && b.t.nbytes() >= s->bytes && (!best || b.t.nbytes() < best->t.nbytes()))
+        best = &b;
+    if (!best) {
+      buffers.push_back({backend_.zeros(Shape{static_cast<int64_t>(s->bytes)}, DType::u8), 0});
+      best = &buffers.back();
+    }
+    best->busy_until = l->last;
+    s->id = best->t.id();
+    s->owns = false;
+  }
+  for (Buffer& b : buffers) arena_.push_back(std::move(b.t));
+  planned_.clear();
+}
+
 void Program::finalize() {
   ET_CHECK(!finalized_, "program: finalize called twice");
+  plan_memory();
   on_finalize();
   finalized_ = true;
 }

@@ -75,7 +75,7 @@ std::string Shape::str() const {
 }
 
 Storage::~Storage() {
-  if (backend) backend->free_storage(id, counted ? bytes : 0);
+  if (backend && owns && id) backend->free_storage(id, counted ? bytes : 0);
 }
 
 Tensor::Tensor(std::shared_ptr<Storage> s, Shape shape, DType dtype)
