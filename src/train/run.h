@@ -31,7 +31,7 @@ std::string checkpoint_path(const TrainOptions& o);  // out_dir/checkpoint.safet
 // What the run will do. --resume: the model and options the checkpoint records (only the step budget may
 // grow; a given total_steps of 0 keeps the checkpoint's; a time budget is an error: the checkpoint's
 // schedule is fixed). --init: the model shape of that file with this run's mode, group size and LoRA settings. seq 0
-// becomes min(128, the model's max_seq). Reads files, writes nothing; validates the result.
+// becomes min(128, the model's max_seq) (--data: left to open_samples). Reads files, writes nothing; validates the result.
 TrainOptions resolve_options(const TrainOptions& given);
 
 // ---- open the data (run_data.cpp) ----

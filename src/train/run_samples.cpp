@@ -80,6 +80,9 @@ void open_samples(TrainOptions& o, RunData& d) {
               split.c_str(), d.chat_template.c_str(), why.c_str(), bos ? ", BOS first" : "",
               on == TrainOn::completion ? "the assistant replies (--train-on completion)" : "every token (--train-on all)",
               o.batching.c_str(), static_cast<long>(o.seq));
+  ET_CHECK(d.train_set->untrained() < d.train_set->samples(), "train: every training sample of '", o.data,
+           "' is longer than seq + 1 = ", o.seq + 1, " tokens and loses its whole reply when cut to its start (the "
+           "longest has ", d.train_set->longest(), " tokens): use a model with a longer max_seq, or shorter samples");
   for (const auto& [name, set] : {std::pair{"training", d.train_set.get()}, std::pair{"validation", d.val_set.get()}})
     if (set->truncated() > 0)
       std::printf("  %ld %s samples are longer than seq + 1 = %ld tokens (the longest: %ld) and are cut to their "
