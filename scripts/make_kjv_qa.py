@@ -7,7 +7,10 @@ The verses are the KJV text scripts/setup.sh extracted (.deps/data/kjv.txt: one 
 reference); their references come from the same `bible` program (Debian package bible-kjv) that setup ran to
 make that file, line for line, and every line's text is checked against kjv.txt.
 
-Usage: python3 scripts/make_kjv_qa.py [--out DIR] [--train N] [--val N] [--words W] [--seed S] [--kjv FILE]
+Usage: python3 scripts/make_kjv_qa.py [--out DIR] [--train N] [--val N] [--words W] [--books A,B,...] [--seed S]
+                                     [--kjv FILE]
+--books keeps the verses of those books only (names as in the answers, e.g. Genesis,Psalms,Matthew): a task a
+small model can learn in minutes; all 66 books is a hard one.
 Writes DIR/train.jsonl and DIR/val.jsonl (default DIR: runs/kjv_qa).
 """
 import argparse
@@ -51,6 +54,7 @@ def main():
     ap.add_argument("--train", type=int, default=4000, help="training samples")
     ap.add_argument("--val", type=int, default=200, help="validation samples")
     ap.add_argument("--words", type=int, default=8, help="words of the verse quoted in the question")
+    ap.add_argument("--books", default="", help="comma-separated book names to keep (default: all)")
     ap.add_argument("--seed", type=int, default=1)
     a = ap.parse_args()
     if a.train < 1 or a.val < 1 or a.words < 1:
@@ -72,6 +76,10 @@ def main():
     if len(refs) != len(verses):
         fail(f"`bible` printed {len(refs)} verses but '{a.kjv}' has {len(verses)}")
     names = dict(BOOKS)
+    keep = set(b.strip() for b in a.books.split(",") if b.strip())
+    unknown = keep - set(names.values())
+    if unknown:
+        fail(f"--books: unknown book(s) {', '.join(sorted(unknown))}; names are as in: {', '.join(names.values())}")
     items = []
     for i, (r, v) in enumerate(zip(refs, verses)):
         m = re.match(r"^(\w+?)(\d+):(\d+) (.*)$", r)
@@ -81,7 +89,7 @@ def main():
         if text != v:
             fail(f"line {i + 1}: `bible` says '{text[:40]}...' but kjv.txt has '{v[:40]}...'")
         words = v.split(" ")
-        if len(words) <= a.words:  # the quote must not be the whole verse
+        if len(words) <= a.words or (keep and names[m.group(1)] not in keep):  # the quote is never the whole verse
             continue
         items.append((" ".join(words[: a.words]), names[m.group(1)]))
     if a.train + a.val > len(items):
