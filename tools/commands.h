@@ -3,8 +3,13 @@
 
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <memory>
+#include <string>
 
+#include "edgetrain/backend.h"
 #include "edgetrain/error.h"
+#include "edgetrain/model.h"
+#include "edgetrain/tokenizer.h"
 
 namespace edgetrain::cli {
 
@@ -22,6 +27,31 @@ inline int exit_status(ErrorKind k) {
   return 1;
 }
 
+// A checkpoint ready to use (generate.cpp): its model on a backend, and its tokenizer (the recorded one, or
+// tokenizer_override), checked to fit each other.
+struct Loaded {
+  std::unique_ptr<Backend> backend;
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Tokenizer> tok;
+};
+Loaded load(const std::string& path, const std::string& backend, const std::string& device, int threads,
+            const std::string& tokenizer_override);
+// The chat template to use with a checkpoint (chat.cpp): `requested` (--chat-template) when given, else the one
+// its fine-tune recorded, else the tokenizer's own (resolve_chat_template), else plain.
+std::string checkpoint_chat_template(const std::string& checkpoint, const Tokenizer& tok, const std::string& requested,
+                                     std::string* why = nullptr);
+
+// eval --data (eval_data.cpp): the loss on the reply tokens of JSONL samples, and the exact-match accuracy of
+// greedy replies. Returns the exit status.
+struct EvalDataOptions {
+  std::string checkpoint, data, chat_template;
+  int64_t batch = 8, seq = 0;        // seq 0: the longest sample's tokens - 1, at most the model's max_seq
+  int64_t exact_match = -1;          // samples to generate replies for (-1: all)
+  int64_t max_reply_tokens = 32;     // exact match only when every reference reply is at most this long
+  bool json = false;
+};
+int eval_data(Loaded& l, const EvalDataOptions& o);
+
 // Registers a subcommand; returns the callback to run when it was chosen.
 using Runner = std::function<int()>;
 Runner add_info(CLI::App& app);
@@ -29,6 +59,7 @@ Runner add_selftest(CLI::App& app);
 Runner add_train(CLI::App& app);
 Runner add_generate(CLI::App& app);
 Runner add_eval(CLI::App& app);
+Runner add_chat(CLI::App& app);
 Runner add_bench(CLI::App& app);
 Runner add_convert(CLI::App& app);
 

@@ -1,6 +1,8 @@
-// `edgetrain generate` and `edgetrain eval`: use a checkpoint to write text or to measure loss.
+// `edgetrain generate` and `edgetrain eval`: use a checkpoint to write text or to measure loss (eval --data:
+// eval_data.cpp); and the checkpoint loader the commands share.
 #include <cstdio>
 #include <memory>
+#include <nlohmann/json.hpp>
 
 #include "edgetrain/backends.h"
 #include "edgetrain/checkpoint.h"
@@ -11,13 +13,6 @@
 #include "tools/commands.h"
 
 namespace edgetrain::cli {
-namespace {
-
-struct Loaded {
-  std::unique_ptr<Backend> backend;
-  std::unique_ptr<Model> model;
-  std::unique_ptr<Tokenizer> tok;
-};
 
 Loaded load(const std::string& path, const std::string& backend, const std::string& device, int threads,
             const std::string& tokenizer_override) {
@@ -37,8 +32,6 @@ Loaded load(const std::string& path, const std::string& backend, const std::stri
            " tokens but the checkpoint's model has ", cfg.vocab);
   return l;
 }
-
-}  // namespace
 
 Runner add_generate(CLI::App& app) {
   auto* sub = app.add_subcommand("generate",
@@ -82,16 +75,29 @@ Runner add_eval(CLI::App& app) {
     std::string checkpoint, corpus, backend = "auto", device, tokenizer, precision = "auto";
     int64_t batch = 8, seq = 128, batches = 16;
     double val_fraction = 0.02;
-    bool whole = false;
+    bool whole = false, json = false;
     int threads = 0;
+    EvalDataOptions data;
   };
   auto f = std::make_shared<Flags>();
   sub->add_option("--checkpoint", f->checkpoint, "Checkpoint file (.safetensors)")->required();
   sub->add_option("--corpus", f->corpus, "Text file (default: the KJV corpus)");
   sub->add_option("--val-fraction", f->val_fraction, "Held-out fraction at the end of the corpus")->capture_default_str();
   sub->add_flag("--whole", f->whole, "Evaluate on windows spread over the whole file instead");
+  sub->add_option("--data", f->data.data,
+                  "Chat / instruction samples (JSONL, as train --data) instead of a corpus: the loss on the reply\n"
+                  "tokens, and exact-match accuracy of greedy replies when the replies are short");
+  sub->add_option("--chat-template", f->data.chat_template,
+                  "With --data: the template (default: the one the checkpoint was fine-tuned with)");
+  sub->add_option("--exact-match", f->data.exact_match,
+                  "With --data: samples whose reply is generated and compared (0 = none; default all)");
+  sub->add_option("--max-reply-tokens", f->data.max_reply_tokens,
+                  "With --data: exact match only when every reference reply has at most this many tokens")
+      ->capture_default_str();
+  sub->add_flag("--json", f->json, "Print the result as one JSON object");
   sub->add_option("--batch", f->batch, "Sequences per batch")->capture_default_str();
-  sub->add_option("--seq", f->seq, "Tokens per sequence")->capture_default_str();
+  auto* seq_opt = sub->add_option("--seq", f->seq, "Tokens per sequence (--data: default the longest sample)");
+  seq_opt->capture_default_str();
   sub->add_option("--batches", f->batches, "Number of batches")->capture_default_str();
   sub->add_option("--backend", f->backend, "auto, cpu, vulkan or webgpu")->capture_default_str();
   sub->add_option("--device", f->device, "Device index or name substring");
@@ -100,12 +106,21 @@ Runner add_eval(CLI::App& app) {
   sub->add_option("--precision", f->precision,
                   "fp32, fp16 (fp16 GEMM operands, fp32 accumulation) or auto (fp16 where it is faster)")
       ->capture_default_str();
-  return [f] {
+  return [f, seq_opt] {
     check_precision_flag(f->precision);
+    ET_CHECK(f->data.data.empty() || f->corpus.empty(), "eval: --data and --corpus cannot be combined");
     Loaded l = load(f->checkpoint, f->backend, f->device, f->threads, f->tokenizer);
     const PrecisionChoice pc = choose_precision(f->precision, *l.backend);
     l.model->set_precision(pc.precision);
     std::fprintf(stderr, "eval: %s\n", pc.why.c_str());
+    if (!f->data.data.empty()) {
+      EvalDataOptions d = f->data;
+      d.checkpoint = f->checkpoint;
+      d.batch = f->batch;
+      d.seq = seq_opt->count() > 0 ? f->seq : 0;
+      d.json = f->json;
+      return eval_data(l, d);
+    }
     std::string corpus = f->corpus.empty() ? deps_path("data/kjv.txt") : f->corpus;
     ET_CHECK(f->batch >= 1 && f->batches >= 1 && f->seq >= 1, "eval: --batch, --batches and --seq must be >= 1");
     ET_CHECK(f->seq <= l.model->config().max_seq, "eval: --seq exceeds the model's max_seq ", l.model->config().max_seq);
@@ -114,9 +129,14 @@ Runner add_eval(CLI::App& app) {
     int64_t N = data->size();
     int64_t begin = f->whole ? 0 : N - std::max<int64_t>(f->seq + 2, static_cast<int64_t>(static_cast<double>(N) * f->val_fraction));
     EvalResult r = evaluate_split(*l.model, *data, std::max<int64_t>(0, begin), N, f->batch, f->seq, f->batches);
-    std::printf("%s on %s (%s, %ld tokens evaluated, %s): loss %.4f nats/token, perplexity %.3f\n",
-                f->checkpoint.c_str(), corpus.c_str(), f->whole ? "whole file" : "validation split",
-                static_cast<long>(r.tokens), precision_name(pc.precision), r.loss, r.perplexity);
+    if (f->json)
+      std::printf("%s\n", nlohmann::json{{"checkpoint", f->checkpoint}, {"corpus", corpus},
+                                         {"split", f->whole ? "whole" : "validation"}, {"tokens", r.tokens},
+                                         {"loss", r.loss}, {"perplexity", r.perplexity}}.dump().c_str());
+    else
+      std::printf("%s on %s (%s, %ld tokens evaluated, %s): loss %.4f nats/token, perplexity %.3f\n",
+                  f->checkpoint.c_str(), corpus.c_str(), f->whole ? "whole file" : "validation split",
+                  static_cast<long>(r.tokens), precision_name(pc.precision), r.loss, r.perplexity);
     return 0;
   };
 }

@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   add(edgetrain::cli::add_train(app));
   add(edgetrain::cli::add_generate(app));
   add(edgetrain::cli::add_eval(app));
+  add(edgetrain::cli::add_chat(app));
   add(edgetrain::cli::add_info(app));
   add(edgetrain::cli::add_selftest(app));
   add(edgetrain::cli::add_bench(app));

@@ -101,6 +101,19 @@ Runner add_train(CLI::App& app) {
   sub->add_option("--lora-targets", f->lora_targets, "LoRA targets among q,k,v,o,gate,up,down")->capture_default_str();
   sub->add_flag("--tied-head", f->tied, "Share the output head with the token embedding");
   sub->add_option("--corpus", o.corpus, "Training text (default: the KJV Bible installed by scripts/setup.sh)");
+  sub->add_option("--data", o.data,
+                  "Fine-tune on chat / instruction samples instead of a corpus: a JSONL file of\n"
+                  "{\"prompt\": ..., \"completion\": ...} or {\"messages\": [{\"role\": ..., \"content\": ...}]} lines");
+  sub->add_option("--val-data", o.val_data, "Validation samples (JSONL) for --data (default: its last --val-fraction)");
+  sub->add_option("--chat-template", o.chat_template,
+                  "With --data: chatml, llama3, llama2[-sys[-bos|-strip]], mistral-v1/v3/v3-tekken/v7/v7-tekken, gemma,\n"
+                  "phi3, plain, or a GGUF / tokenizer_config.json / Jinja file to detect it from (default: the\n"
+                  "tokenizer's own template, else plain)");
+  sub->add_option("--train-on", o.train_on, "With --data: completion (the assistant replies only) or all")
+      ->capture_default_str();
+  sub->add_option("--batching", o.batching,
+                  "With --data: pad (one sample per row); pack (several per row) needs per-sample positions")
+      ->capture_default_str();
   sub->add_option("--tokenizer", o.tokenizer,
                   "auto (the --init file's own tokenizer, else bytes), bytes, gpt2, a folder with encoder.json +\n"
                   "vocab.bpe, a GGUF file (its tokenizer metadata), or gguf (the --init GGUF file's)")
@@ -167,14 +180,16 @@ Runner add_train(CLI::App& app) {
       ->capture_default_str();
   auto* config_opt = sub->get_option("--config");
   auto* corpus_opt = sub->get_option("--corpus");
-  return [f, seq_opt, steps_opt, time_opt, config_opt, corpus_opt] {
+  auto* data_opt = sub->get_option("--data");
+  return [f, seq_opt, steps_opt, time_opt, config_opt, corpus_opt, data_opt] {
     ET_CHECK(f->dist_timeout >= 0, "train: --dist-timeout must be >= 0 (0 = wait forever), got ", f->dist_timeout);
     std::unique_ptr<Communicator> comm = make_communicator(f->dist_timeout);
     TrainOptions o = f->o;
     // The main job (`edgetrain train`, perhaps with --out, --backend or other settings of how it runs) trains
     // for a time; every other invocation for --steps.
     const bool main_job = steps_opt->count() == 0 && time_opt->count() == 0 && config_opt->count() == 0 &&
-                          corpus_opt->count() == 0 && o.init.empty() && !o.resume && f->preset == "mini";
+                          corpus_opt->count() == 0 && data_opt->count() == 0 && o.init.empty() && !o.resume &&
+                          f->preset == "mini";
     // Under mpirun each rank would time its own steps and plan its own total, so a time budget needs one
     // process (the main job then trains for its --steps default).
     ET_CHECK(time_opt->count() == 0 || comm->size() == 1, "train: --time is not supported under mpirun (",
@@ -196,14 +211,15 @@ Runner add_train(CLI::App& app) {
     o.model.lora_alpha = f->lora_alpha;
     o.model.lora_targets = f->lora_targets;
     if (f->tied) o.model.tied_head = true;
-    if (seq_opt->count() == 0) o.seq = 0;  // the trainer picks min(128, the model's max_seq)
+    // The trainer picks min(128, the model's max_seq); with --data, min(max_seq, the longest sample - 1).
+    if (seq_opt->count() == 0) o.seq = 0;
     else ET_CHECK(o.seq >= 1, "train: --seq must be >= 1, got ", o.seq);
     if (steps_opt->count() > 0) o.optim.total_steps = f->steps;
     else if (o.resume) o.optim.total_steps = 0;  // the checkpoint's
     else if (o.time_budget_s > 0) o.optim.total_steps = std::numeric_limits<int32_t>::max();  // the plan decides
     else o.optim.total_steps = f->steps;
     o.progress = !f->no_progress;
-    if (o.corpus.empty() && !o.resume) {
+    if (o.corpus.empty() && o.data.empty() && !o.resume) {
       o.corpus = deps_path("data/kjv.txt");
       std::printf("corpus: %s (default)\n", o.corpus.c_str());
     }

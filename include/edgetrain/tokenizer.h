@@ -24,6 +24,9 @@ struct GgufVocab {
   std::vector<std::string> merges;   // tokenizer.ggml.merges: "left right", highest priority first
   int64_t bos = -1, eos = -1, unk = -1, pad = -1;   // tokenizer.ggml.*_token_id, -1 when absent
   int add_bos = -1, add_eos = -1, add_space_prefix = -1;  // tokenizer.ggml.add_*: 0/1, -1 when absent
+  // tokenizer.chat_template ("" when absent): the model's Jinja chat template, kept with the vocabulary so
+  // that a run folder's tokenizer.gguf still names it (src/text/chat_template.h detects its family).
+  std::string chat_template;
   bool operator==(const GgufVocab&) const = default;
 };
 
@@ -45,6 +48,17 @@ class Tokenizer {
   // is_chunk_boundary says gives the ids of encoding it at once (for a GGUF vocabulary: unless it has tokens
   // spanning such a place).
   virtual std::vector<int32_t> encode_continuation(std::string_view text) const { return encode(text); }
+  // encode() with special tokens parsed from the text, as llama.cpp's llama_tokenize with parse_special: the
+  // text of a control, unknown or user-defined token ("<|im_start|>", "</s>"; GPT-2: "<|endoftext|>") becomes
+  // that token's single id, the longest first, leftmost occurrences first. SentencePiece puts its space
+  // prefix in front of the first stretch of text (unless `continuation`) and of every stretch that follows
+  // such a token, as llama.cpp does. Chat templates need this: their markers must be the model's special ids.
+  // Tokenizers without special tokens (bytes): encode() / encode_continuation().
+  virtual std::vector<int32_t> encode_special(std::string_view text, bool continuation = false) const {
+    return continuation ? encode_continuation(text) : encode(text);
+  }
+  // Whether encode_special makes id from its text (a control, unknown or user-defined token).
+  virtual bool is_special(int32_t) const { return false; }
   // The bytes of the tokens, concatenated (may end in the middle of a UTF-8 sequence). A SentencePiece-style
   // tokenizer whose encode() adds a leading space drops one leading space again: when ids[0] is a normal or
   // byte token whose text starts with a space. So decode(a + b) == decode(a) + (text of b) for non-empty a,

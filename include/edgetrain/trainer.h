@@ -30,6 +30,16 @@ class TokenStream {
 
 struct TrainOptions {
   std::string corpus;             // text file
+  // Fine-tuning on chat / instruction samples instead of a corpus (src/train/samples.h): a JSONL file of
+  // {"prompt": ..., "completion": ...} or {"messages": [{"role": ..., "content": ...}, ...]} lines, rendered
+  // through the chat template; validation on val_data, or when that is "" on the last val_fraction of the
+  // samples (at least one).
+  std::string data, val_data;
+  // A chat template name or a file holding one (resolve_chat_template); "": the tokenizer's own, else plain.
+  // The checkpoint records the resolved name.
+  std::string chat_template;
+  std::string train_on = "completion";  // completion (assistant replies only) or all
+  std::string batching = "pad";         // pad (one sample per row) or pack (several per row)
   std::string out_dir = "runs/default";
   // "auto" (the --init file's own tokenizer, else bytes), "gguf" (the --init GGUF file's), or a
   // make_tokenizer() spec: bytes, gpt2, a folder with encoder.json + vocab.bpe, a GGUF file.
@@ -90,7 +100,7 @@ TrainResult train(const TrainOptions& opts);
 // Mean validation loss over `batches` fixed batches of the corpus's validation split.
 struct EvalResult {
   double loss = 0, perplexity = 0;
-  int64_t tokens = 0;
+  int64_t tokens = 0;  // labels evaluated (samples: the trained ones)
 };
 EvalResult evaluate_split(Model& model, const TokenStream& data, int64_t begin, int64_t end, int64_t batch,
                           int64_t seq, int64_t batches);

@@ -64,6 +64,10 @@ GgufVocab read_vocab(const File& f) {
   flag("tokenizer.ggml.add_bos_token", v.add_bos);
   flag("tokenizer.ggml.add_eos_token", v.add_eos);
   flag("tokenizer.ggml.add_space_prefix", v.add_space_prefix);
+  if (const Value* x = f.find("tokenizer.chat_template")) {
+    ET_CHECK(x->type == VType::STRING, "file ", src, ": metadata key 'tokenizer.chat_template' must be a string");
+    v.chat_template = x->s;
+  }
   return v;
 }
 
@@ -85,6 +89,7 @@ void add_vocab(Writer& w, const GgufVocab& v) {
                                                {"tokenizer.ggml.add_space_prefix", v.add_space_prefix}};
   for (const auto& [key, f] : flags)
     if (f >= 0) w.add_kv(key, Value::boolean(f != 0));
+  if (!v.chat_template.empty()) w.add_kv("tokenizer.chat_template", Value::str(v.chat_template));
 }
 
 }  // namespace edgetrain::gguf

@@ -55,6 +55,17 @@ class BpeTokenizer final : public Tokenizer {
     return ids;
   }
 
+  // Byte-level BPE puts nothing in front of a text: continuation changes nothing.
+  std::vector<int32_t> encode_special(std::string_view text, bool) const override {
+    std::vector<int32_t> ids;
+    t_.special.split(
+        text, [&](size_t begin, size_t end) { encode_text(text.substr(begin, end - begin), ids); },
+        [&](int32_t id) { ids.push_back(id); });
+    return ids;
+  }
+
+  bool is_special(int32_t id) const override { return t_.special.has(id); }
+
   std::string decode(const std::vector<int32_t>& ids) const override {
     std::string out;
     out.reserve(ids.size() * 4);
@@ -252,9 +263,11 @@ std::unique_ptr<Tokenizer> make_gguf_bpe(const CheckedVocab& c, std::vector<std:
     } else {
       t.id_bytes[id] = text;  // control, user-defined, ...: their text as it is
       if (type == kUserDefined) t.user_defined.add(text, id);
+      if (type == kUserDefined || type == kControl || type == kUnknown) t.special.add(text, id);
     }
   }
   t.user_defined.finish();
+  t.special.finish();
   for (int b = 0; b < 256; ++b)
     ET_CHECK(t.byte_id[b] >= 0, src, ": tokenizer.ggml.tokens has no normal token for the byte 0x",
              byte_token_text(b).substr(3, 2), " (", shown(bytes_to_symbol(std::string(1, static_cast<char>(b)))),

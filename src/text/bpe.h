@@ -39,6 +39,7 @@ struct BpeTables {
   // that token whatever the merges would make of it.
   StringMap<int32_t> whole_words;
   UserDefinedSplitter user_defined;
+  UserDefinedSplitter special;  // control, unknown and user-defined tokens: what encode_special matches
   std::optional<GgufVocab> gguf;                      // the GGUF vocabulary the tables came from
 };
 

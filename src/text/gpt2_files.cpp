@@ -62,8 +62,12 @@ class Gpt2FileLoader {
                "\" has a character outside GPT-2's byte alphabet");
       t_.id_bytes[id] = bytes;
       bytes_to_id_.emplace(bytes, static_cast<int32_t>(id));
-      if (key == "<|endoftext|>") t_.eot = t_.bos = static_cast<int32_t>(id);
+      if (key == "<|endoftext|>") {
+        t_.eot = t_.bos = static_cast<int32_t>(id);
+        t_.special.add(key, t_.eot);  // its only special token
+      }
     }
+    t_.special.finish();
     for (int b = 0; b < 256; ++b) {
       auto it = bytes_to_id_.find(std::string(1, static_cast<char>(b)));
       ET_CHECK(it != bytes_to_id_.end(), "GPT-2 tokenizer: '", path, "' has no token for the single byte ", b);

@@ -55,9 +55,11 @@ class SpmTokenizer final : public Tokenizer {
       } else {
         piece_[id] = text;  // control, unknown, user-defined, unused, undefined: their text as it is
         if (type == kUserDefined) user_defined_.add(text, id);
+        if (type == kUserDefined || type == kControl || type == kUnknown) special_.add(text, id);
       }
     }
     user_defined_.finish();
+    special_.finish();
     // Byte fallback: the byte token <0xNN>, else a normal token whose text is exactly that byte (as
     // llama.cpp's byte_to_token does; '▁' counts for the space).
     byte_fallback_.fill(-1);
@@ -95,6 +97,22 @@ class SpmTokenizer final : public Tokenizer {
 
   std::vector<int32_t> encode(std::string_view text) const override { return run(text, add_prefix_); }
   std::vector<int32_t> encode_continuation(std::string_view text) const override { return run(text, false); }
+  bool is_special(int32_t id) const override { return special_.has(id); }
+  std::vector<int32_t> encode_special(std::string_view text, bool continuation) const override {
+    std::vector<int32_t> ids;
+    bool after_special = !continuation;  // llama.cpp's is_prev_special: true at the start of a text
+    special_.split(
+        text,
+        [&](size_t begin, size_t end) {
+          encode_piece(text.substr(begin, end - begin), add_prefix_ && after_special, ids);
+          after_special = false;
+        },
+        [&](int32_t id) {
+          ids.push_back(id);
+          after_special = true;
+        });
+    return ids;
+  }
 
   std::string decode(const std::vector<int32_t>& ids) const override {
     std::string out;
@@ -249,6 +267,7 @@ class SpmTokenizer final : public Tokenizer {
   size_t max_len_ = 0;
   std::array<int32_t, 256> byte_fallback_{};
   UserDefinedSplitter user_defined_;
+  UserDefinedSplitter special_;  // control, unknown and user-defined tokens: what encode_special matches
   bool add_prefix_ = true;
   bool by_words_ = false;
   static constexpr size_t kMaxCachedWord = 64;

@@ -68,6 +68,9 @@ class UserDefinedSplitter {
   void add(const std::string& text, int32_t id) {
     if (!text.empty()) tokens_.emplace_back(text, id);
   }
+  bool has(int32_t id) const {
+    return std::any_of(tokens_.begin(), tokens_.end(), [id](const auto& t) { return t.second == id; });
+  }
   void finish() {
     std::stable_sort(tokens_.begin(), tokens_.end(),
                      [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });

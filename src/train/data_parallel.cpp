@@ -81,7 +81,7 @@ uint64_t build_hash() {
 void check_same_job(Communicator& comm, const TrainOptions& o, const RunData& d) {
   if (comm.size() == 1) return;
   uint64_t corpus = fnv(&d.size, sizeof d.size);
-  const int64_t samples = std::min<int64_t>(d.size, 4096);
+  const int64_t samples = d.tokens ? std::min<int64_t>(d.size, 4096) : 0;  // --data: its size and options
   for (int64_t i = 0; i < samples; ++i) {  // evenly spaced tokens, the ends included
     const int32_t t = d.tokens->at(samples > 1 ? i * (d.size - 1) / (samples - 1) : 0);
     corpus = fnv(&t, sizeof t, corpus);

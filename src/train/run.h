@@ -11,6 +11,7 @@
 #include "edgetrain/interop.h"
 #include "edgetrain/tokenizer.h"
 #include "edgetrain/trainer.h"
+#include "train/samples.h"
 
 namespace edgetrain::training {
 
@@ -30,30 +31,48 @@ std::string checkpoint_path(const TrainOptions& o);  // out_dir/checkpoint.safet
 // What the run will do. --resume: the model and options the checkpoint records (only the step budget may
 // grow; a given total_steps of 0 keeps the checkpoint's; a time budget is an error: the checkpoint's
 // schedule is fixed). --init: the model shape of that file with this run's mode, group size and LoRA settings. seq 0
-// becomes min(128, the model's max_seq). Reads files, writes nothing; validates the result.
+// becomes min(128, the model's max_seq) (--data: left to open_samples). Reads files, writes nothing; validates the result.
 TrainOptions resolve_options(const TrainOptions& given);
 
 // ---- open the data (run_data.cpp) ----
 
 struct RunData {
   std::unique_ptr<Tokenizer> tok;
+  // A corpus (--corpus): its tokens and split.
   std::unique_ptr<TokenStream> tokens;
-  int64_t size = 0;       // tokens in the corpus
+  int64_t size = 0;       // tokens in the corpus (samples: in the training samples)
   int64_t val_begin = 0;  // [0, val_begin) is trained on, [val_begin, size) validates
   int64_t val_len() const { return size - val_begin; }
+  // Samples (--data): the chat template's name and the two splits' batchers (validation: file order).
+  std::string chat_template;
+  std::unique_ptr<SampleBatcher> train_set, val_set;
+  std::vector<ChatMessage> sample_messages;  // the first validation sample before its last reply: the run's sample
+  bool samples() const { return train_set != nullptr; }
 };
 // Creates the run folder; opens the tokenizer (sets o.tokenizer to the spec the checkpoint records, and on a
-// fresh run o.model.vocab to its size), the token stream and the split, checking that they fit the model;
-// removes checkpoint temp files that writers killed mid save left behind.
+// fresh run o.model.vocab to its size), the token stream and the split — or the samples (open_samples) —
+// checking that they fit the model; removes checkpoint temp files that writers killed mid save left behind.
 RunData open_data(TrainOptions& o);
+// --data: reads, tokenizes and splits the samples; sets o.chat_template to the resolved name and, when o.seq
+// is 0, o.seq to min(the model's max_seq, the longest sample's tokens - 1). Prints what it found (samples,
+// tokens, the split, truncation).
+void open_samples(TrainOptions& o, RunData& d);
 
 // The tokens and labels of micro-batch `micro` of `step`: windows first .. first + count - 1 of its o.batch
 // windows of o.seq + 1 tokens, at positions drawn from a counter-based RNG keyed by (seed, step, micro,
 // window), all inside the training split — so a resumed run sees exactly the batches an uninterrupted one
 // would, and a data-parallel rank takes its share of the same global batch whatever the rank count
 // (count < 0: all o.batch windows).
+// Samples: micro-batch (step - 1) * accum + micro of the batcher, whose rows are a pure function of the
+// seed too; `positions` (when given) gets each token's position within its sample.
 void training_batch(const RunData& d, const TrainOptions& o, int64_t step, int64_t micro, std::vector<int32_t>& tokens,
-                    std::vector<int32_t>& labels, int64_t first = 0, int64_t count = -1);
+                    std::vector<int32_t>& labels, int64_t first = 0, int64_t count = -1,
+                    std::vector<int32_t>* positions = nullptr);
+// The labels >= 0 of a whole step (all micro-batches, all ranks' rows): what its loss is the mean over.
+int64_t trained_labels(const RunData& d, const TrainOptions& o, int64_t step);
+// Mean loss over the trained labels of the first `batches` micro-batches of the validation samples (file
+// order, one pass at most).
+EvalResult evaluate_samples(Model& model, SampleBatcher& val, int64_t batch, int64_t seq, int64_t batches);
 
 // When the loop evaluates, writes a checkpoint and prints a plain log line: every N steps and at the last.
 // The total is that of the options when the cadence is made, or the one a time budget settles on.

@@ -79,6 +79,12 @@ RunData open_data(TrainOptions& o) {
   }
   ET_CHECK(o.seq <= o.model.max_seq, "train: --seq ", o.seq, " exceeds the model's max_seq ", o.model.max_seq);
   o.model.validate();
+  if (!o.data.empty()) {
+    open_samples(o, d);
+    for (const std::string& stale : remove_stale_atomic_temps(checkpoint_path(o)))
+      std::printf("  removed %s (left by an interrupted checkpoint save)\n", stale.c_str());
+    return d;
+  }
 
   d.tokens = TokenStream::open(o.corpus, *d.tok, o.out_dir + "/cache");
   const int64_t N = d.size = d.tokens->size();
@@ -96,8 +102,16 @@ RunData open_data(TrainOptions& o) {
 }
 
 void training_batch(const RunData& d, const TrainOptions& o, int64_t step, int64_t micro, std::vector<int32_t>& tokens,
-                    std::vector<int32_t>& labels, int64_t first, int64_t count) {
+                    std::vector<int32_t>& labels, int64_t first, int64_t count, std::vector<int32_t>* positions) {
   const int64_t batch = count < 0 ? o.batch : count, seq = o.seq;
+  if (d.samples()) {
+    MicroBatch mb;
+    d.train_set->batch((step - 1) * o.accum + micro, o.batch, first, batch, mb);
+    tokens = std::move(mb.tokens);
+    labels = std::move(mb.labels);
+    if (positions) *positions = std::move(mb.positions);
+    return;
+  }
   const uint64_t key = mix(o.seed) ^ static_cast<uint64_t>(step * o.accum + micro);
   tokens.resize(static_cast<size_t>(batch * seq));
   labels.resize(tokens.size());

@@ -16,7 +16,18 @@
 namespace edgetrain::training {
 
 void validate_options(const TrainOptions& o) {
-  ET_CHECK(!o.corpus.empty(), "train: --corpus is required");
+  ET_CHECK(!o.corpus.empty() || !o.data.empty(), "train: --corpus (a text) or --data (JSONL samples) is required");
+  ET_CHECK(o.corpus.empty() || o.data.empty(), "train: --corpus and --data cannot be combined: train on a text or "
+           "on samples");
+  if (o.data.empty()) {
+    ET_CHECK(o.val_data.empty(), "train: --val-data needs --data");
+    ET_CHECK(o.chat_template.empty(), "train: --chat-template applies to --data samples");
+  }
+  train_on_from_name(o.train_on);  // name the bad value before any file is read
+  // Packed rows need each token's position within its sample in the attention and RoPE ops (Model takes
+  // `positions` once that lands: then pass positions_ in TrainRun::train_step and drop this check).
+  ET_CHECK(batching_from_name(o.batching) == Batching::pad, "train: --batching pack needs per-sample positions in "
+           "the model's attention, which this build does not have yet; use --batching pad");
   ET_CHECK(o.batch >= 1, "train: --batch must be >= 1, got ", o.batch);
   ET_CHECK(o.seq >= 0, "train: --seq must be >= 1, got ", o.seq);
   ET_CHECK(o.accum >= 1, "train: --accum must be >= 1, got ", o.accum);
@@ -62,7 +73,9 @@ std::string options_record(const TrainOptions& o) {
       {"warmup_steps", o.optim.warmup_steps}, {"total_steps", o.optim.total_steps},
       {"beta1", o.optim.beta1},       {"beta2", o.optim.beta2},     {"eps", o.optim.eps},
       {"weight_decay", o.optim.weight_decay}, {"grad_clip", o.optim.grad_clip},
-      {"time_budget_s", o.time_budget_s}};  // what planned total_steps (0: none); --resume does not plan again
+      {"time_budget_s", o.time_budget_s},  // what planned total_steps (0: none); --resume does not plan again
+      {"data", o.data},               {"val_data", o.val_data},     {"chat_template", o.chat_template},
+      {"train_on", o.train_on},       {"batching", o.batching}};
   return j.dump();
 }
 
@@ -75,6 +88,9 @@ void restore_options(TrainOptions& o, const std::string& record) {
   o.optim.lr = j.at("lr"), o.optim.min_lr_ratio = j.at("min_lr_ratio"), o.optim.warmup_steps = j.at("warmup_steps");
   o.optim.total_steps = j.at("total_steps"), o.optim.beta1 = j.at("beta1"), o.optim.beta2 = j.at("beta2");
   o.optim.eps = j.at("eps"), o.optim.weight_decay = j.at("weight_decay"), o.optim.grad_clip = j.at("grad_clip");
+  // Checkpoints from before --data have none of these: a corpus run.
+  o.data = j.value("data", ""), o.val_data = j.value("val_data", ""), o.chat_template = j.value("chat_template", "");
+  o.train_on = j.value("train_on", "completion"), o.batching = j.value("batching", "pad");
 }
 
 std::string checkpoint_path(const TrainOptions& o) { return o.out_dir + "/checkpoint.safetensors"; }
@@ -154,7 +170,8 @@ TrainOptions resolve_options(const TrainOptions& given) {
     c.lora_rank = o.model.lora_rank, c.lora_alpha = o.model.lora_alpha, c.lora_targets = o.model.lora_targets;
     o.model = c;
   }
-  if (o.seq == 0) o.seq = std::min<int64_t>(128, o.model.max_seq);
+  // --data: seq 0 stays until the samples are read (open_samples fits it to the longest one).
+  if (o.seq == 0 && o.data.empty()) o.seq = std::min<int64_t>(128, o.model.max_seq);
   validate_options(o);
   return o;
 }

@@ -1,5 +1,6 @@
 // Sampling a continuation with the model's KV cache: temperature, top-k and top-p (nucleus) filtering,
-// seeded so that the same checkpoint, prompt and options always give the same text.
+// seeded so that the same checkpoint, prompt and options always give the same text; and a chat reply
+// through a chat template, which stops at the template's end of turn.
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -7,6 +8,7 @@
 
 #include "edgetrain/tokenizer.h"
 #include "edgetrain/trainer.h"
+#include "train/samples.h"
 
 namespace edgetrain {
 
@@ -54,16 +56,17 @@ size_t complete_utf8(const std::string& s) {
   return n;
 }
 
-}  // namespace
-
-std::string generate(Model& model, const Tokenizer& tok, const std::string& prompt, const SampleOptions& o,
-                     const std::function<void(const std::string&)>& on_text) {
+// The sampling loop behind generate() and generate_reply(): continues `prompt_ids`, stopping at a token of
+// `stop_ids` or where the new text contains `stop_text` (neither is part of the result; text that may be the
+// start of stop_text is held back from on_text until it is known not to be).
+std::string generate_ids(Model& model, const Tokenizer& tok, const std::vector<int32_t>& prompt_ids,
+                         const SampleOptions& o, const std::vector<int32_t>& stop_ids, const std::string& stop_text,
+                         const std::function<void(const std::string&)>& on_text) {
   ET_CHECK(o.temperature >= 0.0f && std::isfinite(o.temperature), "generate: temperature must be >= 0, got ", o.temperature);
   ET_CHECK(o.top_p > 0.0f && o.top_p <= 1.0f, "generate: top_p must be in (0, 1], got ", o.top_p);
   ET_CHECK(o.top_k >= 0, "generate: top_k must be >= 0 (0 = no limit), got ", o.top_k);
   ET_CHECK(o.max_tokens >= 0, "generate: max_tokens must be >= 0, got ", o.max_tokens);
   const int64_t V = model.config().vocab, ctx = model.config().max_seq;
-  const std::vector<int32_t> prompt_ids = tok.encode(prompt);
   std::vector<int32_t> history = prompt_ids;
   if (history.empty())
     history.push_back(tok.bos() >= 0 ? tok.bos() : tok.eot() >= 0 ? tok.eot() : static_cast<int32_t>('\n'));
@@ -81,16 +84,28 @@ std::string generate(Model& model, const Tokenizer& tok, const std::string& prom
     all.insert(all.end(), out.begin(), out.end());
     return tok.decode(all).substr(prompt_text.size());
   };
+  // How much of `text` can be shown: complete UTF-8, and short of a possible start of stop_text at its end.
+  auto showable = [&](const std::string& text) {
+    size_t upto = complete_utf8(text);
+    for (size_t k = std::min(stop_text.size() - (stop_text.empty() ? 0 : 1), upto); k > 0; --k)
+      if (text.compare(upto - k, k, stop_text, 0, k) == 0) return upto - k;
+    return upto;
+  };
+  bool stopped = false;
   for (int64_t i = 0; i < o.max_tokens; ++i) {
     int64_t rows = static_cast<int64_t>(logits.size()) / V;
     int32_t next = pick(logits.data() + (rows - 1) * V, V, o, rng);
-    if (next == tok.eot() && tok.eot() >= 0) break;
+    if (std::find(stop_ids.begin(), stop_ids.end(), next) != stop_ids.end()) break;
     out.push_back(next);
     history.push_back(next);
-    if (on_text) {
+    if (on_text || !stop_text.empty()) {
       std::string text = decode_new();
-      size_t upto = complete_utf8(text);
-      if (upto > printed.size()) {
+      if (!stop_text.empty() && text.find(stop_text) != std::string::npos) {
+        stopped = true;
+        break;
+      }
+      size_t upto = showable(text);
+      if (on_text && upto > printed.size()) {
         on_text(text.substr(printed.size(), upto - printed.size()));
         printed = text.substr(0, upto);
       }
@@ -104,8 +119,34 @@ std::string generate(Model& model, const Tokenizer& tok, const std::string& prom
     }
   }
   std::string text = decode_new();
+  if (stopped) text.erase(text.find(stop_text));
   if (on_text && text.size() > printed.size()) on_text(text.substr(printed.size()));
   return text;
 }
 
+}  // namespace
+
+std::string generate(Model& model, const Tokenizer& tok, const std::string& prompt, const SampleOptions& o,
+                     const std::function<void(const std::string&)>& on_text) {
+  std::vector<int32_t> stops;
+  if (tok.eot() >= 0) stops.push_back(tok.eot());
+  return generate_ids(model, tok, tok.encode(prompt), o, stops, "", on_text);
+}
+
+namespace training {
+
+std::string generate_reply(Model& model, const Tokenizer& tok, const std::string& chat_template,
+                           const std::vector<ChatMessage>& messages, const SampleOptions& o,
+                           const std::function<void(const std::string&)>& on_text) {
+  const std::vector<ChatPiece> pieces = render_chat(chat_template, messages, true);
+  const std::vector<int32_t> ids = tokenize_chat(tok, pieces, tokenizer_adds_bos(tok)).ids;
+  const std::string end = chat_end_of_turn(chat_template);
+  std::vector<int32_t> stops;
+  if (tok.eot() >= 0) stops.push_back(tok.eot());
+  const std::vector<int32_t> end_ids = tok.encode_special(end, true);
+  if (end_ids.size() == 1 && tok.is_special(end_ids[0])) stops.push_back(end_ids[0]);
+  return generate_ids(model, tok, ids, o, stops, end, on_text);
+}
+
+}  // namespace training
 }  // namespace edgetrain

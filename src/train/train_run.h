@@ -32,6 +32,7 @@ struct StepOutcome {
   float loss_scale = 1;
   double seconds = 0;
   double reduce_seconds = 0;  // of `seconds`: the gradient sum across ranks (download, all-reduce, upload)
+  int64_t trained = 0;        // labels >= 0 of the step, all ranks (a corpus: every token)
   int stop = 0;
   bool out_of_time = false;
   bool finite() const { return std::isfinite(loss) && std::isfinite(norm); }
@@ -79,6 +80,7 @@ class TrainRun {
 
  private:
   StepOutcome train_step(int64_t step);
+  EvalResult evaluate();
   void start();
   void start_on(const BackendCandidate& c);
   void open_metrics();
@@ -114,7 +116,7 @@ class TrainRun {
   std::string ckpt_, metrics_path_;
   RunData data_;
   int64_t tokens_per_step_ = 0;
-  std::vector<int32_t> tokens_, labels_;
+  std::vector<int32_t> tokens_, labels_, positions_;
 
   // Start-up (on the backend that worked).
   std::unique_ptr<Backend> backend_;
@@ -136,7 +138,7 @@ class TrainRun {
   std::vector<std::pair<int64_t, double>> train_curve_, val_curve_;
   bool tty_ = false;
   TrainResult res_;
-  double window_tokens_ = 0, window_time_ = 0, tok_s_ = 0;
+  double window_tokens_ = 0, window_trained_ = 0, window_time_ = 0, tok_s_ = 0, trained_s_ = 0;
   int64_t last_step_ = 0;   // the last step taken
   int64_t saved_step_ = -1;  // the step the run's checkpoint holds (-1: none; on --resume, the one it started at)
   // With --skip-nan-steps: the current run of consecutive skipped steps, and how many steps of this

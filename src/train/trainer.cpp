@@ -67,9 +67,13 @@ StepOutcome TrainRun::train_step(int64_t step) {
   const auto t0 = Clock::now();
   StepOutcome s;
   s.loss_scale = model_->scaler.scale;
+  // The loss is the mean over the step's trained labels (all ranks' rows): samples count theirs.
+  s.trained = trained_labels(data_, o_, step);
   for (int64_t a = 0; a < o_.accum; ++a) {
-    training_batch(data_, o_, step, a, tokens_, labels_, rank_first_, rank_batch_);
-    s.loss += model_->accumulate(tokens_, labels_, rank_batch_, o_.seq, tokens_per_step_);
+    training_batch(data_, o_, step, a, tokens_, labels_, rank_first_, rank_batch_, &positions_);
+    // positions_ (each token's position within its sample) is for packed rows; pad rows start every sample
+    // at 0, which is where the model's positions start.
+    s.loss += model_->accumulate(tokens_, labels_, rank_batch_, o_.seq, std::max<int64_t>(1, s.trained));
   }
   if (faults_.nan_loss.count(step)) s.loss = std::nan("");
   // Each rank's loss and gradients are its share of the global batch's mean (divided by the global token
@@ -183,9 +187,13 @@ void TrainRun::start_on(const BackendCandidate& c) {
                 comm_->name().c_str(), static_cast<long>(rank_batch_), static_cast<long>(o_.batch), r.bytes / 1e6,
                 static_cast<long>(r.tensors), static_cast<long>(r.buckets), kBucketBytes >> 20);
   }
-  std::printf("  corpus %s: %ld tokens (%s), %ld for validation; %ld tokens per step; ", o_.corpus.c_str(),
-              static_cast<long>(data_.size), data_.tok->name().c_str(), static_cast<long>(data_.val_len()),
-              static_cast<long>(tokens_per_step_));
+  if (data_.samples())
+    std::printf("  %ld tokens per step (batch x seq x accum), the trained ones counted per step; ",
+                static_cast<long>(tokens_per_step_));
+  else
+    std::printf("  corpus %s: %ld tokens (%s), %ld for validation; %ld tokens per step; ", o_.corpus.c_str(),
+                static_cast<long>(data_.size), data_.tok->name().c_str(), static_cast<long>(data_.val_len()),
+                static_cast<long>(tokens_per_step_));
   if (o_.time_budget_s > 0)
     std::printf("time budget %s: the steps that fit, planned after the first %ld\n",
                 format_duration(o_.time_budget_s).c_str(), static_cast<long>(budget_calibration_steps(o_)));
@@ -195,7 +203,7 @@ void TrainRun::start_on(const BackendCandidate& c) {
   t_start_ = Clock::now();
   if (start_step_ == 0) {
     const auto t_eval = Clock::now();
-    eval0_ = evaluate_split(m, *data_.tokens, data_.val_begin, data_.size, o_.batch, o_.seq, o_.eval_batches);
+    eval0_ = evaluate();
     eval0_s_ = seconds_since(t_eval);
     std::printf("  step 0: validation loss %.4f (perplexity %.2f)\n", eval0_->loss, eval0_->perplexity);
     std::fflush(stdout);
@@ -310,6 +318,7 @@ void TrainRun::skip(int64_t step, const StepOutcome& s) {
 // --time-limit has run out.
 bool TrainRun::record(int64_t step, const StepOutcome& s) {
   window_tokens_ += static_cast<double>(tokens_per_step_);
+  window_trained_ += static_cast<double>(s.trained);
   window_time_ += s.seconds;
   train_curve_.push_back({step, s.loss});
   res_.last_train_loss = static_cast<float>(s.loss);
@@ -330,14 +339,16 @@ bool TrainRun::record(int64_t step, const StepOutcome& s) {
   const bool do_eval = cadence_.evaluates(step);
   const bool out_of_time = s.out_of_time;  // decided at the end of the step, by every rank alike
   if (do_eval || out_of_time) {
-    EvalResult e = evaluate_split(*model_, *data_.tokens, data_.val_begin, data_.size, o_.batch, o_.seq, o_.eval_batches);
+    EvalResult e = evaluate();
     line["val_loss"] = e.loss;
     line["val_ppl"] = e.perplexity;
     val_curve_.push_back({step, e.loss});
     res_.last_val_loss = static_cast<float>(e.loss);
   }
-  if (window_time_ > 0) tok_s_ = window_tokens_ / window_time_;
+  if (window_time_ > 0) tok_s_ = window_tokens_ / window_time_, trained_s_ = window_trained_ / window_time_;
   line["tokens_per_s"] = tok_s_;
+  line["trained_tokens"] = s.trained;  // labels >= 0 of this step (a corpus: every token)
+  line["trained_tokens_per_s"] = trained_s_;
   if (root_) {
     metrics_ << line.dump() << "\n";
     metrics_.flush();
@@ -346,19 +357,23 @@ bool TrainRun::record(int64_t step, const StepOutcome& s) {
   const long total = static_cast<long>(o_.optim.total_steps);
   const double eta =
       tok_s_ > 0 ? static_cast<double>((o_.optim.total_steps - step) * tokens_per_step_) / tok_s_ : 0;
+  // Samples: the trained tokens of the step, and the rate of those beside the rate of all tokens.
+  char trained[64] = "";
+  if (data_.samples())
+    std::snprintf(trained, sizeof trained, "  trained %ld (%.0f tok/s)", static_cast<long>(s.trained), trained_s_);
   if (tty_ && planning()) {
     std::fprintf(stderr, "\r  step %ld  loss %.3f  lr %.2e  %.0f tok/s  (measuring the step time)   ", static_cast<long>(step),
                  s.loss, lr, tok_s_);
   } else if (tty_) {
     const int width = 24, fill = static_cast<int>(width * step / o_.optim.total_steps);
-    std::fprintf(stderr, "\r  [%s%s] step %ld/%ld  loss %.3f  lr %.2e  %.0f tok/s  eta %s   ",
+    std::fprintf(stderr, "\r  [%s%s] step %ld/%ld  loss %.3f  lr %.2e  %.0f tok/s%s  eta %s   ",
                  std::string(static_cast<size_t>(fill), '#').c_str(),
                  std::string(static_cast<size_t>(width - fill), '.').c_str(), static_cast<long>(step), total, s.loss,
-                 lr, tok_s_, format_duration(eta).c_str());
+                 lr, tok_s_, trained, format_duration(eta).c_str());
   }
   if (!tty_ && (cadence_.logs(step) || do_eval))
-    std::printf("  step %ld/%ld  loss %.4f  lr %.2e  grad norm %.3f  %.0f tok/s  %s elapsed\n", static_cast<long>(step),
-                total, s.loss, lr, s.norm, tok_s_, format_duration(elapsed).c_str());
+    std::printf("  step %ld/%ld  loss %.4f  lr %.2e  grad norm %.3f  %.0f tok/s%s  %s elapsed\n", static_cast<long>(step),
+                total, s.loss, lr, s.norm, tok_s_, trained, format_duration(elapsed).c_str());
   if (line.contains("val_loss")) {
     end_progress_line();
     std::printf("  step %ld: validation loss %.4f (perplexity %.2f)\n", static_cast<long>(step),
@@ -366,6 +381,12 @@ bool TrainRun::record(int64_t step, const StepOutcome& s) {
   }
   std::fflush(stdout);
   return out_of_time;
+}
+
+// The validation loss: fixed windows of the corpus's held-out end, or the validation samples.
+EvalResult TrainRun::evaluate() {
+  if (data_.samples()) return evaluate_samples(*model_, *data_.val_set, o_.batch, o_.seq, o_.eval_batches);
+  return evaluate_split(*model_, *data_.tokens, data_.val_begin, data_.size, o_.batch, o_.seq, o_.eval_batches);
 }
 }  // namespace edgetrain::training
 

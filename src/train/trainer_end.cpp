@@ -135,7 +135,7 @@ void TrainRun::close_result() {
   if (root_)
     write_loss_svg(res_.curve, train_curve_, val_curve_,
                  "edgetrain " + std::string(mode_name(o_.model.mode)) + ": loss on " +
-                     fs::path(o_.corpus).filename().string());
+                     fs::path(data_.samples() ? o_.data : o_.corpus).filename().string());
 }
 
 TrainResult TrainRun::finish() {
@@ -151,7 +151,17 @@ TrainResult TrainRun::finish() {
                 static_cast<long>(skipped_in_a_row_), static_cast<long>(model_->steps_done));
   }
   close_result();
-  if (o_.sample_tokens > 0 && root_) {
+  if (o_.sample_tokens > 0 && root_ && data_.samples()) {  // a reply to the first validation sample
+    SampleOptions so;
+    so.max_tokens = o_.sample_tokens;
+    so.seed = o_.seed;
+    const std::string prompt = render_chat_text(data_.chat_template, data_.sample_messages, true);
+    const std::string text = generate_reply(*model_, *data_.tok, data_.chat_template, data_.sample_messages, so);
+    res_.sample = o_.out_dir + "/sample.txt";
+    std::ofstream(res_.sample) << prompt << text << "\n";
+    std::printf("\nSample (the first validation sample's prompt, chat template %s):\n%s%s\n\n",
+                data_.chat_template.c_str(), prompt.c_str(), text.c_str());
+  } else if (o_.sample_tokens > 0 && root_) {
     SampleOptions so;
     so.max_tokens = o_.sample_tokens;
     so.seed = o_.seed;
