@@ -194,8 +194,11 @@ async function main() {
   for (const t of tokens) if (t >= nVocab) fail(`token id ${t} is outside the vocabulary of ${nVocab} of ${args.model}`);
 
   const needed = tokens.length + args.generate;
+  // One slot more than is ever evaluated (the last generated token is not): when an evaluation fills the
+  // context, node-llama-cpp shifts it first (drops its oldest tokens), so with --generate 0 the last
+  // position's log-probabilities would come from a shorter history.
   const context = await model.createContext({
-    contextSize: needed, batchSize: needed, sequences: 1, threads: args.threads, flashAttention: false,
+    contextSize: needed + 1, batchSize: needed, sequences: 1, threads: args.threads, flashAttention: false,
     experimentalKvCacheKeyType: args.kvType.toUpperCase(), experimentalKvCacheValueType: args.kvType.toUpperCase(),
     ...(args.lora !== undefined
       ? { lora: { adapters: [{ filePath: path.resolve(args.lora), scale: args.loraScale ?? 1 }] } }
