@@ -1,5 +1,5 @@
-// `edgetrain generate` and `edgetrain eval`: use a checkpoint (or, with --adapter, any base model plus a LoRA
-// adapter) to write text or to measure loss.
+// `edgetrain generate` and `edgetrain eval`: use a checkpoint, GGUF file or Hugging Face folder (with
+// --adapter: plus a LoRA adapter) to write text or to measure loss.
 #include <cstdio>
 #include <memory>
 
@@ -30,8 +30,7 @@ std::string tokenizer_of(const std::string& path) {
   return checkpoint_tokenizer_spec(meta.count("tokenizer") ? meta["tokenizer"] : "", path);
 }
 
-// A checkpoint, or with `adapter` a base model (checkpoint, GGUF file or Hugging Face folder) with that LoRA
-// adapter attached.
+// A checkpoint, GGUF file or Hugging Face folder (load_model_file), with `adapter` that LoRA adapter attached.
 Loaded load(const std::string& path, const std::string& adapter, const std::string& backend, const std::string& device,
             int threads, const std::string& tokenizer_override) {
   Loaded l;
@@ -40,8 +39,7 @@ Loaded load(const std::string& path, const std::string& adapter, const std::stri
   bo.threads = threads;
   l.backend = make_backend(backend, bo);
   if (adapter.empty()) {
-    l.model = std::make_unique<Model>(*l.backend, read_checkpoint_config(path));
-    load_checkpoint(path, *l.model, nullptr);
+    l.model = load_model_file(path, *l.backend);
   } else {
     l.model = load_model_with_adapter(path, adapter, *l.backend);
     const ModelConfig& c = l.model->config();
@@ -68,7 +66,7 @@ Runner add_generate(CLI::App& app) {
   };
   auto f = std::make_shared<Flags>();
   sub->add_option("--checkpoint", f->checkpoint,
-                  "Checkpoint file (.safetensors); with --adapter also a GGUF file or Hugging Face folder: the base")
+                  "Checkpoint file (.safetensors), GGUF file or Hugging Face folder (imported as in convert: qat, group 32)")
       ->required();
   sub->add_option("--adapter", f->adapter,
                   "LoRA adapter (llama.cpp adapter GGUF or PEFT folder) to apply on top of --checkpoint's model");
@@ -108,7 +106,7 @@ Runner add_eval(CLI::App& app) {
   };
   auto f = std::make_shared<Flags>();
   sub->add_option("--checkpoint", f->checkpoint,
-                  "Checkpoint file (.safetensors); with --adapter also a GGUF file or Hugging Face folder: the base")
+                  "Checkpoint file (.safetensors), GGUF file or Hugging Face folder (imported as in convert: qat, group 32)")
       ->required();
   sub->add_option("--adapter", f->adapter,
                   "LoRA adapter (llama.cpp adapter GGUF or PEFT folder) to apply on top of --checkpoint's model");

@@ -151,8 +151,10 @@ void load_lora_adapter(Model& model, const LoraAdapter& adapter);
 // A qlora model on `backend` made of `base` (any mode; its 4-bit codes and scales as they are, an fp32 base
 // quantized from its weights) and the adapter.
 std::unique_ptr<Model> attach_lora_adapter(Model& base, const LoraAdapter& adapter, Backend& backend);
-// The base model at `base` (a checkpoint, a GGUF file or a Hugging Face folder; imports quantized as
-// load_gguf_model/load_hf_llama do at group 32) with the adapter at `adapter`, on `backend`.
+// A checkpoint (its own mode), a GGUF file or a Hugging Face folder (imported in qat mode at group 32, as
+// load_gguf_model/load_hf_llama do: Q4_0 linears exactly) as a model on `backend`; a LoRA adapter is refused.
+std::unique_ptr<Model> load_model_file(const std::string& path, Backend& backend);
+// The base model at `base` (load_model_file) with the adapter at `adapter`, on `backend`.
 std::unique_ptr<Model> load_model_with_adapter(const std::string& base, const std::string& adapter, Backend& backend);
 // Writes the adapters of a qlora model as a llama.cpp adapter GGUF, tensors F32 or F16 (`type`); B rows of
 // q/k in the file's rope order (llama_names::gguf_row_order). Throws Error for a model without adapters.

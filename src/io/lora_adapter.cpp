@@ -384,19 +384,20 @@ std::unique_ptr<Model> attach_lora_adapter(Model& base, const LoraAdapter& a, Ba
   return m;
 }
 
+std::unique_ptr<Model> load_model_file(const std::string& path, Backend& backend) {
+  ET_CHECK(!is_lora_adapter(path), "'", path, "' is a LoRA adapter, not a model: give the base model it adapts and "
+           "the adapter with --adapter");
+  if (is_gguf_file(path)) return load_gguf_model(path, backend, TrainMode::qat, 32);
+  if (is_hf_folder(path)) return load_hf_llama(path, backend, TrainMode::qat, 32);
+  auto m = std::make_unique<Model>(backend, read_checkpoint_config(path));
+  load_checkpoint(path, *m);
+  return m;
+}
+
 std::unique_ptr<Model> load_model_with_adapter(const std::string& base, const std::string& adapter, Backend& backend) {
   const LoraAdapter a = read_lora_adapter(adapter);
-  ET_CHECK(!is_lora_adapter(base), "'", base, "' is a LoRA adapter; give the base model it adapts");
-  auto cpu = make_cpu_backend();
-  std::unique_ptr<Model> b;
-  if (is_gguf_file(base)) {
-    b = load_gguf_model(base, *cpu, TrainMode::qat, 32);
-  } else if (is_hf_folder(base)) {
-    b = load_hf_llama(base, *cpu, TrainMode::qat, 32);
-  } else {
-    b = std::make_unique<Model>(*cpu, read_checkpoint_config(base));
-    load_checkpoint(base, *b);
-  }
+  auto cpu = make_cpu_backend();  // the base only passes through on its way to `backend`
+  auto b = load_model_file(base, *cpu);
   return attach_lora_adapter(*b, a, backend);
 }
 
