@@ -105,6 +105,19 @@ TEST_F(LoraAdapterCli, AdapterOutAndBackIn) {
   o = run(with(gen, {"--checkpoint", base, "--adapter", base}));
   EXPECT_EQ(o.code(), 1) << o.describe();
   EXPECT_NE(o.output.find("is not a LoRA adapter"), std::string::npos) << o.output;
+  o = run(tiny_train(dir_ + "/bad", {"--init", lora, "--mode", "qlora", "--steps", "1"}));
+  EXPECT_EQ(o.code(), 1) << o.describe();
+  EXPECT_NE(o.output.find("is a LoRA adapter: give its base model with --init"), std::string::npos) << o.output;
+
+  // `info` says what an adapter is and how it is used.
+  for (const std::string& a : {lora, peft}) {
+    o = run({"info", a});
+    EXPECT_EQ(o.code(), 0) << o.describe();
+    EXPECT_NE(o.output.find("LoRA adapter, " + std::string(a == lora ? "llama.cpp adapter GGUF" : "PEFT folder")),
+              std::string::npos) << o.output;
+    EXPECT_NE(o.output.find("for a 'llama' model: rank 4, alpha 12 (scale 3), targets q,v,down, 2 layers, 12 tensors"),
+              std::string::npos) << o.output;
+  }
 }
 
 }  // namespace

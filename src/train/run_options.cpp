@@ -152,6 +152,8 @@ TrainOptions resolve_options(const TrainOptions& given) {
     restore_options(o, meta["train_options"]);
     o.optim.total_steps = std::max(o.optim.total_steps, given.optim.total_steps);
   } else if (!o.init.empty()) {
+    ET_CHECK(!is_lora_adapter(o.init), "train: --init '", o.init, "' is a LoRA adapter: give its base model with --init "
+             "and the adapter with --adapter (and --mode qlora)");
     ModelConfig c = is_gguf_file(o.init)   ? read_gguf_config(o.init, o.model.mode, o.model.group_size)
                     : is_hf_folder(o.init) ? read_hf_config(o.init, o.model.mode, o.model.group_size)
                                            : read_checkpoint_config(o.init);
