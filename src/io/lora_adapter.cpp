@@ -11,7 +11,6 @@
 #include <set>
 #include <sstream>
 
-#include "edgetrain/backends.h"
 #include "edgetrain/checkpoint.h"
 #include "edgetrain/error.h"
 #include "edgetrain/interop.h"
@@ -396,8 +395,9 @@ std::unique_ptr<Model> load_model_file(const std::string& path, Backend& backend
 
 std::unique_ptr<Model> load_model_with_adapter(const std::string& base, const std::string& adapter, Backend& backend) {
   const LoraAdapter a = read_lora_adapter(adapter);
-  auto cpu = make_cpu_backend();  // the base only passes through on its way to `backend`
-  auto b = load_model_file(base, *cpu);
+  // The base passes through a model of its own on the same backend (io creates no backends): for the moment
+  // of the copy the base's weights are there twice.
+  auto b = load_model_file(base, backend);
   return attach_lora_adapter(*b, a, backend);
 }
 
