@@ -197,7 +197,7 @@ size_t expect_llamacpp_agrees_on(Model& m, const std::string& path, const std::s
   auto tok = make_byte_tokenizer();
   LlamaRef ref;
   try {
-    ref = run_llama_ref(path, {kPrompt, {}, kGenerate});
+    ref = run_llama_ref(path, {kPrompt, {}, kGenerate, "", 1.0});
   } catch (const std::exception& e) {
     ADD_FAILURE() << e.what();
     return 0;
@@ -577,14 +577,15 @@ TEST(LlamaCpp, ScriptReportsBadInput) {
       EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
     }
   };
-  expect_error(tmp("missing.gguf"), {"x", {}, 0}, "missing.gguf does not exist");
+  expect_error(tmp("missing.gguf"), {"x", {}, 0, "", 1.0}, "missing.gguf does not exist");
   auto be = make_cpu_backend();
   Model m(*be, ModelConfig::preset("tiny"));
   m.init(1);
   auto tok = make_byte_tokenizer();
   const std::string path = tmp("untrained.gguf");
   save_gguf(path, m, GgufType::F32, tok.get());
-  expect_error(path, {"", {1, 256}, 0}, "token id 256 is outside the vocabulary of 256");
+  expect_error(path, {"", {1, 256}, 0, "", 1.0}, "token id 256 is outside the vocabulary of 256");
+  expect_error(path, {"", {1}, 0, tmp("missing_lora.gguf"), 1.0}, "missing_lora.gguf does not exist");
 }
 
 }  // namespace edgetrain::test

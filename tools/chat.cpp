@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "edgetrain/checkpoint.h"
+#include "edgetrain/interop.h"
 #include "edgetrain/trainer.h"
 #include "text/chat_template.h"
 #include "tools/commands.h"
@@ -16,7 +17,8 @@ namespace edgetrain::cli {
 
 std::string checkpoint_chat_template(const std::string& checkpoint, const Tokenizer& tok, const std::string& requested,
                                      std::string* why) {
-  if (requested.empty()) {
+  const bool model_file = is_gguf_file(checkpoint) || is_hf_folder(checkpoint);  // not a checkpoint: no record
+  if (requested.empty() && !model_file) {
     auto meta = read_checkpoint_metadata(checkpoint);
     if (meta.count("train_options")) {
       const auto j = nlohmann::json::parse(meta["train_options"], nullptr, false);
@@ -27,7 +29,7 @@ std::string checkpoint_chat_template(const std::string& checkpoint, const Tokeni
       }
     }
   }
-  return resolve_chat_template(requested, tok, "", why);
+  return resolve_chat_template(requested, tok, is_hf_folder(checkpoint) ? checkpoint : "", why);
 }
 
 Runner add_chat(CLI::App& app) {
@@ -38,14 +40,18 @@ Runner add_chat(CLI::App& app) {
       "  edgetrain chat --checkpoint runs/qa/checkpoint.safetensors --prompt \"Which book says: In the beginning?\"\n"
       "  edgetrain chat --checkpoint runs/qa/checkpoint.safetensors --system \"Answer briefly.\"");
   struct Flags {
-    std::string checkpoint, system, prompt, chat_template, backend = "auto", device, tokenizer;
+    std::string checkpoint, adapter, system, prompt, chat_template, backend = "auto", device, tokenizer;
     SampleOptions s;
     int threads = 0;
   };
   auto f = std::make_shared<Flags>();
   f->s.max_tokens = 256;
   f->s.temperature = 0.7f;
-  sub->add_option("--checkpoint", f->checkpoint, "Checkpoint file (.safetensors)")->required();
+  sub->add_option("--checkpoint", f->checkpoint,
+                  "Checkpoint file (.safetensors), GGUF file or Hugging Face folder (imported as in convert: qat, group 32)")
+      ->required();
+  sub->add_option("--adapter", f->adapter,
+                  "LoRA adapter (llama.cpp adapter GGUF or PEFT folder) to apply on top of --checkpoint's model");
   sub->add_option("--system", f->system, "System message at the start of the conversation");
   auto* prompt_opt = sub->add_option("--prompt", f->prompt, "One user message: print the reply and exit");
   sub->add_option("--chat-template", f->chat_template, "Override the template (a name or a file holding one)");
@@ -59,7 +65,7 @@ Runner add_chat(CLI::App& app) {
   sub->add_option("--threads", f->threads, "CPU threads (0 = all cores)");
   sub->add_option("--tokenizer", f->tokenizer, "Override the checkpoint's tokenizer");
   return [f, prompt_opt] {
-    Loaded l = load(f->checkpoint, f->backend, f->device, f->threads, f->tokenizer);
+    Loaded l = load(f->checkpoint, f->adapter, f->backend, f->device, f->threads, f->tokenizer);
     std::string why;
     const std::string tmpl = checkpoint_chat_template(f->checkpoint, *l.tok, f->chat_template, &why);
     std::fprintf(stderr, "chat: template %s (%s)\n", tmpl.c_str(), why.c_str());

@@ -27,15 +27,16 @@ inline int exit_status(ErrorKind k) {
   return 1;
 }
 
-// A checkpoint ready to use (generate.cpp): its model on a backend, and its tokenizer (the recorded one, or
-// tokenizer_override), checked to fit each other.
+// A model ready to use (generate.cpp): a checkpoint, GGUF file or Hugging Face folder (with `adapter`, a LoRA
+// adapter on top), its model on a backend, and its tokenizer (the file's own, or tokenizer_override), checked
+// to fit each other.
 struct Loaded {
   std::unique_ptr<Backend> backend;
   std::unique_ptr<Model> model;
   std::unique_ptr<Tokenizer> tok;
 };
-Loaded load(const std::string& path, const std::string& backend, const std::string& device, int threads,
-            const std::string& tokenizer_override);
+Loaded load(const std::string& path, const std::string& adapter, const std::string& backend, const std::string& device,
+            int threads, const std::string& tokenizer_override);
 // The chat template to use with a checkpoint (chat.cpp): `requested` (--chat-template) when given, else the one
 // its fine-tune recorded, else the tokenizer's own (resolve_chat_template), else plain.
 std::string checkpoint_chat_template(const std::string& checkpoint, const Tokenizer& tok, const std::string& requested,

@@ -1,5 +1,6 @@
-// `edgetrain generate` and `edgetrain eval`: use a checkpoint to write text or to measure loss (eval --data:
-// eval_data.cpp); and the checkpoint loader the commands share.
+// `edgetrain generate` and `edgetrain eval`: use a checkpoint, GGUF file or Hugging Face folder (with
+// --adapter: plus a LoRA adapter) to write text or to measure loss (eval --data: eval_data.cpp); and the
+// loader the commands share.
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -14,22 +15,36 @@
 
 namespace edgetrain::cli {
 
-Loaded load(const std::string& path, const std::string& backend, const std::string& device, int threads,
-            const std::string& tokenizer_override) {
-  ModelConfig cfg = read_checkpoint_config(path);
+// The tokenizer of a model file: a GGUF file's own, a checkpoint's recorded one; a Hugging Face folder's
+// tokenizer.json is not read (--tokenizer names one).
+std::string tokenizer_of(const std::string& path) {
+  if (is_gguf_file(path)) return path;
+  ET_CHECK(!is_hf_folder(path), "'", path, "' is a Hugging Face folder, whose tokenizer edgetrain does not read: give "
+           "--tokenizer (gpt2, a folder with encoder.json + vocab.bpe, or a GGUF file)");
   std::map<std::string, std::string> meta = read_checkpoint_metadata(path);
+  return checkpoint_tokenizer_spec(meta.count("tokenizer") ? meta["tokenizer"] : "", path);
+}
+
+// A checkpoint, GGUF file or Hugging Face folder (load_model_file), with `adapter` that LoRA adapter attached.
+Loaded load(const std::string& path, const std::string& adapter, const std::string& backend, const std::string& device,
+            int threads, const std::string& tokenizer_override) {
   Loaded l;
   BackendOptions bo;
   bo.device = device;
   bo.threads = threads;
   l.backend = make_backend(backend, bo);
-  l.model = std::make_unique<Model>(*l.backend, cfg);
-  load_checkpoint(path, *l.model, nullptr);
-  std::string tok = !tokenizer_override.empty() ? tokenizer_override
-                                               : checkpoint_tokenizer_spec(meta.count("tokenizer") ? meta["tokenizer"] : "", path);
+  if (adapter.empty()) {
+    l.model = load_model_file(path, *l.backend);
+  } else {
+    l.model = load_model_with_adapter(path, adapter, *l.backend);
+    const ModelConfig& c = l.model->config();
+    std::fprintf(stderr, "LoRA adapter %s on %s: rank %ld, alpha %g, targets %s\n", adapter.c_str(), path.c_str(),
+                 static_cast<long>(c.lora_rank), c.lora_alpha, c.lora_targets.c_str());
+  }
+  const std::string tok = !tokenizer_override.empty() ? tokenizer_override : tokenizer_of(path);
   l.tok = make_tokenizer(tok);
-  ET_CHECK(l.tok->vocab_size() == cfg.vocab, "tokenizer '", tok, "' has ", l.tok->vocab_size(),
-           " tokens but the checkpoint's model has ", cfg.vocab);
+  ET_CHECK(l.tok->vocab_size() == l.model->config().vocab, "tokenizer '", tok, "' has ", l.tok->vocab_size(),
+           " tokens but the model has ", l.model->config().vocab);
   return l;
 }
 
@@ -38,12 +53,16 @@ Runner add_generate(CLI::App& app) {
       "Sample text from a checkpoint (KV cache; temperature, top-k, top-p; seeded). Example:\n"
       "  edgetrain generate --checkpoint runs/mini/checkpoint.safetensors --prompt \"In the beginning\"");
   struct Flags {
-    std::string checkpoint, prompt = "And God said", backend = "auto", device, tokenizer;
+    std::string checkpoint, adapter, prompt = "And God said", backend = "auto", device, tokenizer;
     SampleOptions s;
     int threads = 0;
   };
   auto f = std::make_shared<Flags>();
-  sub->add_option("--checkpoint", f->checkpoint, "Checkpoint file (.safetensors)")->required();
+  sub->add_option("--checkpoint", f->checkpoint,
+                  "Checkpoint file (.safetensors), GGUF file or Hugging Face folder (imported as in convert: qat, group 32)")
+      ->required();
+  sub->add_option("--adapter", f->adapter,
+                  "LoRA adapter (llama.cpp adapter GGUF or PEFT folder) to apply on top of --checkpoint's model");
   sub->add_option("--prompt", f->prompt, "Text to continue")->capture_default_str();
   sub->add_option("--max-tokens", f->s.max_tokens, "Tokens to generate")->capture_default_str();
   sub->add_option("--temperature", f->s.temperature, "Sampling temperature (0 = greedy)")->capture_default_str();
@@ -55,7 +74,7 @@ Runner add_generate(CLI::App& app) {
   sub->add_option("--threads", f->threads, "CPU threads (0 = all cores)");
   sub->add_option("--tokenizer", f->tokenizer, "Override the checkpoint's tokenizer");
   return [f] {
-    Loaded l = load(f->checkpoint, f->backend, f->device, f->threads, f->tokenizer);
+    Loaded l = load(f->checkpoint, f->adapter, f->backend, f->device, f->threads, f->tokenizer);
     std::printf("%s", f->prompt.c_str());
     std::fflush(stdout);
     generate(*l.model, *l.tok, f->prompt, f->s, [](const std::string& t) {
@@ -72,7 +91,7 @@ Runner add_eval(CLI::App& app) {
       "Validation loss and perplexity of a checkpoint on a corpus's held-out end (the split train used). Example:\n"
       "  edgetrain eval --checkpoint runs/mini/checkpoint.safetensors");
   struct Flags {
-    std::string checkpoint, corpus, backend = "auto", device, tokenizer, precision = "auto";
+    std::string checkpoint, adapter, corpus, backend = "auto", device, tokenizer, precision = "auto";
     int64_t batch = 8, seq = 128, batches = 16;
     double val_fraction = 0.02;
     bool whole = false, json = false;
@@ -80,7 +99,11 @@ Runner add_eval(CLI::App& app) {
     EvalDataOptions data;
   };
   auto f = std::make_shared<Flags>();
-  sub->add_option("--checkpoint", f->checkpoint, "Checkpoint file (.safetensors)")->required();
+  sub->add_option("--checkpoint", f->checkpoint,
+                  "Checkpoint file (.safetensors), GGUF file or Hugging Face folder (imported as in convert: qat, group 32)")
+      ->required();
+  sub->add_option("--adapter", f->adapter,
+                  "LoRA adapter (llama.cpp adapter GGUF or PEFT folder) to apply on top of --checkpoint's model");
   sub->add_option("--corpus", f->corpus, "Text file (default: the KJV corpus)");
   sub->add_option("--val-fraction", f->val_fraction, "Held-out fraction at the end of the corpus")->capture_default_str();
   sub->add_flag("--whole", f->whole, "Evaluate on windows spread over the whole file instead");
@@ -109,7 +132,7 @@ Runner add_eval(CLI::App& app) {
   return [f, seq_opt] {
     check_precision_flag(f->precision);
     ET_CHECK(f->data.data.empty() || f->corpus.empty(), "eval: --data and --corpus cannot be combined");
-    Loaded l = load(f->checkpoint, f->backend, f->device, f->threads, f->tokenizer);
+    Loaded l = load(f->checkpoint, f->adapter, f->backend, f->device, f->threads, f->tokenizer);
     const PrecisionChoice pc = choose_precision(f->precision, *l.backend);
     l.model->set_precision(pc.precision);
     std::fprintf(stderr, "eval: %s\n", pc.why.c_str());

@@ -71,6 +71,7 @@ Runner add_train(CLI::App& app) {
       "  edgetrain train --backend vulkan,cpu              # Vulkan; the CPU if Vulkan fails to start\n"
       "  edgetrain train --resume --out runs/small --steps 4000   # continue exactly where it stopped\n"
       "  edgetrain train --init runs/small/checkpoint.safetensors --mode qlora --corpus my.txt --out runs/ft\n"
+      "  edgetrain train --init base.gguf --mode qlora --adapter ft-lora.gguf --corpus my.txt --out runs/ft2\n"
       "Ctrl-C or SIGTERM stops after the current step, writes the checkpoint and prints the --resume command\n"
       "(exit status 130 or 143); a second one quits at once, leaving the previous checkpoint as it was.\n"
       "Data parallel over MPI: `mpirun -n 2 edgetrain train ...` (one process per device: the local rank picks\n"
@@ -164,6 +165,9 @@ Runner add_train(CLI::App& app) {
   sub->add_option("--init", o.init,
                   "Start from the weights of this checkpoint, GGUF file or Hugging Face folder with a fresh optimizer;\n"
                   "a qat/qlora checkpoint's 4-bit codes and scales are kept as saved (the same model)");
+  sub->add_option("--adapter", o.adapter,
+                  "With --init and --mode qlora: continue training this LoRA adapter (llama.cpp adapter GGUF or PEFT\n"
+                  "folder); its rank, alpha and targets replace --lora-rank/--lora-alpha/--lora-targets");
   sub->add_flag("--requantize", o.requantize,
                 "With --init: derive new 4-bit scales and codes from the file's fp32 masters instead (prints how\n"
                 "far the 4-bit weights moved); files without codes, or with another group size, always are");

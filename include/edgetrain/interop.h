@@ -1,5 +1,6 @@
 // Moving models between edgetrain and other tools: GGUF (llama.cpp) import and export, Hugging Face Llama
-// import, ExecuTorch q4gsw export, and a one-line description of any model file for `edgetrain info`.
+// import, LoRA adapters out and in (llama.cpp adapter GGUF, PEFT folder), ExecuTorch q4gsw export, and a
+// one-line description of any model file for `edgetrain info`.
 #pragma once
 
 #include <cstdint>
@@ -106,6 +107,62 @@ bool is_hf_folder(const std::string& path);
 // to a multiple of 8 with code 8; "<name>.scales" F32 [G, 4*ceil(N/4)] zero-padded; other tensors F32)
 // and dir/manifest.json. Linears without codes (fp32 mode, merged qlora) are quantized from the weights.
 void export_executorch(const std::string& dir, Model& model);
+
+// ---- LoRA adapters (io/lora_adapter.cpp reads and attaches them, io/lora_export.cpp writes them) ----
+// A qlora model's adapters alone, for a base model the user already has: llama.cpp's adapter GGUF
+// (general.type "adapter", adapter.type "lora", adapter.lora.alpha; per adapted linear "<gguf name>.lora_a"
+// ne [K, r] and ".lora_b" ne [r, N]) or a PEFT folder (adapter_config.json + adapter_model.safetensors with
+// "base_model.model.<hf module>.lora_A.weight" [r, K] and ".lora_B.weight" [N, r]). Both add
+// alpha / r * B A x to a linear's output, as edgetrain's qlora forward does.
+struct LoraAdapter {
+  enum class Format { gguf, peft };
+  Format format = Format::gguf;
+  std::string path;
+  std::string arch;        // GGUF: general.architecture; PEFT: the "edgetrain.arch" metadata we write, else ""
+  std::string base_model;  // PEFT: base_model_name_or_path ("" when absent)
+  int64_t rank = 0;
+  float alpha = 0;         // scale alpha / rank (a PEFT use_rslora adapter's lora_alpha * sqrt(r) here)
+  std::string targets;     // as ModelConfig::lora_targets, in edgetrain's order: "q,k,v,o"
+  int64_t n_layers = 0;    // layers 0 .. n_layers-1 all carry every target
+  // One A or B matrix under our parameter name ("layers.0.attention.wq.weight.lora_a"): [r, K] or [N, r],
+  // rows in the file's order (a B of q/k in a file whose rope rows are not ours is reordered on loading).
+  struct Matrix {
+    std::string file_name;        // the name in the file, for messages
+    std::vector<int64_t> shape;   // [rows, cols]
+    std::vector<float> values;
+  };
+  std::map<std::string, Matrix> tensors;
+  std::vector<std::string> notes;  // what was read differently from how it is written (alpha absent, rslora)
+};
+// True for a GGUF file whose general.type is "adapter", or a folder holding adapter_config.json.
+bool is_lora_adapter(const std::string& path);
+// Reads either form. Throws Error (misuse) naming the file and the key or tensor: not an adapter, not LoRA,
+// a PEFT option edgetrain does not implement (DoRA, biases, rank/alpha patterns, modules_to_save,
+// fan_in_fan_out), a tensor that is not the A or B of a block linear, a missing half of a pair, ranks that
+// differ, a layer or target missing, a NaN/Inf value.
+LoraAdapter read_lora_adapter(const std::string& path);
+// `base` in qlora mode with the adapter's rank, alpha and targets. Throws Error when the adapter names
+// another architecture than the base model's.
+ModelConfig with_lora_adapter(const ModelConfig& base, const LoraAdapter& adapter);
+// Uploads the adapter's A and B into a qlora model built with with_lora_adapter(): every adapter parameter
+// of the model must come from the file with its shape, and every tensor of the file must be used. Throws
+// Error naming the file's tensor otherwise (an adapter of another model: arch, dims, layer count).
+void load_lora_adapter(Model& model, const LoraAdapter& adapter);
+// A qlora model on `backend` made of `base` (any mode; its 4-bit codes and scales as they are, an fp32 base
+// quantized from its weights) and the adapter.
+std::unique_ptr<Model> attach_lora_adapter(Model& base, const LoraAdapter& adapter, Backend& backend);
+// A checkpoint (its own mode), a GGUF file or a Hugging Face folder (imported in qat mode at group 32, as
+// load_gguf_model/load_hf_llama do: Q4_0 linears exactly) as a model on `backend`; a LoRA adapter is refused.
+std::unique_ptr<Model> load_model_file(const std::string& path, Backend& backend);
+// The base model at `base` (load_model_file) with the adapter at `adapter`, on `backend`.
+std::unique_ptr<Model> load_model_with_adapter(const std::string& base, const std::string& adapter, Backend& backend);
+// Writes the adapters of a qlora model as a llama.cpp adapter GGUF, tensors F32 or F16 (`type`); B rows of
+// q/k in the file's rope order (llama_names::gguf_row_order). Throws Error for a model without adapters.
+void save_lora_gguf(const std::string& path, Model& model, GgufType type = GgufType::F32);
+// Writes dir/adapter_config.json and dir/adapter_model.safetensors (F32) as PEFT saves a LoRA of a
+// Hugging Face Llama (q/k B rows in HF's rotate_half order). base_model: base_model_name_or_path, or null
+// when "".
+void save_peft_adapter(const std::string& dir, Model& model, const std::string& base_model = "");
 
 // Several lines describing a .gguf, .safetensors (checkpoint or plain) file or an HF folder, ending with
 // whether `edgetrain train --init` can start from it and, if not, every reason why.

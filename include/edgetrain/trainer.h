@@ -53,6 +53,9 @@ struct TrainOptions {
   int64_t loss_scale_interval = 2000;   // fp16: applied steps in a row before the scale doubles
   std::string init;               // start from this checkpoint's weights (new optimizer state)
   bool requantize = false;        // with init: new 4-bit scales/codes from its masters instead of its own
+  // With init and qlora: continue this LoRA adapter (llama.cpp adapter GGUF or PEFT folder); its rank, alpha
+  // and targets replace model.lora_*.
+  std::string adapter;
   bool resume = false;            // continue out_dir/checkpoint.safetensors exactly
   ModelConfig model = ModelConfig::preset("mini");
   OptimConfig optim;

@@ -145,4 +145,11 @@ std::string gguf_name(const std::string& ours) {
   return layer.empty() ? r->gguf : "blk." + layer + "." + r->gguf;
 }
 
+std::string hf_name(const std::string& ours) {
+  std::string layer;
+  const Row* r = find(ours, layer);
+  ET_CHECK(r, "hf: no Hugging Face name for '", ours, "'");
+  return layer.empty() ? r->hf : "model.layers." + layer + "." + r->hf;
+}
+
 }  // namespace edgetrain::llama_names

@@ -37,6 +37,9 @@ std::vector<float> rows_to_file(const std::vector<int64_t>& order, const std::ve
 // Our name -> GGUF's ("" for a LoRA adapter, which exports merge into its linear). Throws Error for a name
 // that is not a Llama tensor.
 std::string gguf_name(const std::string& ours);
+// Our name -> Hugging Face's ("model.layers.0.self_attn.q_proj.weight"). Throws Error for a name that is not
+// a Llama tensor (a LoRA adapter included: PEFT names those, io/lora_adapter.cpp).
+std::string hf_name(const std::string& ours);
 
 // The fp32 weights of a llama GGUF file under our names, each checked for presence and shape: the GGUF half
 // of import_masters (defined in gguf_llama.cpp, beside the rest of the GGUF import). `cfg_out` receives

@@ -1,5 +1,5 @@
 // `edgetrain info FILE`: what a model file holds (GGUF, Hugging Face folder, edgetrain checkpoint, plain
-// safetensors) and, for every one, whether `edgetrain train` can start from it and, if not, every reason
+// safetensors, a LoRA adapter) and, for every one, whether `edgetrain train` can start from it and, if not, every reason
 // why: the same checks the imports make (gguf_llama_check.cpp, hf_folder.cpp).
 #include <algorithm>
 #include <cstdio>
@@ -41,10 +41,32 @@ void memory_line(std::ostream& os, ModelConfig cfg) {
   os << "\n";
 }
 
+// A LoRA adapter (is_lora_adapter): what it adapts, or why edgetrain cannot read it.
+std::string describe_adapter(const std::string& path) {
+  std::ostringstream os;
+  const bool gguf_file = is_gguf_file(path);
+  os << path << ": LoRA adapter, " << (gguf_file ? "llama.cpp adapter GGUF" : "PEFT folder") << "\n";
+  try {
+    const LoraAdapter a = read_lora_adapter(path);
+    os << "  for a '" << (a.arch.empty() ? std::string("(not recorded)") : a.arch) << "' model"
+       << (a.base_model.empty() ? "" : " (base_model_name_or_path " + a.base_model + ")") << ": rank " << a.rank
+       << ", alpha " << a.alpha << " (scale " << a.alpha / static_cast<float>(a.rank) << "), targets " << a.targets
+       << ", " << a.n_layers << " layers, " << a.tensors.size() << " tensors\n";
+    for (const std::string& n : a.notes) os << "  note: " << n << "\n";
+    os << "  usable: yes, on its base model: `edgetrain train --init BASE --mode qlora --adapter " << path
+       << "`, `edgetrain generate|eval --checkpoint BASE --adapter " << path << "`, `edgetrain convert BASE OUT "
+       << "--adapter " << path << "`\n";
+  } catch (const Error& e) {
+    os << "  usable: no: " << e.what() << "\n";
+  }
+  return os.str();
+}
+
 }  // namespace
 
 std::string describe_model_file(const std::string& path) {
   std::ostringstream os;
+  if (is_lora_adapter(path)) return describe_adapter(path);
   if (is_hf_folder(path)) {
     const hf_folder::Shards sh = hf_folder::open_shards(path);
     const hf_folder::Check c = hf_folder::check(path, sh, TrainMode::qat, 32);

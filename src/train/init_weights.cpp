@@ -1,6 +1,7 @@
 // --init: a run that starts from another model's weights (an edgetrain checkpoint, a GGUF file or a
 // Hugging Face folder) with a fresh optimizer, possibly in another mode (fp32 -> qat, qat -> qlora, ...).
 // A 4-bit model stays the model it was: the file's codes and scales are kept as saved, unless --requantize.
+// --adapter then loads a LoRA adapter's A and B on top (qlora).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -157,6 +158,14 @@ InitReport init_weights_from(const std::string& path, Model& model, bool requant
               "by RMS %.3g%% and at most %.3g%% of the file's RMS weight\n",
               static_cast<long>(rep.linears), 100 * rep.rms_change, 100 * rep.max_change);
   return rep;
+}
+
+void load_adapter_from(const std::string& path, Model& model) {
+  const LoraAdapter a = read_lora_adapter(path);
+  for (const std::string& n : a.notes) std::printf("  note: %s\n", n.c_str());
+  load_lora_adapter(model, a);
+  std::printf("  LoRA adapter %s: %zu tensors, rank %ld, alpha %g, targets %s (its settings, not --lora-*)\n",
+              path.c_str(), a.tensors.size(), static_cast<long>(a.rank), a.alpha, a.targets.c_str());
 }
 
 }  // namespace edgetrain::training

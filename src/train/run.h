@@ -118,5 +118,8 @@ struct InitReport {
   WeightError import_error;
 };
 InitReport init_weights_from(const std::string& path, Model& model, bool requantize = false);
+// --adapter: the A and B matrices of a LoRA adapter file into the (qlora) model, after init_weights_from;
+// prints one line.
+void load_adapter_from(const std::string& path, Model& model);
 
 }  // namespace edgetrain::training

@@ -59,6 +59,10 @@ void validate_options(const TrainOptions& o) {
   ET_CHECK(!o.requantize || !o.init.empty(), "train: --requantize applies to the 4-bit weights of --init's file, "
            "and there is no --init");
   ET_CHECK(!o.requantize || o.model.mode != TrainMode::fp32, "train: --requantize: mode fp32 has no 4-bit weights");
+  ET_CHECK(o.adapter.empty() || (!o.init.empty() && !o.resume), "train: --adapter continues a LoRA adapter on the "
+           "base model of --init (--resume continues the checkpoint's own adapters)");
+  ET_CHECK(o.adapter.empty() || o.model.mode == TrainMode::qlora, "train: --adapter trains a LoRA adapter: use "
+           "--mode qlora, not ", mode_name(o.model.mode));
   check_precision_flag(o.precision);
   ET_CHECK(o.loss_scale > 0 && std::isfinite(o.loss_scale), "train: --loss-scale must be > 0, got ", o.loss_scale);
   ET_CHECK(o.loss_scale_interval >= 1, "train: --loss-scale-interval must be >= 1, got ", o.loss_scale_interval);
@@ -151,6 +155,8 @@ TrainOptions resolve_options(const TrainOptions& given) {
   TrainOptions o = given;
   // Before either file is read: the error is the combination, not what --resume finds.
   ET_CHECK(!(o.resume && !o.init.empty()), "train: --resume and --init cannot be combined");
+  ET_CHECK(!(o.resume && !o.adapter.empty()), "train: --resume and --adapter cannot be combined (the checkpoint holds "
+           "its adapters)");
   const std::string ckpt = checkpoint_path(o);
   if (o.resume) {
     ET_CHECK(o.time_budget_s == 0, "train: --time plans the schedule of a fresh run; --resume continues the "
@@ -162,12 +168,16 @@ TrainOptions resolve_options(const TrainOptions& given) {
     restore_options(o, meta["train_options"]);
     o.optim.total_steps = std::max(o.optim.total_steps, given.optim.total_steps);
   } else if (!o.init.empty()) {
+    ET_CHECK(!is_lora_adapter(o.init), "train: --init '", o.init, "' is a LoRA adapter: give its base model with --init "
+             "and the adapter with --adapter (and --mode qlora)");
     ModelConfig c = is_gguf_file(o.init)   ? read_gguf_config(o.init, o.model.mode, o.model.group_size)
                     : is_hf_folder(o.init) ? read_hf_config(o.init, o.model.mode, o.model.group_size)
                                            : read_checkpoint_config(o.init);
     c.mode = o.model.mode;  // the mode may change (e.g. fp32 -> qat, qat -> qlora)
     c.group_size = o.model.group_size;
     c.lora_rank = o.model.lora_rank, c.lora_alpha = o.model.lora_alpha, c.lora_targets = o.model.lora_targets;
+    // --adapter: the adapter's rank, alpha and targets (checked against --mode by validate_options below).
+    if (!o.adapter.empty() && o.model.mode == TrainMode::qlora) c = with_lora_adapter(c, read_lora_adapter(o.adapter));
     o.model = c;
   }
   // --data: seq 0 stays until the samples are read (open_samples fits it to the longest one).

@@ -169,6 +169,7 @@ void TrainRun::start_on(const BackendCandidate& c) {
   m.init(o_.seed);
   if (o_.resume) load_checkpoint(ckpt_, m, nullptr);
   else if (!o_.init.empty()) init_weights_from(o_.init, m, o_.requantize);
+  if (!o_.adapter.empty()) load_adapter_from(o_.adapter, m);
   start_step_ = m.steps_done;
   saved_step_ = o_.resume ? start_step_ : -1;
   std::printf("edgetrain train: %.2fM parameters, mode %s, group %ld, on %s (%s)\n", o_.model.parameter_count() / 1e6,

@@ -128,6 +128,7 @@ LlamaRef run_llama_ref(const std::string& gguf, const LlamaRefRequest& req) {
     }
     argv.insert(argv.end(), {"--tokens", ids});
   }
+  if (!req.lora.empty()) argv.insert(argv.end(), {"--lora", req.lora, "--lora-scale", std::to_string(req.lora_scale)});
   ProcessResult p = run_process(argv);
   if (p.status != 0)
     throw std::runtime_error("llama_ref.mjs exited with status " + std::to_string(p.status) + ":\n" + p.err);

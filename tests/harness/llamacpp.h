@@ -36,6 +36,8 @@ struct LlamaRefRequest {
   std::string prompt;                         // tokenized by llama.cpp; or, when empty:
   std::vector<int32_t> tokens;                // these ids
   int generate = 0;                           // greedy tokens after the sequence
+  std::string lora;                           // a LoRA adapter GGUF applied to the context ("" = none)
+  double lora_scale = 1.0;                    // llama.cpp's adapter scale (times alpha / rank)
 };
 // Runs llama_ref.mjs (node from PATH, 1 thread, fp32 KV cache) on `gguf`. Throws std::runtime_error with
 // the script's stderr when it fails or prints something that is not the expected JSON.

@@ -13,7 +13,7 @@
 //
 // Usage:
 //   node tests/llamacpp/llama_ref.mjs --model FILE.gguf (--prompt TEXT | --tokens 1,2,3)
-//        [--generate N] [--threads T] [--kv-type f32|f16] [--deps DIR]
+//        [--generate N] [--threads T] [--kv-type f32|f16] [--lora ADAPTER.gguf [--lora-scale S]] [--deps DIR]
 //   node tests/llamacpp/llama_ref.mjs --model FILE.gguf --texts TEXTS.json [--deps DIR]
 //   node tests/llamacpp/llama_ref.mjs --check [--deps DIR]   (loads the CPU binary, prints its llama.cpp release)
 // --texts: a JSON array of strings; prints {"reference", "model", "tokens": [ids of each text]}, each text
@@ -21,7 +21,9 @@
 // matched in the text).
 // --deps: the folder scripts/setup.sh installed node-llama-cpp into (default: $EDGETRAIN_DEPS/llamacpp when
 // EDGETRAIN_DEPS is set, else <repo>/.deps/llamacpp). --kv-type: llama.cpp's KV cache type (default f32, so
-// an F32 model is computed in fp32 throughout; llama.cpp's own default is f16). Nothing is downloaded or
+// an F32 model is computed in fp32 throughout; llama.cpp's own default is f16). --lora: a LoRA adapter GGUF
+// applied to the model's context (llama.cpp's --lora; scale S, default 1, multiplies its alpha / rank).
+// Nothing is downloaded or
 // built at run time: a missing or unusable prebuilt binary is an error.
 // Exit status: 0 with the JSON on stdout; 2 for bad arguments; 3 when the install is missing; 1 otherwise.
 import { existsSync, readFileSync } from "node:fs";
@@ -39,7 +41,7 @@ function fail(msg) {
 function usage(msg) {
   process.stderr.write(`llama_ref: ${msg}\n` +
     "usage: node llama_ref.mjs --model FILE.gguf (--prompt TEXT | --tokens 1,2,3) [--generate N] " +
-    "[--threads T] [--kv-type f32|f16] [--deps DIR]\n" +
+    "[--threads T] [--kv-type f32|f16] [--lora ADAPTER.gguf [--lora-scale S]] [--deps DIR]\n" +
     "       node llama_ref.mjs --model FILE.gguf --texts TEXTS.json [--deps DIR]\n" +
     "       node llama_ref.mjs --check [--deps DIR]\n");
   process.exit(2);
@@ -74,6 +76,13 @@ function parseArgs(argv) {
         if (a.kvType !== "f32" && a.kvType !== "f16") usage(`--kv-type must be f32 or f16, got '${a.kvType}'`);
         break;
       }
+      case "--lora": a.lora = value(); break;
+      case "--lora-scale": {
+        const s = value();
+        a.loraScale = Number(s);
+        if (s.trim() === "" || !Number.isFinite(a.loraScale)) usage(`--lora-scale must be a number, got '${s}'`);
+        break;
+      }
       case "--deps": a.deps = value(); break;
       case "--texts": a.texts = value(); break;
       case "--check": a.check = true; break;
@@ -82,6 +91,7 @@ function parseArgs(argv) {
   }
   if (a.check) return a;
   if (!a.model) usage("--model is required");
+  if (a.loraScale !== undefined && a.lora === undefined) usage("--lora-scale needs --lora");
   if (a.texts !== undefined) {
     if (a.prompt !== undefined || a.tokens !== undefined) usage("--texts does not go with --prompt or --tokens");
     return a;
@@ -168,6 +178,7 @@ async function main() {
     return;
   }
   if (!existsSync(args.model)) fail(`model file ${args.model} does not exist`);
+  if (args.lora !== undefined && !existsSync(args.lora)) fail(`LoRA adapter ${args.lora} does not exist`);
   const install = locateInstall(args.deps);
   const llama = await loadLlama(install, args.threads);
   const model = await llama.loadModel({ modelPath: path.resolve(args.model), gpuLayers: 0, useMmap: false })
@@ -183,10 +194,16 @@ async function main() {
   for (const t of tokens) if (t >= nVocab) fail(`token id ${t} is outside the vocabulary of ${nVocab} of ${args.model}`);
 
   const needed = tokens.length + args.generate;
+  // One slot more than is ever evaluated (the last generated token is not): when an evaluation fills the
+  // context, node-llama-cpp shifts it first (drops its oldest tokens), so with --generate 0 the last
+  // position's log-probabilities would come from a shorter history.
   const context = await model.createContext({
-    contextSize: needed, batchSize: needed, sequences: 1, threads: args.threads, flashAttention: false,
+    contextSize: needed + 1, batchSize: needed, sequences: 1, threads: args.threads, flashAttention: false,
     experimentalKvCacheKeyType: args.kvType.toUpperCase(), experimentalKvCacheValueType: args.kvType.toUpperCase(),
-  });
+    ...(args.lora !== undefined
+      ? { lora: { adapters: [{ filePath: path.resolve(args.lora), scale: args.loraScale ?? 1 }] } }
+      : {}),
+  }).catch((e) => { throw new Error(`llama.cpp cannot create a context${args.lora ? ` with LoRA adapter ${args.lora}` : ""}: ${e.message}`); });
   const sequence = context.getSequence();
   // temperature 0: node-llama-cpp's sampler chain is llama.cpp's greedy sampler only (exact argmax, the
   // lowest id on a tie), so the probabilities are those of the raw logits.
@@ -218,6 +235,7 @@ async function main() {
   const out = {
     reference: `llama.cpp ${llama.llamaCppRelease.release} via node-llama-cpp ${install.version} (CPU, ${args.threads} thread(s), KV cache ${args.kvType})`,
     model: path.resolve(args.model),
+    ...(args.lora !== undefined ? { lora: path.resolve(args.lora), lora_scale: args.loraScale ?? 1 } : {}),
     n_vocab: nVocab,
     ...(promptTokens !== undefined ? { prompt: args.prompt, prompt_tokens: promptTokens } : {}),
     tokens,
