@@ -237,8 +237,8 @@ float Model::accumulate(const std::vector<int32_t>& tokens, const std::vector<in
   return static_cast<float>(loss / loss_scale);  // this micro-batch's share of the step's mean loss
 }
 
-float Model::evaluate(const std::vector<int32_t>& tokens, const std::vector<int32_t>& labels, int64_t batch, int64_t seq,
-                      const std::vector<int32_t>& positions) {
+float Model::evaluate(const std::vector<int32_t>& tokens, const std::vector<int32_t>& labels, int64_t batch,
+                      int64_t seq, const std::vector<int32_t>& positions) {
   check_batch(cfg_, tokens, labels, batch, seq);
   check_positions(positions, batch, seq);
   int64_t valid = 0;

@@ -82,11 +82,12 @@ void attention(const Call& c) {
 }
 
 // dout, q, out [B,T,H,hd], k, v [B,S,KV,hd], lse [B,H,T], pos [B,T] optional; floats {scale} ->
-// dq [B,T,H,hd], dk, dv [B,S,KV,hd]. The gradient of attention given its saved out and lse (the op uses them as given): for
-// query t of head h and visible key j, p_tj = exp(scale * q_t . k_j - lse_t), D_t = dout_t . out_t,
-// ds_tj = p_tj * (dout_t . v_j - D_t); dq_t = scale * sum_j ds_tj k_j, dk_j = scale * sum_{h,t} ds_tj q_t
-// and dv_j = sum_{h,t} p_tj dout_t, where dk and dv sum over the query heads h of kv head j's group.
-// Keys no query sees (none when S == T) get zero gradients. pos masks as in the forward.
+// dq [B,T,H,hd], dk, dv [B,S,KV,hd]. The gradient of attention given its saved out and lse (the op uses
+// them as given): for query t of head h and visible key j, p_tj = exp(scale * q_t . k_j - lse_t),
+// D_t = dout_t . out_t, ds_tj = p_tj * (dout_t . v_j - D_t); dq_t = scale * sum_j ds_tj k_j,
+// dk_j = scale * sum_{h,t} ds_tj q_t and dv_j = sum_{h,t} p_tj dout_t, where dk and dv sum over the query
+// heads h of kv head j's group. Keys no query sees (none when S == T) get zero gradients. pos masks as in
+// the forward.
 void attention_backward(const Call& c) {
   const Dims d(c);
   const float *dout = c.in[0].as<float>(), *q = c.in[1].as<float>(), *k = c.in[2].as<float>(),
