@@ -1,6 +1,7 @@
 // Causal attention (attention, attention_backward): op cases for the cross-backend harness at the kernels'
 // tile edges, the reference's defining properties, and the fused op against the unfused chain the model
-// used before it (bmm + causal_softmax + bmm, and their backward) on every backend under test.
+// used before it (bmm + causal_softmax + bmm, and their backward) on every backend under test; sample
+// packing (the pos input) at the kernels' tile edges, and pos of one sample per row against no pos.
 // Finite differences of the reference's backward: test_llama_gradients.cpp.
 #include <gtest/gtest.h>
 
@@ -76,6 +77,37 @@ std::vector<HostTensor> garbage(Rng& r, std::vector<Shape> shapes) {
   return out;
 }
 
+// Sample packing (pos [B, T]): sample boundaries inside and exactly at the GPU kernels' 16/32/64-row query
+// blocks and key tiles and the CPU's 64-query / 256-key blocks, samples of length 1 (alone, and every
+// token its own sample: out = v), rows of one batch packed differently, odd head dims, large scores, and
+// positions no packing makes (negative, past t, not increasing: clamped per query, windows not monotone).
+// Head dims of two capacity classes (16 and 64) only: the window logic does not depend on the head dim,
+// and every class is one more set of kernels for the GPU backends to compile.
+struct Packed {
+  Attn a;
+  std::vector<std::vector<int64_t>> lengths;  // per row (cycled), as packed_positions() takes them
+};
+const Packed kPacked[] = {
+    {{"pack_one_per_row_T65_hd16_G2", 2, 65, 65, 2, 1, 16}, {{65}}},
+    {{"pack_short_T130_hd16_G2", 1, 130, 130, 4, 2, 16}, {{3, 1, 7, 2, 9, 5, 1, 4}}},
+    {{"pack_edge64_len1_T130_hd64", 1, 130, 130, 2, 1, 64}, {{64, 1, 65}}},
+    {{"pack_edges16_T70_hd16_G2", 2, 70, 70, 4, 2, 16}, {{16, 16, 32, 6}, {1, 15, 1, 17, 36}}},
+    {{"pack_T33_hd6_G2", 2, 33, 33, 4, 2, 6}, {{5, 1, 27}, {33}}},
+    {{"pack_T300_hd16_edge256", 1, 300, 300, 2, 1, 16}, {{100, 156, 1, 43}}},
+    {{"pack_all_len1_T40_hd12", 1, 40, 40, 2, 1, 12}, {{1}}},
+    {{"pack_T65_hd60_G1", 1, 65, 65, 1, 1, 60}, {{17, 31, 17}}},
+    {{"pack_large_scores_T70_hd16", 1, 70, 70, 2, 1, 16, 12.0f}, {{20, 30, 20}}},
+};
+// Random positions in [-3, T], but 0 at every 16th query: there a block's first query sees only itself
+// while later ones see back to key 0, so a kernel that took the first query's window for its block's
+// would skip tiles it needs.
+HostTensor odd_positions(Rng& r, int64_t B, int64_t T) {
+  HostTensor p = random_i32(r, Shape{B, T}, -3, static_cast<int32_t>(T));
+  for (int64_t i = 0; i < B * T; i += 16) p.as<int32_t>()[i] = 0;
+  return p;
+}
+const Attn kOddPos{"pos_unpacked_values_T130_hd16_G2", 2, 130, 130, 4, 2, 16};
+
 std::vector<OpCase> attention_cases() {
   Rng r(71);
   std::vector<OpCase> cs;
@@ -84,6 +116,13 @@ std::vector<OpCase> attention_cases() {
     cs.push_back(make_case(a.name, Op::attention, {in.q, in.k, in.v},
                            garbage(r, {in.q.shape(), Shape{a.B, a.H, a.T}}), {}, {scale_of(a.hd)}, forward_tol(a)));
   }
+  auto packed = [&](const Attn& a, const HostTensor& pos) {
+    Inputs in = inputs(r, a);
+    cs.push_back(make_case(a.name, Op::attention, {in.q, in.k, in.v, pos},
+                           garbage(r, {in.q.shape(), Shape{a.B, a.H, a.T}}), {}, {scale_of(a.hd)}, forward_tol(a)));
+  };
+  for (const Packed& p : kPacked) packed(p.a, packed_positions(p.a.B, p.a.T, p.lengths));
+  packed(kOddPos, odd_positions(r, kOddPos.B, kOddPos.T));
   return cs;
 }
 ET_OP_CASES(attention, attention_cases);
@@ -100,6 +139,17 @@ std::vector<OpCase> attention_backward_cases() {
     cs.push_back(make_case(a.name, Op::attention_backward, {dout, in.q, in.k, in.v, fwd[0], fwd[1]},
                            garbage(r, {in.q.shape(), in.k.shape(), in.k.shape()}), {}, {scale}, backward_tol(a)));
   }
+  auto packed = [&](const Attn& a, const HostTensor& pos) {
+    Inputs in = inputs(r, a);
+    const float scale = scale_of(a.hd);
+    auto fwd = run_reference(
+        make_case("", Op::attention, {in.q, in.k, in.v, pos}, forward_outputs(a), {}, {scale}, tol::exact));
+    HostTensor dout = random_f32(r, in.q.shape());
+    cs.push_back(make_case(a.name, Op::attention_backward, {dout, in.q, in.k, in.v, fwd[0], fwd[1], pos},
+                           garbage(r, {in.q.shape(), in.k.shape(), in.k.shape()}), {}, {scale}, backward_tol(a)));
+  };
+  for (const Packed& p : kPacked) packed(p.a, packed_positions(p.a.B, p.a.T, p.lengths));
+  packed(kOddPos, odd_positions(r, kOddPos.B, kOddPos.T));
   return cs;
 }
 ET_OP_CASES(attention_backward, attention_backward_cases);
@@ -202,6 +252,82 @@ TEST(Attention, MatchesTheUnfusedChain) {
               ADD_FAILURE() << "lse of b" << b << " h" << h << " t" << t << ": exp(s - lse) " << p << ", P " << want;
           }
     }
+  }
+}
+
+// Packing semantics of the reference: every token its own sample gives out = v (the one visible key) and
+// lse = its own score; a sample's tokens never see the previous sample's (changing those keys and values
+// leaves them unchanged, bit for bit).
+TEST(AttentionReference, PackedSamplesSeeOnlyThemselves) {
+  Rng r(75);
+  const Shape qs{1, 6, 2, 4}, ks{1, 6, 1, 4};
+  HostTensor q = random_f32(r, qs), k = random_f32(r, ks), v = random_f32(r, ks);
+  auto run = [&](const HostTensor& kk, const HostTensor& vv, const HostTensor& pos) {
+    return run_reference(make_case("", Op::attention, {q, kk, vv, pos}, {zeros(qs, DType::f32), zeros(Shape{1, 2, 6}, DType::f32)},
+                                   {}, {0.5f}, tol::exact));
+  };
+  auto alone = run(k, v, packed_positions(1, 6, {{1}}));
+  for (int64_t t = 0; t < 6; ++t)
+    for (int64_t h = 0; h < 2; ++h)
+      for (int64_t e = 0; e < 4; ++e)
+        EXPECT_EQ(alone[0].as<float>()[(t * 2 + h) * 4 + e], v.as<float>()[t * 4 + e]) << "t" << t << " h" << h;
+  // Samples [0, 2) and [2, 6): new keys and values at 0 and 1 change nothing from token 2 on.
+  const HostTensor pos = packed_positions(1, 6, {{2, 4}});
+  auto base = run(k, v, pos);
+  HostTensor k2 = k, v2 = v;
+  for (int64_t i = 0; i < 8; ++i) k2.as<float>()[i] += 1.0f, v2.as<float>()[i] -= 2.0f;
+  auto moved = run(k2, v2, pos);
+  for (int64_t i = 2 * 2 * 4; i < qs.numel(); ++i) EXPECT_EQ(base[0].as<float>()[i], moved[0].as<float>()[i]) << i;
+  for (int64_t i = 0; i < 2 * 2 * 4; ++i) EXPECT_NE(base[0].as<float>()[i], moved[0].as<float>()[i]) << i;
+}
+
+// pos of one sample per row (0, 1, ..., T-1) is plain causal attention: on every backend the op with it
+// gives the op without it, bit for bit (the kernels' masks and loops coincide then), forward and backward
+// (WebGPU: the forward only; its four kernels of each variant take SwiftShader over a minute to compile,
+// and its pos backward is checked against the reference by the op cases).
+TEST(Attention, OneSamplePerRowIsPlainCausal) {
+  for (const std::string& name : test_backends()) {
+    Backend& be = backend_for_tests(name);
+    for (const Attn& a : {Attn{"T130_hd16_G2", 1, 130, 130, 2, 1, 16}}) {
+      SCOPED_TRACE(name + " " + a.name);
+      Rng r(76);
+      Inputs in = inputs(r, a);
+      const HostTensor pos = packed_positions(a.B, a.T, {{a.T}});
+      const float scale = scale_of(a.hd);
+      OpCase plain = make_case("", Op::attention, {in.q, in.k, in.v}, forward_outputs(a), {}, {scale}, tol::exact);
+      OpCase with = make_case("", Op::attention, {in.q, in.k, in.v, pos}, forward_outputs(a), {}, {scale}, tol::exact);
+      auto f0 = run_on(be, plain), f1 = run_on(be, with);
+      for (size_t i = 0; i < 2; ++i) EXPECT_EQ(compare(f1[i], f0[i], tol::exact), "") << "forward output " << i;
+      if (name == "webgpu") continue;
+      HostTensor dout = random_f32(r, in.q.shape());
+      plain = make_case("", Op::attention_backward, {dout, in.q, in.k, in.v, f0[0], f0[1]},
+                        {zeros(in.q.shape(), DType::f32), zeros(in.k.shape(), DType::f32), zeros(in.k.shape(), DType::f32)},
+                        {}, {scale}, tol::exact);
+      with = plain;
+      with.in.push_back(pos);
+      auto b0 = run_on(be, plain), b1 = run_on(be, with);
+      for (size_t i = 0; i < 3; ++i) EXPECT_EQ(compare(b1[i], b0[i], tol::exact), "") << "backward output " << i;
+    }
+  }
+}
+
+// pos only in the training shape: with a KV cache (S > T) a query's position is not its row's.
+TEST(Attention, PosNeedsTheTrainingShape) {
+  Backend& be = backend_for_tests("cpu");
+  Tensor q = be.zeros(Shape{1, 2, 1, 4}, DType::f32), k = be.zeros(Shape{1, 5, 1, 4}, DType::f32);
+  Graph g(be);
+  try {
+    g.attention(q, k, k, 0.5f, be.zeros(Shape{1, 2}, DType::i32));
+    ADD_FAILURE() << "attention took pos with S > T";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("pos (sample packing) needs k's S = 5 equal to q's T = 2"), std::string::npos)
+        << e.what();
+  }
+  try {
+    g.attention(q, q, q, 0.5f, be.zeros(Shape{1, 2}, DType::f32));
+    ADD_FAILURE() << "attention took an f32 pos";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("pos must be i32"), std::string::npos) << e.what();
   }
 }
 

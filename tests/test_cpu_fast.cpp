@@ -304,6 +304,32 @@ TEST(CpuFast, Attention) {
   }
 }
 
+// Packed samples (pos): key loops that start past 0 and at no block edge, boundaries at the 64-query and
+// 256-key block edges, rows packed differently, every token alone, and positions no packing makes.
+TEST(CpuFast, AttentionPacked) {
+  Rng r(25);
+  struct Shp {
+    int64_t B, T, H, KV, hd;
+    std::vector<std::vector<int64_t>> lengths;  // empty: random positions in [-3, T]
+  };
+  const std::vector<Shp> shapes = {{2, 200, 3, 1, 32, {{7, 1, 30, 90, 72}, {200}}},
+                                   {1, 600, 2, 2, 20, {{64, 192, 1, 300, 43}}},
+                                   {1, 130, 2, 1, 16, {{1}}},
+                                   {2, 300, 2, 1, 16, {}}};
+  for (const Shp& a : shapes) {
+    const Shape qs{a.B, a.T, a.H, a.hd}, ks{a.B, a.T, a.KV, a.hd}, ls{a.B, a.H, a.T};
+    const std::string name = "packed_T" + std::to_string(a.T) + "_hd" + std::to_string(a.hd);
+    HostTensor q = random_f32(r, qs, -2, 2), k = random_f32(r, ks, -2, 2), v = random_f32(r, ks);
+    HostTensor pos = a.lengths.empty() ? random_i32(r, Shape{a.B, a.T}, -3, static_cast<int32_t>(a.T))
+                                       : packed_positions(a.B, a.T, a.lengths);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(a.hd));
+    check(make(Op::attention, name, {q, k, v, pos}, {f32z(qs), f32z(ls)}, {}, {scale}, Tolerance{1e-5, 1e-4}));
+    auto fwd = run_reference(make(Op::attention, "", {q, k, v, pos}, {f32z(qs), f32z(ls)}, {}, {scale}, tol::exact));
+    check(make(Op::attention_backward, name, {random_f32(r, qs), q, k, v, fwd[0], fwd[1], pos},
+               {random_f32(r, qs), random_f32(r, ks), random_f32(r, ks)}, {}, {scale}, Tolerance{1e-4, 1e-3}));
+  }
+}
+
 TEST(CpuFast, SiluMul) {
   Rng r(22);
   const Shape s{50021};
@@ -334,6 +360,19 @@ TEST(CpuFast, RopeBitIdentical) {
     check(make(Op::rope_backward, "freqs" + std::to_string(k), {random_f32(r, s), f}, {f32z(s)}, {}, {10000.0f, 4.0f},
                tol::exact));
   }
+  // Packed positions index the same tables; positions outside [0, T) (no packing makes them) are computed
+  // on the spot.
+  const Shape ps{3, 50, 2, 16};
+  HostTensor f = random_f32(r, Shape{ps.last() / 2}, 0.0f, 1.0f);
+  HostTensor odd = random_i32(r, Shape{3, 50}, -5, 80);
+  for (const HostTensor& pos : {packed_positions(3, 50, {{1, 20, 29}, {50}, {7}}), odd})
+    for (bool freqs : {false, true})
+      for (Op op : {Op::rope, Op::rope_backward}) {
+        OpCase c = make(op, std::string("pos") + (freqs ? "_freqs" : ""), {random_f32(r, ps), f, pos}, {f32z(ps)}, {},
+                        {10000.0f, 2.0f}, tol::exact);
+        c.in_absent = {false, !freqs, false};
+        check(c);
+      }
 }
 
 TEST(CpuFast, EmbeddingBitIdentical) {

@@ -21,11 +21,12 @@ namespace {
 
 constexpr double kEps = 1e-3, kAtol = 2e-3, kRtol = 1e-2;
 
-// Runs one op of the reference on host tensors; outputs are modified in place (as given).
+// Runs one op of the reference on host tensors (a null input: an absent optional one); outputs are modified
+// in place (as given).
 void call(Op op, std::vector<HostTensor*> in, std::vector<HostTensor*> out, std::vector<int64_t> ints = {},
           std::vector<float> floats = {}) {
   ref::Call c{op, {}, {}, std::move(ints), std::move(floats)};
-  for (HostTensor* t : in) c.in.push_back(t->view());
+  for (HostTensor* t : in) c.in.push_back(t ? t->view() : ref::View{});
   for (HostTensor* t : out) c.out.push_back(t->view());
   ref::run(c);
 }
@@ -103,6 +104,21 @@ TEST(Gradients, Rope) {
     };
     call(Op::rope_backward, {&r, &freqs}, {&dx}, {}, floats);
     expect_gradient("dx with freqs", x, dx, scaled);
+    // Packed samples (pos): each token rotates by its own sample's position, forward and back.
+    HostTensor pos = s.rank() == 4 ? packed_positions(s[0], s[1], {{2, 1}, {3}})
+                                   : HostTensor::from(Shape{s[0]}, DType::i32, std::vector<int32_t>{0, 1, 0, 1});
+    auto packed = [&] {
+      call(Op::rope, {&x, nullptr, &pos}, {&y}, {}, floats);
+      return dot(r, y);
+    };
+    call(Op::rope_backward, {&r, nullptr, &pos}, {&dx}, {}, floats);
+    expect_gradient("dx with pos", x, dx, packed);
+    auto both = [&] {
+      call(Op::rope, {&x, &freqs, &pos}, {&y}, {}, floats);
+      return dot(r, y);
+    };
+    call(Op::rope_backward, {&r, &freqs, &pos}, {&dx}, {}, floats);
+    expect_gradient("dx with freqs and pos", x, dx, both);
   }
 }
 
@@ -156,7 +172,8 @@ TEST(Gradients, CausalSoftmax) {
 
 // L = r . out of attention; attention_backward fed dout = r and the forward's out and lse must give its
 // gradients for q, k and v. Shapes: grouped heads (G = 2), a KV cache (S > T: every query sees the first
-// S - T keys), multi-head with an odd head dim, and large scores (a softmax near one-hot).
+// S - T keys), multi-head with an odd head dim, large scores (a softmax near one-hot), and packed samples
+// (pos: windows restarting inside a row, a sample of length 1, rows packed differently).
 TEST(Gradients, Attention) {
   Rng rng(59);
   struct Shp {
@@ -182,6 +199,17 @@ TEST(Gradients, Attention) {
     expect_gradient("dq", q, dq, loss);
     expect_gradient("dk", k, dk, loss);
     expect_gradient("dv", v, dv, loss);
+    if (s.S != s.T) continue;  // pos needs the training shape
+    HostTensor pos = packed_positions(s.B, s.T, {{2, 1, 3}, {4}});
+    auto packed = [&] {
+      call(Op::attention, {&q, &k, &v, &pos}, {&out, &lse}, {}, {scale});
+      return dot(r, out);
+    };
+    packed();
+    call(Op::attention_backward, {&r, &q, &k, &v, &out, &lse, &pos}, {&dq, &dk, &dv}, {}, {scale});
+    expect_gradient("dq with pos", q, dq, packed);
+    expect_gradient("dk with pos", k, dk, packed);
+    expect_gradient("dv with pos", v, dv, packed);
   }
 }
 

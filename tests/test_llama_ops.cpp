@@ -102,6 +102,32 @@ const RopeCase kRopeFreqs[] = {
     {"freqs_T2_H1_D1280", Shape{2, 1, 1280}, 10000.0f, 3.0f},
 };
 
+// Sample packing (the pos input): positions restarting inside a row and differing between rows, with and
+// without freqs and an offset, x [T, H, D] with pos [T], positions deep into a long context, and negative
+// ones (no packing makes them; the op defines them as any other position).
+struct RopePosCase {
+  const char* name;
+  Shape s;
+  float theta, pos_offset;
+  bool freqs;
+  HostTensor pos;
+};
+HostTensor i32s(Shape s, std::vector<int32_t> v) { return HostTensor::from(s, DType::i32, v); }
+std::vector<RopePosCase> rope_pos_cases() {
+  return {
+      {"pos_B2_T5_H3_D8", Shape{2, 5, 3, 8}, 10000.0f, 0.0f, false, packed_positions(2, 5, {{2, 3}, {1, 4}})},
+      {"pos_B2_T70_H2_D64_offset3", Shape{2, 70, 2, 64}, 500000.0f, 3.0f, false,
+       packed_positions(2, 70, {{64, 1, 5}, {17}})},
+      {"pos_freqs_B2_T6_H2_D128", Shape{2, 6, 2, 128}, 500000.0f, 0.0f, true, packed_positions(2, 6, {{3}, {1, 5}})},
+      {"pos_T9_H2_D16_rank3", Shape{9, 2, 16}, 10000.0f, 0.0f, false,
+       i32s(Shape{9}, {0, 1, 2, 3, 0, 1, 2, 3, 4})},
+      {"pos_large_B1_T4_H1_D64", Shape{1, 4, 1, 64}, 10000.0f, 0.0f, false,
+       i32s(Shape{1, 4}, {5000, 70000, 3, 1000000})},
+      {"pos_negative_freqs_B1_T4_H2_D8_offset2", Shape{1, 4, 2, 8}, 10000.0f, 2.0f, true,
+       i32s(Shape{1, 4}, {-7, 0, -1, 2})},
+  };
+}
+
 std::vector<OpCase> rope_like_cases(Op op, uint32_t seed) {
   Rng r(seed);
   std::vector<OpCase> cs;
@@ -111,6 +137,12 @@ std::vector<OpCase> rope_like_cases(Op op, uint32_t seed) {
   for (const RopeCase& rc : kRopeFreqs)
     cs.push_back(make_case(rc.name, op, {random_f32(r, rc.s), scaled_freqs(r, rc.s.last(), rc.theta)},
                            {zeros(rc.s, DType::f32)}, {}, {rc.theta, rc.pos_offset}, tol::transcendental));
+  for (const RopePosCase& rc : rope_pos_cases()) {
+    OpCase c = make_case(rc.name, op, {random_f32(r, rc.s), scaled_freqs(r, rc.s.last(), rc.theta), rc.pos},
+                         {zeros(rc.s, DType::f32)}, {}, {rc.theta, rc.pos_offset}, tol::transcendental);
+    c.in_absent = {false, !rc.freqs, false};
+    cs.push_back(std::move(c));
+  }
   return cs;
 }
 std::vector<OpCase> rope_cases() { return rope_like_cases(Op::rope, 43); }

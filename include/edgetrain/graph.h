@@ -81,19 +81,24 @@ class Graph {
   std::pair<Tensor, Tensor> rms_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& w,
                                               const Tensor& rstd);  // {dx, dw}
   // freqs [D/2] (optional): each pair's frequency, replacing theta^(-2i/D) (rope scaling; see ops.inc).
-  Tensor rope(const Tensor& x, Scalar theta, Scalar pos_offset = 0.0f, const Tensor& freqs = Tensor());
-  Tensor rope_backward(const Tensor& dy, Scalar theta, Scalar pos_offset = 0.0f, const Tensor& freqs = Tensor());
+  // pos [B, T] i32 (optional): each token's position within its packed sample, replacing t (ops.inc).
+  Tensor rope(const Tensor& x, Scalar theta, Scalar pos_offset = 0.0f, const Tensor& freqs = Tensor(),
+              const Tensor& pos = Tensor());
+  Tensor rope_backward(const Tensor& dy, Scalar theta, Scalar pos_offset = 0.0f, const Tensor& freqs = Tensor(),
+                       const Tensor& pos = Tensor());
   Tensor silu_mul(const Tensor& g, const Tensor& u);
   std::pair<Tensor, Tensor> silu_mul_backward(const Tensor& dh, const Tensor& g, const Tensor& u);
   Tensor embedding(const Tensor& w, const Tensor& idx);
   Tensor embedding_backward(const Tensor& dout, const Tensor& idx, int64_t vocab);
   Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
   // Causal attention, grouped-query: q [B,T,H,hd], k and v [B,S,KV,hd] -> {out [B,T,H,hd], lse [B,H,T]}.
-  std::pair<Tensor, Tensor> attention(const Tensor& q, const Tensor& k, const Tensor& v, Scalar scale);
-  // Its gradients {dq, dk, dv} from the forward's out and lse.
+  // pos [B, T] i32 (optional, S == T): packed samples; query t sees only its own sample's keys (ops.inc).
+  std::pair<Tensor, Tensor> attention(const Tensor& q, const Tensor& k, const Tensor& v, Scalar scale,
+                                      const Tensor& pos = Tensor());
+  // Its gradients {dq, dk, dv} from the forward's out and lse (and the forward's pos).
   std::tuple<Tensor, Tensor, Tensor> attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k,
                                                         const Tensor& v, const Tensor& out, const Tensor& lse,
-                                                        Scalar scale);
+                                                        Scalar scale, const Tensor& pos = Tensor());
   Tensor grad_norm(const std::vector<Tensor>& xs);
   Tensor clip_coef(const Tensor& norm, Scalar max_norm);
 

@@ -144,8 +144,14 @@ class Model {
   // records the programs; later calls replay them, uploading the batch and reading back one loss.
   // Accumulates gradients of one micro-batch; n_valid_total is the number of valid labels of the
   // whole (accumulated) step so the gradients come out as the mean over it.
+  // Sample packing: positions (i32 [batch*seq], optional) give each token's position within its own
+  // sample: 0 at a sample's first token, then 1, 2, ... (each row starts a sample at 0). rope then uses
+  // that position and attention sees only the sample's own tokens, so a row of packed samples trains as
+  // each sample alone would (labels stay the caller's: -1 where a sample's last token has no next one in
+  // it). Empty: one sequence per row, as without packing. Packed and plain calls record separate programs
+  // (a switch between the two re-records, as a new batch x seq does).
   float accumulate(const std::vector<int32_t>& tokens, const std::vector<int32_t>& labels, int64_t batch,
-                   int64_t seq, int64_t n_valid_total);
+                   int64_t seq, int64_t n_valid_total, const std::vector<int32_t>& positions = {});
   // Computes the global gradient norm and reads it back; if it is finite, clips, applies AdamW (lr from the
   // schedule at the 1-based `step`, bias correction after adam_steps + 1 updates), re-quantizes the 4-bit
   // codes, and zeroes the gradients. If it is NaN/Inf, or apply is false (the caller saw a NaN/Inf loss),
@@ -154,7 +160,9 @@ class Model {
   // of the scaled gradients and updates the scaler (LossScaler); at min_scale it throws Error (numeric).
   float update(const OptimConfig& opt, int64_t step, bool apply = true);
   // Mean loss over valid labels without touching gradients.
-  float evaluate(const std::vector<int32_t>& tokens, const std::vector<int32_t>& labels, int64_t batch, int64_t seq);
+  // positions as for accumulate.
+  float evaluate(const std::vector<int32_t>& tokens, const std::vector<int32_t>& labels, int64_t batch, int64_t seq,
+                 const std::vector<int32_t>& positions = {});
   // Logits [seq, vocab] of the last position(s) for generation: runs the forward over the given prefix
   // (with a KV cache: only new tokens are computed). reset() clears the cache.
   std::vector<float> next_logits(const std::vector<int32_t>& new_tokens);
@@ -163,7 +171,8 @@ class Model {
   // Whole-model gradient access for tests: runs accumulate() on a zeroed gradient set (fp16: divided by the
   // loss scale on the host, so they are the model's gradients in either precision).
   std::map<std::string, std::vector<float>> gradients(const std::vector<int32_t>& tokens,
-                                                      const std::vector<int32_t>& labels, int64_t batch, int64_t seq);
+                                                      const std::vector<int32_t>& labels, int64_t batch, int64_t seq,
+                                                      const std::vector<int32_t>& positions = {});
 
   // 4-bit linears together: how many fp32 masters lie outside the range their codes follow (q4::in_range).
   q4::RangeStats range_stats();

@@ -18,7 +18,8 @@ enum class Op : uint16_t {
 // One argument list of the catalogue ("x,w,scales,bias?"), parsed.
 struct ArgList {
   std::vector<std::string> names;
-  bool last_optional = false;  // "bias?"
+  bool last_optional = false;  // "bias?": the last name is optional
+  size_t required = 0;         // names before the first optional one (all of them when none is)
   bool last_variadic = false;  // "x..." (one or more)
   size_t min_count() const;
   size_t max_count() const;  // SIZE_MAX when variadic

@@ -415,6 +415,12 @@ void rope_like(Ctx& x) {
     if (x.in(1).shape() != Shape{a.shape().last() / 2})
       x.bad("freqs must be [D/2] = [", a.shape().last() / 2, "] (one frequency per pair), got ", x.in(1).str());
   }
+  if (x.has_in(2)) {
+    const Shape want = r == 4 ? Shape{a.shape()[0], a.shape()[1]} : Shape{a.shape()[0]};
+    x.dtype(x.in(2), DType::i32, "pos");
+    if (x.in(2).shape() != want)
+      x.bad("pos must be ", want.str(), " (each token's position within its sample), got ", x.in(2).str());
+  }
   x.out(a.shape(), DType::f32);
 }
 void sig_rope(Ctx& x) { rope_like(x); }
@@ -494,8 +500,21 @@ AttnDims attention_dims(const Ctx& x, const Tensor& q, const Tensor& k, const Te
   return d;
 }
 
+// The optional pos [B, T] (sample packing) at input i: i32, and only with S == T, where query t is
+// position t of the sequence (with a KV cache the queries' positions are not the sequence's).
+void attention_pos(const Ctx& x, size_t i, const AttnDims& d) {
+  if (!x.has_in(i)) return;
+  x.dtype(x.in(i), DType::i32, "pos");
+  if (x.in(i).shape() != Shape{d.B, d.T})
+    x.bad("pos must be [B, T] = [", d.B, ", ", d.T, "] (each query's position within its sample), got ", x.in(i).str());
+  if (d.S != d.T)
+    x.bad("pos (sample packing) needs k's S = ", d.S, " equal to q's T = ", d.T,
+          " (training shape; a KV cache with S > T has no packed samples)");
+}
+
 void sig_attention(Ctx& x) {
   const AttnDims d = attention_dims(x, x.in(0), x.in(1), x.in(2));
+  attention_pos(x, 3, d);
   x.out(x.in(0).shape(), DType::f32);
   x.out(Shape{d.B, d.H, d.T}, DType::f32);
 }
@@ -509,6 +528,7 @@ void sig_attention_backward(Ctx& x) {
   if (dout.shape() != q.shape()) x.bad("dout must have q's shape ", q.shape().str(), ", got ", dout.str());
   if (out.shape() != q.shape()) x.bad("out must have q's shape ", q.shape().str(), ", got ", out.str());
   if (lse.shape() != Shape{d.B, d.H, d.T}) x.bad("lse must be [B, H, T] = [", d.B, ", ", d.H, ", ", d.T, "], got ", lse.str());
+  attention_pos(x, 6, d);
   x.out(q.shape(), DType::f32);
   x.out(x.in(2).shape(), DType::f32);
   x.out(x.in(3).shape(), DType::f32);
@@ -552,7 +572,7 @@ void check_counts(const OpCall& c, const OpInfo& info, bool check_outputs) {
   count("int arguments", c.ints.size(), info.ints);
   if (check_outputs) count("float arguments", c.floats.size(), info.floats);
   for (size_t i = 0; i < c.in.size(); ++i) {
-    bool optional_slot = info.inputs.last_optional && i + 1 == info.inputs.names.size();
+    bool optional_slot = i >= info.inputs.min_count() && i < info.inputs.names.size() && info.inputs.last_optional;
     if (!c.in[i].defined() && !optional_slot) fail(info.name, ": input ", i, " is undefined");
   }
 }

@@ -22,9 +22,22 @@ std::vector<Tensor> Graph::apply(Op op, std::vector<Tensor> in, std::vector<int6
   return outs;
 }
 
-static std::vector<Tensor> with_optional(std::vector<Tensor> v, const Tensor& opt) {
-  if (opt.defined()) v.push_back(opt);
+// The required inputs v, then the optional ones up to the last defined one (an undefined one before a
+// defined one stays, as a placeholder the backends bind as absent).
+static std::vector<Tensor> with_optional(std::vector<Tensor> v, std::initializer_list<Tensor> opts) {
+  size_t n = 0, i = 0;
+  for (const Tensor& t : opts) {
+    ++i;
+    if (t.defined()) n = i;
+  }
+  for (const Tensor& t : opts) {
+    if (n-- == 0) break;
+    v.push_back(t);
+  }
   return v;
+}
+static std::vector<Tensor> with_optional(std::vector<Tensor> v, const Tensor& opt) {
+  return with_optional(std::move(v), {opt});
 }
 
 std::vector<int64_t> Graph::gemm_ints(std::vector<int64_t> ints) const {
@@ -125,11 +138,11 @@ std::pair<Tensor, Tensor> Graph::rms_norm_backward(const Tensor& dy, const Tenso
   auto o = apply(Op::rms_norm_backward, {dy, x, w, rstd}, {0});
   return {o[0], o[1]};
 }
-Tensor Graph::rope(const Tensor& x, Scalar theta, Scalar pos, const Tensor& freqs) {
-  return apply(Op::rope, with_optional({x}, freqs), {}, {theta, pos})[0];
+Tensor Graph::rope(const Tensor& x, Scalar theta, Scalar pos_offset, const Tensor& freqs, const Tensor& pos) {
+  return apply(Op::rope, with_optional({x}, {freqs, pos}), {}, {theta, pos_offset})[0];
 }
-Tensor Graph::rope_backward(const Tensor& dy, Scalar theta, Scalar pos, const Tensor& freqs) {
-  return apply(Op::rope_backward, with_optional({dy}, freqs), {}, {theta, pos})[0];
+Tensor Graph::rope_backward(const Tensor& dy, Scalar theta, Scalar pos_offset, const Tensor& freqs, const Tensor& pos) {
+  return apply(Op::rope_backward, with_optional({dy}, {freqs, pos}), {}, {theta, pos_offset})[0];
 }
 Tensor Graph::silu_mul(const Tensor& g, const Tensor& u) { return apply(Op::silu_mul, {g, u})[0]; }
 std::pair<Tensor, Tensor> Graph::silu_mul_backward(const Tensor& dh, const Tensor& g, const Tensor& u) {
@@ -143,14 +156,15 @@ Tensor Graph::embedding_backward(const Tensor& dout, const Tensor& idx, int64_t 
   return dw;
 }
 Tensor Graph::gather(const Tensor& x, int64_t dim, const Tensor& index) { return apply(Op::gather, {x, index}, {dim})[0]; }
-std::pair<Tensor, Tensor> Graph::attention(const Tensor& q, const Tensor& k, const Tensor& v, Scalar scale) {
-  auto o = apply(Op::attention, {q, k, v}, {}, {scale});
+std::pair<Tensor, Tensor> Graph::attention(const Tensor& q, const Tensor& k, const Tensor& v, Scalar scale,
+                                           const Tensor& pos) {
+  auto o = apply(Op::attention, with_optional({q, k, v}, pos), {}, {scale});
   return {o[0], o[1]};
 }
 std::tuple<Tensor, Tensor, Tensor> Graph::attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k,
                                                              const Tensor& v, const Tensor& out, const Tensor& lse,
-                                                             Scalar scale) {
-  auto o = apply(Op::attention_backward, {dout, q, k, v, out, lse}, {}, {scale});
+                                                             Scalar scale, const Tensor& pos) {
+  auto o = apply(Op::attention_backward, with_optional({dout, q, k, v, out, lse}, pos), {}, {scale});
   return {o[0], o[1], o[2]};
 }
 Tensor Graph::grad_norm(const std::vector<Tensor>& xs) { return apply(Op::grad_norm, xs)[0]; }

@@ -7,9 +7,7 @@
 
 namespace edgetrain {
 
-size_t ArgList::min_count() const {
-  return names.size() - (last_optional ? 1 : 0);
-}
+size_t ArgList::min_count() const { return required; }
 size_t ArgList::max_count() const { return last_variadic ? SIZE_MAX : names.size(); }
 
 static ArgList parse_args(const char* spec) {
@@ -20,9 +18,13 @@ static ArgList parse_args(const char* spec) {
     if (cur.size() > 3 && cur.compare(cur.size() - 3, 3, "...") == 0) {
       a.last_variadic = true;
       cur.resize(cur.size() - 3);
+      a.required = a.names.size() + 1;  // one or more
     } else if (cur.back() == '?') {
       a.last_optional = true;
       cur.pop_back();
+    } else {
+      ET_CHECK(!a.last_optional, "ops.inc: required argument '", cur, "' after an optional one");
+      a.required = a.names.size() + 1;
     }
     a.names.push_back(cur);
     cur.clear();

@@ -49,7 +49,7 @@ void Program::record(OpCall call) {
   // Backends bind inputs by position (outputs follow the inputs), so an omitted optional input is made
   // an explicit undefined tensor here: every backend then sees the catalogue's full input list.
   const OpInfo& info = op_info(call.op);
-  if (info.inputs.last_optional)
+  if (info.inputs.last_optional && !info.inputs.last_variadic)
     while (call.in.size() < info.inputs.names.size()) call.in.emplace_back();
   for (const Tensor& t : call.in)
     ET_CHECK(!t.defined() || t.backend() == &backend_, op_name(call.op), ": input tensor ", t.str(),

@@ -4,7 +4,10 @@
 // queries, KV*hd for keys), so nothing is permuted or copied. The forward runs one task per (batch, query
 // head, block of kRows queries) with an online softmax across key blocks; the backward one task per
 // (batch, kv head), which owns its dk/dv rows and sums its group's query heads in head order. The blocking
-// depends only on the shapes, so results do not depend on the thread count.
+// depends only on the shapes (and pos), so results do not depend on the thread count.
+// Sample packing (pos): query t sees keys [first(t), t] only; a block of queries starts its key loop at the
+// smallest first() of its rows, so a packed sequence of short samples costs about its samples' own
+// attention, not T^2; keys of a key block outside a row's window get probability 0.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -34,6 +37,18 @@ struct Geo {
   int64_t visible(int64_t t0, int64_t r, int64_t c0, int64_t nc) const {
     return std::min(nc, t0 + r + S - T + 1 - c0);
   }
+  // The first key query t of sequence b sees: 0, or with pos (S == T) t - clamp(pos[b, t], 0, t).
+  int64_t first(const int32_t* pos, int64_t b, int64_t t) const {
+    if (!pos) return 0;
+    const int64_t p = pos[b * T + t];
+    return t - (p < 0 ? 0 : p > t ? t : p);
+  }
+  // The first key any of the nr queries from t0 sees.
+  int64_t first_of_block(const int32_t* pos, int64_t b, int64_t t0, int64_t nr) const {
+    int64_t f = pos ? t0 + nr : 0;
+    for (int64_t r = 0; pos && r < nr; ++r) f = std::min(f, first(pos, b, t0 + r));
+    return f;
+  }
 };
 
 float row_max(const float* x, int64_t n) {
@@ -48,11 +63,15 @@ float row_max(const float* x, int64_t n) {
   return m;
 }
 
-// x[j] = exp(x[j] - m) for j < n, 0 for n <= j < len; returns the sum of the first n (fixed lane order).
-float exp_row(float* x, int64_t n, int64_t len, float m) {
+// x[j] = exp(x[j] - m) for lo <= j < hi, 0 for the other j < len; returns the sum of those exps (fixed
+// lane order). lo and hi may lie outside [0, len].
+float exp_row(float* x, int64_t lo, int64_t hi, int64_t len, float m) {
+  lo = std::clamp<int64_t>(lo, 0, len);
+  const int64_t n = std::clamp<int64_t>(hi, lo, len);
+  std::fill(x, x + lo, 0.0f);
   const vf mm = simd::splat(m);
   vf acc = {};
-  int64_t j = 0;
+  int64_t j = lo;
   for (; j + kLanes <= n; j += kLanes) {
     vf p = simd::exp(simd::load(x + j) - mm);
     acc += p;
@@ -60,7 +79,7 @@ float exp_row(float* x, int64_t n, int64_t len, float m) {
   }
   float s = simd::hsum(acc);
   for (; j < n; ++j) s += (x[j] = simd::exp1(x[j] - m));
-  std::fill(x + std::max<int64_t>(n, 0), x + len, 0.0f);
+  std::fill(x + n, x + len, 0.0f);
   return s;
 }
 
@@ -75,10 +94,12 @@ float dot(const float* a, const float* b, int64_t n) {
 
 }  // namespace
 
-// q [B,T,H,hd], k, v [B,S,KV,hd]; floats {scale} -> out [B,T,H,hd], lse [B,H,T] (the reference's contract).
+// q [B,T,H,hd], k, v [B,S,KV,hd], pos [B,T] optional; floats {scale} -> out [B,T,H,hd], lse [B,H,T] (the
+// reference's contract).
 void attention(const ref::Call& c) {
   const Geo d(c.in[0], c.in[1]);
   const float *q = c.in[0].as<float>(), *k = c.in[1].as<float>(), *v = c.in[2].as<float>();
+  const int32_t* pos = c.has_in(3) ? c.in[3].as<int32_t>() : nullptr;
   float *o = c.out[0].as<float>(), *lse = c.out[1].as<float>();
   const float scale = c.floats[0];
   const int64_t nqb = d.blocks();
@@ -91,19 +112,19 @@ void attention(const ref::Call& c) {
       std::fill(acc.begin(), acc.end(), 0.0f);
       std::fill(m.begin(), m.end(), -std::numeric_limits<float>::infinity());
       std::fill(l.begin(), l.end(), 0.0f);
-      for (int64_t c0 = 0; c0 < kend; c0 += kKeys) {
+      for (int64_t c0 = d.first_of_block(pos, b, t0, nr); c0 < kend; c0 += kKeys) {
         const int64_t nc = std::min(kKeys, kend - c0);
         sgemm1(false, true, nr, nc, d.hd, scale, qp, d.ldq, k + d.k_off(b, c0, g), d.ldk, 0.0f, s.data(), nc);
         for (int64_t r = 0; r < nr; ++r) {
           float* row = s.data() + r * nc;
-          const int64_t vis = d.visible(t0, r, c0, nc);
-          if (vis <= 0) {  // the whole block lies in this query's future
+          const int64_t lo = std::max<int64_t>(d.first(pos, b, t0 + r) - c0, 0), vis = d.visible(t0, r, c0, nc);
+          if (vis <= lo) {  // the whole block lies in this query's future (or before its sample)
             std::fill(row, row + nc, 0.0f);
             continue;
           }
-          const float mn = std::max(m[r], row_max(row, vis));
+          const float mn = std::max(m[r], row_max(row + lo, vis - lo));
           const float alpha = std::exp(m[r] - mn);  // 0 on the first block (m = -inf)
-          const float sum = exp_row(row, vis, nc, mn);
+          const float sum = exp_row(row, lo, vis, nc, mn);
           l[r] = l[r] * alpha + sum;
           if (alpha != 1.0f)
             for (int64_t e = 0; e < d.hd; ++e) acc[r * d.hd + e] *= alpha;
@@ -121,7 +142,7 @@ void attention(const ref::Call& c) {
   });
 }
 
-// dout, q, k, v, out, lse; floats {scale} -> dq, dk, dv (the reference's contract). Per (batch, kv head):
+// dout, q, k, v, out, lse, pos optional; floats {scale} -> dq, dk, dv (the reference's contract). Per (batch, kv head):
 // for each query head of the group and block of queries, per block of keys: P = exp(scale q k^T - lse),
 // dS = P * (dout v^T - D) with D = rowsum(dout * out); dq = scale dS k (summed over key blocks),
 // dv += P^T dout, dk += scale dS^T q into the task's own [S, hd] accumulators.
@@ -130,6 +151,7 @@ void attention_backward(const ref::Call& c) {
   const float *dout = c.in[0].as<float>(), *q = c.in[1].as<float>(), *k = c.in[2].as<float>(),
               *v = c.in[3].as<float>(), *out = c.in[4].as<float>(), *lse = c.in[5].as<float>();
   float *dq = c.out[0].as<float>(), *dk = c.out[1].as<float>(), *dv = c.out[2].as<float>();
+  const int32_t* pos = c.has_in(6) ? c.in[6].as<int32_t>() : nullptr;
   const float scale = c.floats[0];
   const int64_t nqb = d.blocks();
   parallel_for(d.B * d.KV, 1, [&](int64_t i0, int64_t i1) {
@@ -145,21 +167,21 @@ void attention_backward(const ref::Call& c) {
           const int64_t qo = d.q_off(b, t0, h);
           const float* lrow = lse + (b * d.H + h) * d.T + t0;
           for (int64_t r = 0; r < nr; ++r) D[r] = dot(dout + qo + r * d.ldq, out + qo + r * d.ldq, d.hd);
-          for (int64_t c0 = 0; c0 < kend; c0 += kKeys) {
+          const int64_t kbeg = d.first_of_block(pos, b, t0, nr);
+          for (int64_t c0 = kbeg; c0 < kend; c0 += kKeys) {
             const int64_t nc = std::min(kKeys, kend - c0);
             sgemm1(false, true, nr, nc, d.hd, scale, q + qo, d.ldq, kp + c0 * d.ldk, d.ldk, 0.0f, p.data(), nc);
             sgemm1(false, true, nr, nc, d.hd, 1.0f, dout + qo, d.ldq, vp + c0 * d.ldk, d.ldk, 0.0f, ds.data(), nc);
             for (int64_t r = 0; r < nr; ++r) {
               float *pr = p.data() + r * nc, *dr = ds.data() + r * nc;
-              const int64_t vis = d.visible(t0, r, c0, nc);
-              exp_row(pr, vis, nc, lrow[r]);
+              exp_row(pr, d.first(pos, b, t0 + r) - c0, d.visible(t0, r, c0, nc), nc, lrow[r]);
               const vf Dv = simd::splat(D[r]);
               int64_t j = 0;
               for (; j + kLanes <= nc; j += kLanes)
                 simd::store(dr + j, simd::load(pr + j) * (simd::load(dr + j) - Dv));
               for (; j < nc; ++j) dr[j] = pr[j] * (dr[j] - D[r]);
             }
-            sgemm1(false, false, nr, d.hd, nc, scale, ds.data(), nc, kp + c0 * d.ldk, d.ldk, c0 == 0 ? 0.0f : 1.0f,
+            sgemm1(false, false, nr, d.hd, nc, scale, ds.data(), nc, kp + c0 * d.ldk, d.ldk, c0 == kbeg ? 0.0f : 1.0f,
                    dq + qo, d.ldq);
             sgemm1(true, false, nc, d.hd, nr, 1.0f, p.data(), nc, dout + qo, d.ldq, 1.0f, dv_acc.data() + c0 * d.hd, d.hd);
             sgemm1(true, false, nc, d.hd, nr, scale, ds.data(), nc, q + qo, d.ldq, 1.0f, dk_acc.data() + c0 * d.hd, d.hd);

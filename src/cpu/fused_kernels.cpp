@@ -410,10 +410,23 @@ void silu_mul_backward(const ref::Call& c) {
 }
 
 namespace {
-// The cosines and sines of RoPE's angles for positions [0, T), the reference's expressions, kept for the next
-// calls with the same arguments: a training step applies RoPE with the same table to q and k of every layer
-// (and the backward with the negated angles), and computing it took most of the op's time. A table made
-// from rope's freqs input is keyed by their values (D/2 floats: cheap to compare).
+// The cosines and sines of RoPE's angles for position p + pos_offset (the reference's expressions) into
+// cs, sn [D / 2].
+void rope_angles(double p, int64_t D, double theta, double sign, const std::vector<float>& freqs, double* cs,
+                 double* sn) {
+  for (int64_t i = 0; i < D / 2; ++i) {
+    const double f = freqs.empty() ? std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(D))
+                                   : static_cast<double>(freqs[static_cast<size_t>(i)]);
+    double angle = sign * p * f;
+    cs[i] = std::cos(angle);
+    sn[i] = std::sin(angle);
+  }
+}
+
+// The angles of positions [0, T) (+ pos_offset), kept for the next calls with the same arguments: a
+// training step applies RoPE with the same table to q and k of every layer (and the backward with the
+// negated angles), and computing it took most of the op's time. A table made from rope's freqs input is
+// keyed by their values (D/2 floats: cheap to compare). Packed samples (pos) index it by pos[b, t].
 struct RopeTable {
   int64_t T, D;
   double theta, pos_offset, sign;
@@ -434,53 +447,58 @@ std::shared_ptr<const RopeTable> rope_table(int64_t T, int64_t D, double theta, 
   const int64_t half = D / 2;
   e->cs.resize(static_cast<size_t>(T * half));
   e->sn.resize(static_cast<size_t>(T * half));
-  for (int64_t t = 0; t < T; ++t) {
-    const double p = static_cast<double>(t) + pos_offset;
-    for (int64_t i = 0; i < half; ++i) {
-      const double f = e->freqs.empty() ? std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(D))
-                                        : static_cast<double>(e->freqs[static_cast<size_t>(i)]);
-      double angle = sign * p * f;
-      e->cs[t * half + i] = std::cos(angle);
-      e->sn[t * half + i] = std::sin(angle);
-    }
-  }
+  for (int64_t t = 0; t < T; ++t)
+    rope_angles(static_cast<double>(t) + pos_offset, D, theta, sign, e->freqs, e->cs.data() + t * half,
+                e->sn.data() + t * half);
   if (recent.size() == 8) recent.erase(recent.begin());
   recent.push_back(e);
   return e;
 }
 
+// Rotates `rows` contiguous rows of D values by one position's angles.
+void rotate_rows(const float* x, float* y, const double* cs, const double* sn, int64_t D, int64_t rows) {
+#ifdef EDGETRAIN_AVX512_KERNELS
+  if (use_avx512()) return avx512::rope_rows(x, y, cs, sn, D, rows);
+#endif
+  for (int64_t h = 0; h < rows; ++h, x += D, y += D)
+    for (int64_t i = 0; i < D / 2; ++i) {
+      double x0 = x[2 * i], x1 = x[2 * i + 1];
+      y[2 * i] = static_cast<float>(x0 * cs[i] - x1 * sn[i]);
+      y[2 * i + 1] = static_cast<float>(x0 * sn[i] + x1 * cs[i]);
+    }
+}
+
 // RoPE with the reference's double arithmetic (bit-identical): tasks own positions t and loop over batch
-// and heads.
+// (the H rows of (b, t) are contiguous). A packed position pos[b, t] outside the table's [0, T) (which
+// no packing makes) gets its angles computed on the spot, by the same expressions.
 void rotate(const ref::Call& c, double sign) {
   const Shape& s = c.in[0].shape;
   const int r = s.rank();
-  const int64_t B = r == 4 ? s[0] : 1, T = s[r - 3], H = s[r - 2], D = s[r - 1];
+  const int64_t B = r == 4 ? s[0] : 1, T = s[r - 3], H = s[r - 2], D = s[r - 1], half = D / 2;
   const float* xp = c.in[0].as<float>();
+  const int32_t* pos = c.has_in(2) ? c.in[2].as<int32_t>() : nullptr;
   float* yp = c.out[0].as<float>();
   std::vector<float> freqs;
-  if (c.has_in(1)) freqs.assign(c.in[1].as<float>(), c.in[1].as<float>() + D / 2);
+  if (c.has_in(1)) freqs.assign(c.in[1].as<float>(), c.in[1].as<float>() + half);
   const auto table = rope_table(T, D, c.floats[0], c.floats[1], sign, std::move(freqs));
   parallel_for(T, std::max<int64_t>(1, 4096 / std::max<int64_t>(B * H * D, 1)), [&](int64_t t0, int64_t t1) {
-    for (int64_t t = t0; t < t1; ++t) {
-      const double* cs = table->cs.data() + t * (D / 2);
-      const double* sn = table->sn.data() + t * (D / 2);
-#ifdef EDGETRAIN_AVX512_KERNELS
-      if (use_avx512()) {  // the H rows of (b, t) are contiguous
-        for (int64_t b = 0; b < B; ++b)
-          avx512::rope_rows(xp + (b * T + t) * H * D, yp + (b * T + t) * H * D, cs, sn, D, H);
-        continue;
-      }
-#endif
-      for (int64_t b = 0; b < B; ++b)
-        for (int64_t h = 0; h < H; ++h) {
-          const int64_t base = ((b * T + t) * H + h) * D;
-          for (int64_t i = 0; i < D / 2; ++i) {
-            double x0 = xp[base + 2 * i], x1 = xp[base + 2 * i + 1];
-            yp[base + 2 * i] = static_cast<float>(x0 * cs[i] - x1 * sn[i]);
-            yp[base + 2 * i + 1] = static_cast<float>(x0 * sn[i] + x1 * cs[i]);
-          }
+    std::vector<double> own;  // angles of a position outside the table
+    for (int64_t t = t0; t < t1; ++t)
+      for (int64_t b = 0; b < B; ++b) {
+        const int64_t p = pos ? pos[b * T + t] : t;
+        const double *cs, *sn;
+        if (p >= 0 && p < T) {
+          cs = table->cs.data() + p * half;
+          sn = table->sn.data() + p * half;
+        } else {
+          own.resize(static_cast<size_t>(2 * half));
+          rope_angles(static_cast<double>(p) + c.floats[1], D, c.floats[0], sign, table->freqs, own.data(),
+                      own.data() + half);
+          cs = own.data();
+          sn = own.data() + half;
         }
-    }
+        rotate_rows(xp + (b * T + t) * H * D, yp + (b * T + t) * H * D, cs, sn, D, H);
+      }
   });
 }
 }  // namespace

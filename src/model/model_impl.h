@@ -30,12 +30,15 @@ struct Model::Impl {
   // rope's freqs [head_dim/2] when the config scales rope (ModelConfig::rope_factors); undefined otherwise.
   Tensor rope_freqs;
 
-  // Forward + backward of one micro-batch (train) or forward only (eval), for a fixed batch x seq.
+  // Forward + backward of one micro-batch (train) or forward only (eval), for a fixed batch x seq, plain or
+  // packed (recorded with rope's and attention's pos input, the tensor `pos`). Two variants rather than
+  // always binding pos: the plain step then runs the plain causal kernels, with no per-element window test.
   struct StepProgram {
     std::unique_ptr<Program> program;
-    Tensor tokens, labels, loss;
+    Tensor tokens, labels, pos, loss;  // pos [batch, seq] i32 when packed, else undefined
     Scalar n_valid;
     int64_t batch = 0, seq = 0;
+    bool packed = false;
   };
   StepProgram train, eval;
   // Optimizer: norm (read back and checked before anything is written), apply (clip, AdamW, requant,

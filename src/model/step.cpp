@@ -10,6 +10,9 @@
 // key/value heads, each shared by G = H/KV consecutive query heads (query head h reads kv head h / G);
 // the op's backward sums dk and dv over each group. The forward keeps only the output and the per-row
 // log-sum-exp; the backward recomputes the probabilities from them.
+// Sample packing: a packed step passes pos [B, T] (each token's position within its sample) to rope
+// (forward and backward) and to attention (forward and backward), which then restarts positions and the
+// causal window at every sample's first token; every other op is per row already.
 #include <cmath>
 
 #include "model/model_impl.h"
@@ -30,7 +33,8 @@ struct BlockSaved {
 
 class Recorder {
  public:
-  Recorder(Graph& g, const ModelConfig& cfg, Model::Impl& m) : g_(g), cfg_(cfg), m_(m) {}
+  // pos: [B, T] i32 positions within packed samples, or undefined (plain sequences).
+  Recorder(Graph& g, const ModelConfig& cfg, Model::Impl& m, Tensor pos) : g_(g), cfg_(cfg), m_(m), pos_(pos) {}
 
   // y = x W^T (4-bit or fp32) + bias + (alpha/r) (x A^T) B^T.
   Tensor lin(const Tensor& x, const Model::Impl::Lin& L, LinSaved& s) {
@@ -85,10 +89,10 @@ class Recorder {
       std::tie(q, s.rstd_q) = g_.rms_norm(q, L.q_norm->value, cfg_.norm_eps);
       std::tie(k, s.rstd_k) = g_.rms_norm(k, L.k_norm->value, cfg_.norm_eps);
     }
-    s.qr = g_.rope(q, cfg_.rope_theta, 0.0f, m_.rope_freqs);
-    s.kr = g_.rope(k, cfg_.rope_theta, 0.0f, m_.rope_freqs);
+    s.qr = g_.rope(q, cfg_.rope_theta, 0.0f, m_.rope_freqs, pos_);
+    s.kr = g_.rope(k, cfg_.rope_theta, 0.0f, m_.rope_freqs, pos_);
     s.vr = v.reshape(Shape{B, T, KV, hd});
-    std::tie(s.attn, s.lse) = g_.attention(s.qr, s.kr, s.vr, scale);
+    std::tie(s.attn, s.lse) = g_.attention(s.qr, s.kr, s.vr, scale, pos_);
     s.x2 = g_.add(x, lin(s.attn.reshape(Shape{B * T, cfg_.q_dim()}), L.o, s.o));
     std::tie(s.h2, s.rstd2) = g_.rms_norm(s.x2, L.ffn_norm->value, cfg_.norm_eps);
     s.g = lin(s.h2, L.gate, s.gate);
@@ -109,9 +113,9 @@ class Recorder {
     add_into(dx2, dx3);
     // Attention: x2 = x + o(attn(rope(q(h)), rope(k(h)), v(h))), h = rms_norm(x).
     Tensor dattn = lin_backward(dx2, L.o, s.o).reshape(s.attn.shape());
-    auto [dqr, dkr, dvr] = g_.attention_backward(dattn, s.qr, s.kr, s.vr, s.attn, s.lse, scale);
-    Tensor dq = g_.rope_backward(dqr, cfg_.rope_theta, 0.0f, m_.rope_freqs);
-    Tensor dk = g_.rope_backward(dkr, cfg_.rope_theta, 0.0f, m_.rope_freqs);
+    auto [dqr, dkr, dvr] = g_.attention_backward(dattn, s.qr, s.kr, s.vr, s.attn, s.lse, scale, pos_);
+    Tensor dq = g_.rope_backward(dqr, cfg_.rope_theta, 0.0f, m_.rope_freqs, pos_);
+    Tensor dk = g_.rope_backward(dkr, cfg_.rope_theta, 0.0f, m_.rope_freqs, pos_);
     if (L.q_norm) {
       dq = rms_norm_backward(dq, s.qh, L.q_norm, s.rstd_q);
       dk = rms_norm_backward(dk, s.kh, L.k_norm, s.rstd_k);
@@ -150,6 +154,7 @@ class Recorder {
   Graph& g_;
   const ModelConfig& cfg_;
   Model::Impl& m_;
+  Tensor pos_;
 };
 
 void check_batch(const ModelConfig& cfg, const std::vector<int32_t>& tokens, const std::vector<int32_t>& labels,
@@ -162,6 +167,22 @@ void check_batch(const ModelConfig& cfg, const std::vector<int32_t>& tokens, con
   for (int32_t t : labels) ET_CHECK(t < cfg.vocab, "model: label ", t, " outside the vocabulary [0, ", cfg.vocab, ")");
 }
 
+// Packed positions (empty: none): [batch*seq], each row a run of samples numbered 0, 1, 2, ... from their
+// first token, so every row starts with 0 and a position is 0 (a new sample) or the previous one plus 1.
+void check_positions(const std::vector<int32_t>& positions, int64_t batch, int64_t seq) {
+  if (positions.empty()) return;
+  ET_CHECK(static_cast<int64_t>(positions.size()) == batch * seq, "model: expected ", batch * seq,
+           " positions (batch x seq) for packed samples, got ", positions.size());
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t t = 0; t < seq; ++t) {
+      const int32_t p = positions[static_cast<size_t>(b * seq + t)];
+      const int32_t prev = t == 0 ? -1 : positions[static_cast<size_t>(b * seq + t - 1)];
+      ET_CHECK(p == 0 || p == prev + 1, "model: packed position ", p, " at row ", b, ", token ", t,
+               " must be 0 (a sample's first token) or ", prev + 1, " (the previous position + 1)",
+               t == 0 ? "; every row starts a sample" : "");
+    }
+}
+
 }  // namespace
 
 // The factor the loss and the gradients carry: the loss scale under fp16, else 1.
@@ -170,31 +191,41 @@ static double loss_scale_now(const Model& model) {
 }
 
 static Model::Impl::StepProgram& step_program(Model& model, Model::Impl& m, Model::Impl::StepProgram& sp, int64_t B,
-                                              int64_t T, bool train) {
-  if (sp.program && sp.batch == B && sp.seq == T) return sp;
+                                              int64_t T, bool train, bool packed) {
+  if (sp.program && sp.batch == B && sp.seq == T && sp.packed == packed) return sp;
   Backend& b = model.backend();
   sp = Model::Impl::StepProgram{};
   sp.program = b.new_program();
   sp.batch = B;
   sp.seq = T;
+  sp.packed = packed;
   sp.tokens = b.zeros(Shape{B * T}, DType::i32);
   sp.labels = b.zeros(Shape{B * T}, DType::i32);
+  if (packed) sp.pos = b.zeros(Shape{B, T}, DType::i32);
   sp.n_valid = sp.program->slot("n_valid", 1.0f);
   Graph g(b, *sp.program);
   g.set_precision(model.precision());  // fp16: every GEMM of the step takes fp16 operands
-  Recorder rec(g, model.config(), m);
+  Recorder rec(g, model.config(), m, sp.pos);
   sp.loss = rec.step(sp.tokens, sp.labels, sp.n_valid, B, T, train);
   sp.program->finalize();
   return sp;
 }
 
+// Uploads one micro-batch into its program's inputs.
+static void upload_batch(Backend& be, Model::Impl::StepProgram& sp, const std::vector<int32_t>& tokens,
+                         const std::vector<int32_t>& labels, const std::vector<int32_t>& positions) {
+  be.upload(sp.tokens, tokens.data(), tokens.size() * sizeof(int32_t));
+  be.upload(sp.labels, labels.data(), labels.size() * sizeof(int32_t));
+  if (sp.packed) be.upload(sp.pos, positions.data(), positions.size() * sizeof(int32_t));
+}
+
 float Model::accumulate(const std::vector<int32_t>& tokens, const std::vector<int32_t>& labels, int64_t batch,
-                        int64_t seq, int64_t n_valid_total) {
+                        int64_t seq, int64_t n_valid_total, const std::vector<int32_t>& positions) {
   check_batch(cfg_, tokens, labels, batch, seq);
+  check_positions(positions, batch, seq);
   ET_CHECK(n_valid_total >= 1, "model: a step needs at least one valid label");
-  auto& sp = step_program(*this, *impl_, impl_->train, batch, seq, true);
-  backend_.upload(sp.tokens, tokens.data(), tokens.size() * sizeof(int32_t));
-  backend_.upload(sp.labels, labels.data(), labels.size() * sizeof(int32_t));
+  auto& sp = step_program(*this, *impl_, impl_->train, batch, seq, true, !positions.empty());
+  upload_batch(backend_, sp, tokens, labels, positions);
   // fp16 scales the loss by dividing the mean's denominator: fused_ce's dlogits, and so every gradient,
   // come out multiplied by the scale (exactly, for a power of two) at no extra pass; the loss read back is
   // divided again.
@@ -206,14 +237,15 @@ float Model::accumulate(const std::vector<int32_t>& tokens, const std::vector<in
   return static_cast<float>(loss / loss_scale);  // this micro-batch's share of the step's mean loss
 }
 
-float Model::evaluate(const std::vector<int32_t>& tokens, const std::vector<int32_t>& labels, int64_t batch, int64_t seq) {
+float Model::evaluate(const std::vector<int32_t>& tokens, const std::vector<int32_t>& labels, int64_t batch,
+                      int64_t seq, const std::vector<int32_t>& positions) {
   check_batch(cfg_, tokens, labels, batch, seq);
+  check_positions(positions, batch, seq);
   int64_t valid = 0;
   for (int32_t l : labels) valid += l >= 0;
   ET_CHECK(valid >= 1, "model: evaluation batch has no valid labels");
-  auto& sp = step_program(*this, *impl_, impl_->eval, batch, seq, false);
-  backend_.upload(sp.tokens, tokens.data(), tokens.size() * sizeof(int32_t));
-  backend_.upload(sp.labels, labels.data(), labels.size() * sizeof(int32_t));
+  auto& sp = step_program(*this, *impl_, impl_->eval, batch, seq, false, !positions.empty());
+  upload_batch(backend_, sp, tokens, labels, positions);
   sp.program->set(sp.n_valid, static_cast<float>(valid));
   sp.program->replay();
   float loss = 0;
@@ -352,12 +384,12 @@ void Model::set_precision(Precision p) {
 
 std::map<std::string, std::vector<float>> Model::gradients(const std::vector<int32_t>& tokens,
                                                            const std::vector<int32_t>& labels, int64_t batch,
-                                                           int64_t seq) {
+                                                           int64_t seq, const std::vector<int32_t>& positions) {
   if (!impl_->zero_prog) record_optimizer(*this, *impl_);
   impl_->zero_prog->replay();
   int64_t valid = 0;
   for (int32_t l : labels) valid += l >= 0;
-  accumulate(tokens, labels, batch, seq, std::max<int64_t>(valid, 1));
+  accumulate(tokens, labels, batch, seq, std::max<int64_t>(valid, 1), positions);
   std::map<std::string, std::vector<float>> out;
   const double loss_scale = loss_scale_now(*this);
   for (Param& p : params_)

@@ -12,10 +12,12 @@ constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
 double sigmoid(double g) { return 1.0 / (1.0 + std::exp(-g)); }
 
-// Rotates every pair (2i, 2i+1) of x [B, T, H, D] or [T, H, D] at position p = t + pos_offset by
-// sign * p * f_i, f_i = freqs[i] when given, else theta^(-2i/D): y0 = x0 cos - x1 sin, y1 = x0 sin + x1 cos.
+// Rotates every pair (2i, 2i+1) of x [B, T, H, D] or [T, H, D] at position p = t + pos_offset (with pos:
+// pos[b, t] + pos_offset) by sign * p * f_i, f_i = freqs[i] when given, else theta^(-2i/D):
+// y0 = x0 cos - x1 sin, y1 = x0 sin + x1 cos.
 void rotate(const Call& c, double sign) {
   const float* freqs = c.has_in(1) ? c.in[1].as<float>() : nullptr;
+  const int32_t* pos = c.has_in(2) ? c.in[2].as<int32_t>() : nullptr;
   const View& x = c.in[0];
   const Shape& s = x.shape;
   int r = s.rank();
@@ -25,7 +27,7 @@ void rotate(const Call& c, double sign) {
   float* yp = c.out[0].as<float>();
   for (int64_t b = 0; b < B; ++b)
     for (int64_t t = 0; t < T; ++t) {
-      double p = static_cast<double>(t) + pos_offset;
+      double p = static_cast<double>(pos ? pos[b * T + t] : t) + pos_offset;
       for (int64_t h = 0; h < H; ++h) {
         int64_t base = ((b * T + t) * H + h) * D;
         for (int64_t i = 0; i < D / 2; ++i) {
@@ -86,8 +88,9 @@ void rms_norm_backward(const Call& c) {
   }
 }
 
-// x [B, T, H, D] or [T, H, D], D even, freqs [D/2] optional -> y, same shape; floats {theta, pos_offset}:
-// with p = t + pos_offset and a = p * f_i (in double; f_i = freqs[i] if given, else theta^(-2i/D)),
+// x [B, T, H, D] or [T, H, D], D even, freqs [D/2] and pos [B, T] (or [T]) i32 optional -> y, same shape;
+// floats {theta, pos_offset}: with p = t + pos_offset (pos given: pos[b, t] + pos_offset, packed samples)
+// and a = p * f_i (in double; f_i = freqs[i] if given, else theta^(-2i/D)),
 // pair i = (x[2i], x[2i+1]) becomes (x0 cos a - x1 sin a, x0 sin a + x1 cos a).
 void rope(const Call& c) { rotate(c, 1.0); }
 

@@ -73,7 +73,8 @@ void rope_like(const OpCall& c, const EncodeContext& ctx, Encoded& out, uint32_t
   uint32_t n = u32(s.numel() / std::max<int64_t>(1, int64_t(H) * D) * (D / 2), c);  // B*T*D/2
   if (n == 0 || H == 0) return;
   const uint32_t has_freqs = c.in.size() > 1 && c.in[1].defined() ? 1u : 0u;
-  Dispatch d(ET_VK_KERNEL(rope), {backward, has_freqs});
+  const uint32_t has_pos = c.in.size() > 2 && c.in[2].defined() ? 1u : 0u;
+  Dispatch d(ET_VK_KERNEL(rope), {backward, has_freqs, has_pos});
   d.arg(n).arg(T).arg(H).arg(D).arg(ctx.float_index[0]).arg(ctx.float_index[1]);
   threads_grid(d, n, kWG, ctx);
   out.dispatches.push_back(d);
@@ -176,6 +177,9 @@ Dispatch attention_dispatch(gpu::AttnKernel kind, const AttnShape& a, const OpCa
   std::vector<uint32_t> spec = {t.invocations(), t.ri, t.kj, t.hc, gpu::attention_swizzle(t.hc / 4),
                                 gpu::attention_swizzle(t.b_rows() / 4)};
   if (kind != gpu::AttnKernel::forward) spec.push_back(kind == gpu::AttnKernel::dq ? 0u : 1u);
+  // HAS_POS (constant 6 of the forward, 7 of the backward): the pos input is bound (else a dummy).
+  const size_t pos = kind == gpu::AttnKernel::forward ? 3 : 6;
+  spec.push_back(c.in.size() > pos && c.in[pos].defined() ? 1u : 0u);
   Dispatch d = kind == gpu::AttnKernel::forward ? Dispatch(ET_VK_KERNEL(attention), spec)
                                                 : Dispatch(ET_VK_KERNEL(attention_backward), spec);
   d.arg(a.B).arg(a.T).arg(a.S).arg(a.H).arg(a.KV).arg(a.hd).arg(blocks).arg(ctx.float_index[0]);

@@ -78,15 +78,19 @@ void rope_like(const OpCall& c, const EncodeContext& ctx, Encoded& out, bool bac
   if (BT == 0 || pairs == 0 || H == 0) return;
   u32(s.numel(), c);
   const bool freqs = c.in.size() > 1 && c.in[1].defined();  // the kernel forms F from them
+  const bool pos = c.in.size() > 2 && c.in[2].defined();
   const bool slot = !freqs && c.floats[0].is_slot();
   for (int64_t first = 0; first < pairs; first += kRopeTablePairs) {
     const int64_t n_pairs = std::min(kRopeTablePairs, pairs - first);
     const uint64_t n = static_cast<uint64_t>(BT) * static_cast<uint64_t>(n_pairs);
     Dispatch d(ET_WG_KERNEL(rope));
     d.constant("BACKWARD", backward ? 1 : 0).constant("THETA_SLOT", slot ? 1 : 0).constant("FREQS", freqs ? 1 : 0);
+    d.constant("POS", pos ? 1 : 0);
     d.constant("WG", 64);
     d.in(0);
     if (freqs) d.in(1);
+    else d.dummy();
+    if (pos) d.in(2);
     else d.dummy();
     d.out(0).scalars().uniform();
     d.arg(u32(static_cast<int64_t>(n), c)).arg(u32(T, c)).arg(u32(H, c)).arg(u32(D, c)).arg(u32(first, c)).arg(u32(n_pairs, c));
@@ -174,13 +178,14 @@ AttnShape attention_shape(const OpCall& c, size_t qi) {
 // tiles and grid (B * heads * blocks workgroups, blocks = tiles of the A side per (batch, head)); returns
 // the blocks per (batch, head) for the parameters.
 Dispatch attention_dispatch(gpu::AttnKernel kind, const AttnShape& a, const OpCall& c, const EncodeContext& ctx,
-                            uint32_t& blocks) {
+                            uint32_t& blocks, bool pos) {
   const gpu::AttnTiles t = gpu::attention_tiles(kind, a.hd, ctx, c);
   const uint32_t heads = kind == gpu::AttnKernel::dkdv ? a.KV : a.H;
   blocks = static_cast<uint32_t>(ceil_div(kind == gpu::AttnKernel::dkdv ? a.S : a.T, t.a_rows()));
   Dispatch d = kind == gpu::AttnKernel::forward ? Dispatch(ET_WG_KERNEL(attention)) : Dispatch(ET_WG_KERNEL(attention_backward));
   d.constant("WG", t.invocations()).constant("RI", t.ri).constant("KJ", t.kj).constant("HC", t.hc);
   d.constant("SWZ", gpu::attention_swizzle(t.hc / 4)).constant("PSW", gpu::attention_swizzle(t.b_rows() / 4));
+  d.constant("HAS_POS", pos ? 1 : 0);
   if (kind != gpu::AttnKernel::forward) {
     d.constant("MODE", kind == gpu::AttnKernel::dq ? 0 : 1).constant("A_TILES", 2);
     d.constant("B_TILES", kind == gpu::AttnKernel::dq ? 1 : 2);
@@ -188,31 +193,43 @@ Dispatch attention_dispatch(gpu::AttnKernel kind, const AttnShape& a, const OpCa
   grid_1d(uint64_t(a.B) * heads * blocks, ctx, d.groups);
   return d;
 }
+// Whether the call has its optional pos input (index i).
+bool has_pos(const OpCall& c, size_t i) { return c.in.size() > i && c.in[i].defined(); }
 }  // namespace
 
 void encode_attention(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   const AttnShape a = attention_shape(c, 0);
   if (uint64_t(a.B) * a.T == 0) return;
   uint32_t blocks = 0;
-  Dispatch d = attention_dispatch(gpu::AttnKernel::forward, a, c, ctx, blocks);
-  d.in(0).in(1).in(2).out(0).out(1).scalars().uniform();
+  const bool pos = has_pos(c, 3);
+  Dispatch d = attention_dispatch(gpu::AttnKernel::forward, a, c, ctx, blocks, pos);
+  d.in(0).in(1).in(2);
+  if (pos) d.in(3);
+  else d.dummy();
+  d.out(0).out(1).scalars().uniform();
   d.arg(a.B).arg(a.T).arg(a.S).arg(a.H).arg(a.KV).arg(a.hd).arg(blocks).arg(ctx.float_index[0]);
   d.arg(0xff800000u);  // -inf bits: WGSL has no infinity literal
   out.dispatches.push_back(std::move(d));
 }
 
-// Inputs dout, q, k, v, out, lse; outputs dq, dk, dv. Scratch 0 = [lse | D] of every query row (the prep
-// kernel), scratch 1 = the unused second output of the dq dispatch.
+// Inputs dout, q, k, v, out, lse, pos (optional); outputs dq, dk, dv. Scratch 0 = [lse | D] of every query
+// row and, with pos, every query's first key (the prep kernel), scratch 1 = the unused second output of
+// the dq dispatch.
 void encode_attention_backward(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   const AttnShape a = attention_shape(c, 1);
   if (uint64_t(a.B) * a.S == 0) return;
-  const uint64_t rows = uint64_t(a.B) * a.H * a.T;
-  out.scratch_bytes.push_back(std::max<size_t>(16, 2 * rows * sizeof(float)));
+  const bool pos = has_pos(c, 6);
+  const uint64_t rows = uint64_t(a.B) * a.H * a.T, words = 2 * rows + (pos ? uint64_t(a.B) * a.T : 0);
+  out.scratch_bytes.push_back(std::max<size_t>(16, words * sizeof(float)));
   out.scratch_bytes.push_back(16);
-  u32(2 * rows, c);
+  u32(words, c);
   if (rows > 0) {
     Dispatch prep(ET_WG_KERNEL(attention_backward_prep));
-    prep.in(0).in(4).in(5).scratch(0).uniform();
+    prep.constant("HAS_POS", pos ? 1 : 0);
+    prep.in(0).in(4).in(5);
+    if (pos) prep.in(6);
+    else prep.dummy();
+    prep.scratch(0).uniform();
     prep.arg(a.B).arg(a.T).arg(a.H).arg(a.hd);
     grid_1d(ceil_div(rows, 64), ctx, prep.groups);
     out.dispatches.push_back(std::move(prep));
@@ -222,12 +239,12 @@ void encode_attention_backward(const OpCall& c, const EncodeContext& ctx, Encode
   };
   uint32_t blocks = 0;
   if (a.T > 0) {
-    Dispatch dq = attention_dispatch(gpu::AttnKernel::dq, a, c, ctx, blocks);
+    Dispatch dq = attention_dispatch(gpu::AttnKernel::dq, a, c, ctx, blocks, pos);
     dq.in(0).in(1).in(2).in(3).scratch(0, Access::read).out(0).scratch(1).scalars().uniform();
     params(dq, blocks);
     out.dispatches.push_back(std::move(dq));
   }
-  Dispatch dkdv = attention_dispatch(gpu::AttnKernel::dkdv, a, c, ctx, blocks);
+  Dispatch dkdv = attention_dispatch(gpu::AttnKernel::dkdv, a, c, ctx, blocks, pos);
   dkdv.in(0).in(1).in(2).in(3).scratch(0, Access::read).out(1).out(2).scalars().uniform();
   params(dkdv, blocks);
   out.dispatches.push_back(std::move(dkdv));

@@ -203,6 +203,23 @@ HostTensor random_bool(Rng& r, Shape s) {
 
 HostTensor zeros(Shape s, DType t) { return HostTensor(s, t); }
 
+HostTensor packed_positions(int64_t B, int64_t T, const std::vector<std::vector<int64_t>>& lengths) {
+  HostTensor h(Shape{B, T}, DType::i32);
+  for (int64_t b = 0; b < B; ++b) {
+    const std::vector<int64_t>& row = lengths[static_cast<size_t>(b) % lengths.size()];
+    size_t sample = 0;
+    int64_t p = 0;
+    for (int64_t t = 0; t < T; ++t) {
+      if (p == row[sample % row.size()]) {
+        ++sample;
+        p = 0;
+      }
+      h.as<int32_t>()[b * T + t] = static_cast<int32_t>(p++);
+    }
+  }
+  return h;
+}
+
 HostTensor filled_f32(Shape s, float v) {
   HostTensor h(s, DType::f32);
   for (int64_t i = 0; i < h.numel(); ++i) h.as<float>()[i] = v;

@@ -92,6 +92,10 @@ HostTensor random_f32(Rng& r, Shape s, float lo = -1.0f, float hi = 1.0f);
 HostTensor random_i32(Rng& r, Shape s, int32_t lo, int32_t hi);
 HostTensor random_bool(Rng& r, Shape s);
 HostTensor zeros(Shape s, DType t);
+// Positions of packed samples (rope's and attention's pos input), i32 [B, T]: row b holds samples of the
+// lengths lengths[b % lengths.size()], in turn and cycled until T tokens (the last one cut at T), each
+// numbered 0, 1, 2, ... from its first token.
+HostTensor packed_positions(int64_t B, int64_t T, const std::vector<std::vector<int64_t>>& lengths);
 HostTensor filled_f32(Shape s, float v);
 // A q4gsw weight ready for the ops: random codes 0..15 packed as W_4X8, and random positive scales
 // (a few exactly zero when zero_scales). Also returns the codes for checks.

@@ -5,10 +5,15 @@
 // the end) and the output rows, rescaled when m grows. No score matrix beyond AR x BR exists.
 // Layouts (the reference's): q, out [B,T,H,hd]; k, v [B,S,KV,hd]; lse [B,H,T]; query t sees keys
 // j <= t + S - T of kv head h / (H / KV). Writes out = sum_j p_j v_j / l and lse = m + log(l).
+// HAS_POS (sample packing, S == T): query t sees keys [first(t), t] only, first(t) = t - clamp(pos[b,t], 0, t);
+// the key loop starts at the tile holding the smallest first() of the block (earlier tiles hold no key any
+// of its queries sees), and a row whose keys in a tile all lie before its sample gets weight 0 there.
+// Without it (a specialization) the kernel is the plain causal one.
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #include "attention_tiles.glsl"
 #include "generic_common.glsl"
+layout(constant_id = 6) const uint HAS_POS = 0;  // 1: binding 3 holds pos [B, T]
 
 layout(set = 0, binding = 0) readonly buffer Qb { float q[]; };
 layout(set = 0, binding = 0) readonly buffer Qv { vec4 q4[]; };
@@ -16,10 +21,11 @@ layout(set = 0, binding = 1) readonly buffer Kb { float k[]; };
 layout(set = 0, binding = 1) readonly buffer Kv { vec4 k4[]; };
 layout(set = 0, binding = 2) readonly buffer Vb { float v[]; };
 layout(set = 0, binding = 2) readonly buffer Vv { vec4 v4[]; };
-layout(set = 0, binding = 3) writeonly buffer Ob { float o[]; };
-layout(set = 0, binding = 3) writeonly buffer Ov { vec4 o4[]; };
-layout(set = 0, binding = 4) writeonly buffer Lb { float lse[]; };
-layout(set = 0, binding = 5) readonly buffer Scalars { float scal[]; };
+layout(set = 0, binding = 3) readonly buffer Pb { int tok_pos[]; };  // a dummy unless HAS_POS
+layout(set = 0, binding = 4) writeonly buffer Ob { float o[]; };
+layout(set = 0, binding = 4) writeonly buffer Ov { vec4 o4[]; };
+layout(set = 0, binding = 5) writeonly buffer Lb { float lse[]; };
+layout(set = 0, binding = 6) readonly buffer Scalars { float scal[]; };
 
 layout(push_constant) uniform P {
   uint B, T, S, H, KV, hd;
@@ -30,6 +36,9 @@ layout(push_constant) uniform P {
 shared vec4 Qs[AR * HC4];
 shared vec4 KVs[BR * HC4];
 shared vec4 Ps[AR * BR4];
+
+// The first key query t of sequence b sees under HAS_POS.
+uint first_key(uint b, uint t) { return t - uint(clamp(tok_pos[b * p.T + t], 0, int(t))); }
 
 void main() {
   const uint wid = et_group();
@@ -53,7 +62,18 @@ void main() {
     [[unroll]] for (uint d = 0u; d < DQ; ++d) acc[i * DQ_MAX + d] = vec4(0.0);
   }
   const uint kend = t0 + nq + off;  // keys [0, kend) are seen by some query of the block
-  for (uint c0 = 0u; c0 < kend; c0 += BR) {
+  uint first[RI_MAX], cbeg = 0u;
+  if (HAS_POS == 1u) {
+    [[unroll]] for (uint i = 0u; i < RI; ++i) {
+      const uint t = t0 + ty + TY * i;
+      first[i] = t < p.T ? first_key(b, t) : 0u;
+    }
+    // Every invocation reads the block's positions (the same addresses), so cbeg is uniform.
+    uint f = t0;
+    for (uint r = 0u; r < nq; ++r) f = min(f, first_key(b, t0 + r));
+    cbeg = f / BR * BR;
+  }
+  for (uint c0 = cbeg; c0 < kend; c0 += BR) {
     const uint nk = min(BR, p.S - c0);
     barrier();  // the previous tile's readers of KVs and Ps are done
     ET_LOAD_TILE(KVs, 0u, BR, k, k4, kbase + c0 * kstride, kstride, nk, p.hd)
@@ -68,7 +88,8 @@ void main() {
       tmax[i] = -ET_INF;
       [[unroll]] for (uint j = 0u; j < KJ; ++j) {
         const uint c = c0 + tx + TX * j;
-        const float x = c < p.S && c <= t + off ? scale * s[i * KJ_MAX + j] : -ET_INF;
+        const bool seen = c < p.S && c <= t + off && (HAS_POS == 0u || c >= first[i]);
+        const float x = seen ? scale * s[i * KJ_MAX + j] : -ET_INF;
         s[i * KJ_MAX + j] = x;
         tmax[i] = max(tmax[i], x);
       }
@@ -76,12 +97,14 @@ void main() {
     ET_ROW_SHARE(Ps, tmax)
     barrier();
     [[unroll]] for (uint i = 0u; i < RI; ++i) {
-      // Tile 0 holds key 0, which every query sees: from then on m is finite.
+      // Tile 0 holds key 0, which every query sees: from then on m is finite. Under HAS_POS a row's first
+      // tiles may hold none of its keys (mn = -inf): they add exp(-inf - 0) = 0.
       const float mn = max(m[i], ET_ROW_MAX(Ps, ty + TY * i));
       const float alpha = m[i] == mn ? 1.0 : exp(m[i] - mn);
+      const float mz = HAS_POS == 1u && mn == -ET_INF ? 0.0 : mn;
       float sum = 0.0;
       [[unroll]] for (uint j = 0u; j < KJ; ++j) {
-        const float e = exp(s[i * KJ_MAX + j] - mn);  // exp(-inf) = 0 for masked keys
+        const float e = exp(s[i * KJ_MAX + j] - mz);  // exp(-inf) = 0 for masked keys
         s[i * KJ_MAX + j] = e;
         sum += e;
       }

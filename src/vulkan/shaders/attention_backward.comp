@@ -8,11 +8,15 @@
 //     S^T = K Q^T, dP^T = V dout^T, P^T and dS^T as above (D from MODE 0), dv += P^T dout, dk += dS^T Q;
 //     dk *= scale. So dk and dv sum the group's query heads in order, in one workgroup.
 // Layouts as attention.comp; dout, out, dq [B,T,H,hd]; dk, dv [B,S,KV,hd]; D (scratch) [B,H,T].
+// HAS_POS (sample packing, S == T) masks as attention.comp: query t sees keys [first(t), t]. dq starts its
+// key loop at the tile of its block's smallest first(); dk/dv skips every query block none of whose
+// queries sees a key of its key block (all of their samples start after it).
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #include "attention_tiles.glsl"
 #include "generic_common.glsl"
 layout(constant_id = 6) const uint MODE = 0;  // 0 dq (and D), 1 dk/dv
+layout(constant_id = 7) const uint HAS_POS = 0;  // 1: binding 6 holds pos [B, T]
 
 layout(set = 0, binding = 0) readonly buffer DOb { float dout[]; };
 layout(set = 0, binding = 0) readonly buffer DOv { vec4 dout4[]; };
@@ -25,14 +29,15 @@ layout(set = 0, binding = 3) readonly buffer Vv { vec4 v4[]; };
 layout(set = 0, binding = 4) readonly buffer Ob { float o[]; };
 layout(set = 0, binding = 4) readonly buffer Ov { vec4 o4[]; };
 layout(set = 0, binding = 5) readonly buffer Lb { float lse[]; };
-layout(set = 0, binding = 6) writeonly buffer DQb { float dq[]; };
-layout(set = 0, binding = 6) writeonly buffer DQv { vec4 dq4[]; };
-layout(set = 0, binding = 7) writeonly buffer DKb { float dk[]; };
-layout(set = 0, binding = 7) writeonly buffer DKv { vec4 dk4[]; };
-layout(set = 0, binding = 8) writeonly buffer DVb { float dv[]; };
-layout(set = 0, binding = 8) writeonly buffer DVv { vec4 dv4[]; };
-layout(set = 0, binding = 9) readonly buffer Scalars { float scal[]; };
-layout(set = 0, binding = 10) buffer Db { float Dr[]; };  // scratch: D of every query row
+layout(set = 0, binding = 6) readonly buffer Pb { int tok_pos[]; };  // a dummy unless HAS_POS
+layout(set = 0, binding = 7) writeonly buffer DQb { float dq[]; };
+layout(set = 0, binding = 7) writeonly buffer DQv { vec4 dq4[]; };
+layout(set = 0, binding = 8) writeonly buffer DKb { float dk[]; };
+layout(set = 0, binding = 8) writeonly buffer DKv { vec4 dk4[]; };
+layout(set = 0, binding = 9) writeonly buffer DVb { float dv[]; };
+layout(set = 0, binding = 9) writeonly buffer DVv { vec4 dv4[]; };
+layout(set = 0, binding = 10) readonly buffer Scalars { float scal[]; };
+layout(set = 0, binding = 11) buffer Db { float Dr[]; };  // scratch: D of every query row
 
 layout(push_constant) uniform P {
   uint B, T, S, H, KV, hd;
@@ -45,6 +50,15 @@ layout(push_constant) uniform P {
 shared vec4 As[2u * AR * HC4];
 shared vec4 Bs[(1u + MODE) * BR * HC4];
 shared vec4 Xs[AR * BR4];
+
+// The first key query t of sequence b sees under HAS_POS, and the smallest of the n queries from t0
+// (every invocation reads the same positions, so it is uniform).
+uint first_key(uint b, uint t) { return t - uint(clamp(tok_pos[b * p.T + t], 0, int(t))); }
+uint first_of_block(uint b, uint t0, uint n) {
+  uint f = t0;
+  for (uint r = 0u; r < n; ++r) f = min(f, first_key(b, t0 + r));
+  return f;
+}
 
 void dq_block(uint wid, uint tx, uint ty) {
   const uint bh = wid / p.nblocks, qb = p.nblocks - 1u - (wid - bh * p.nblocks);
@@ -87,7 +101,15 @@ void dq_block(uint wid, uint tx, uint ty) {
   vec4 acc[RI_MAX * DQ_MAX];
   [[unroll]] for (uint i = 0u; i < RI * DQ_MAX; ++i) acc[i] = vec4(0.0);
   const uint kend = t0 + nq + off;  // keys [0, kend) are seen by some query of the block
-  for (uint c0 = 0u; c0 < kend; c0 += BR) {
+  uint first[RI_MAX], cbeg = 0u;
+  if (HAS_POS == 1u) {
+    [[unroll]] for (uint i = 0u; i < RI; ++i) {
+      const uint t = t0 + ty + TY * i;
+      first[i] = t < p.T ? first_key(b, t) : 0u;
+    }
+    cbeg = first_of_block(b, t0, nq) / BR * BR;
+  }
+  for (uint c0 = cbeg; c0 < kend; c0 += BR) {
     const uint nk = min(BR, p.S - c0);
     barrier();  // the previous tile's (or the D sums') readers of Bs and Xs are done
     ET_LOAD_TILE(Bs, 0u, BR, v, v4, kbase + c0 * kstride, kstride, nk, p.hd)
@@ -106,7 +128,8 @@ void dq_block(uint wid, uint tx, uint ty) {
       const uint t = t0 + ty + TY * i;
       [[unroll]] for (uint j = 0u; j < KJ; ++j) {
         const uint c = c0 + tx + TX * j;
-        const float pr = t < p.T && c < p.S && c <= t + off ? exp(scale * s[i * KJ_MAX + j] - L[i]) : 0.0;
+        const bool seen = t < p.T && c < p.S && c <= t + off && (HAS_POS == 0u || c >= first[i]);
+        const float pr = seen ? exp(scale * s[i * KJ_MAX + j] - L[i]) : 0.0;
         Xs[p_at(ty + TY * i, (tx >> 2) + 4u * j)][tx & 3u] = pr * (dp[i * KJ_MAX + j] - D[i]);
       }
     }
@@ -144,6 +167,7 @@ void dkdv_block(uint wid, uint tx, uint ty) {
     const uint lbase = (b * p.H + h) * p.T;
     for (uint t0 = tfirst; t0 < p.T; t0 += BR) {
       const uint nq = min(BR, p.T - t0), qbase = ((b * p.T + t0) * p.H + h) * p.hd;
+      if (HAS_POS == 1u && first_of_block(b, t0, nq) >= c0 + nk) continue;  // uniform: no query sees the keys
       barrier();  // the previous block's readers of Bs and Xs are done
       ET_LOAD_TILE(Bs, 0u, BR, q, q4, qbase, qstride, nq, p.hd)
       ET_LOAD_TILE(Bs, DO, BR, dout, dout4, qbase, qstride, nq, p.hd)
@@ -156,16 +180,19 @@ void dkdv_block(uint wid, uint tx, uint ty) {
       ET_DOT_TILES(s, As, 0u, Bs, 0u)    // K . Q
       ET_DOT_TILES(dp, As, VO, Bs, DO)   // V . dout
       float L[KJ_MAX], D[KJ_MAX];
+      uint first[KJ_MAX];
       [[unroll]] for (uint j = 0u; j < KJ; ++j) {
         const uint t = t0 + tx + TX * j;
         L[j] = t < p.T ? lse[lbase + t] : 0.0;
         D[j] = t < p.T ? Dr[lbase + t] : 0.0;
+        if (HAS_POS == 1u) first[j] = t < p.T ? first_key(b, t) : 0u;
       }
       [[unroll]] for (uint i = 0u; i < RI; ++i) {
         const uint c = c0 + ty + TY * i;
         [[unroll]] for (uint j = 0u; j < KJ; ++j) {
           const uint t = t0 + tx + TX * j;
-          const float pr = t < p.T && c < p.S && c <= t + off ? exp(scale * s[i * KJ_MAX + j] - L[j]) : 0.0;
+          const bool seen = t < p.T && c < p.S && c <= t + off && (HAS_POS == 0u || c >= first[j]);
+          const float pr = seen ? exp(scale * s[i * KJ_MAX + j] - L[j]) : 0.0;
           s[i * KJ_MAX + j] = pr;
           dp[i * KJ_MAX + j] = pr * (dp[i * KJ_MAX + j] - D[j]);
           Xs[p_at(ty + TY * i, (tx >> 2) + 4u * j)][tx & 3u] = pr;

@@ -6,6 +6,8 @@
 // Newton steps on b^n * theta = 1, then b^i, times p, reduced by pi/2 in float-float, and sin/cos of the
 // reduced angle from short polynomials (drivers' sin/cos are only specified to 2^-11 absolute error).
 // With the freqs input (HAS_FREQS) the pair's frequency is that fp32 value, exactly, instead of theta^(-i/n).
+// With the pos input (HAS_POS, packed samples) the position is pos[b, t] + pos_offset instead of t +
+// pos_offset (exact for |pos| < 2^24, as float(t) is for t).
 #version 450
 #extension GL_GOOGLE_include_directive : require
 layout(local_size_x = 128) in;
@@ -13,11 +15,13 @@ layout(local_size_x = 128) in;
 
 layout(constant_id = 0) const uint BACKWARD = 0;   // 1: rotate by -a
 layout(constant_id = 1) const uint HAS_FREQS = 0;  // 1: binding 1 holds each pair's frequency
+layout(constant_id = 2) const uint HAS_POS = 0;    // 1: binding 2 holds each token's position
 
 layout(set = 0, binding = 0) readonly buffer X { float x[]; };
 layout(set = 0, binding = 1) readonly buffer Freqs { float freqs[]; };  // a dummy when HAS_FREQS = 0
-layout(set = 0, binding = 2) writeonly buffer Y { float y[]; };
-layout(set = 0, binding = 3) readonly buffer Scalars { float scal[]; };
+layout(set = 0, binding = 2) readonly buffer Pos { int tok_pos[]; };        // [B*T], a dummy when HAS_POS = 0
+layout(set = 0, binding = 3) writeonly buffer Y { float y[]; };
+layout(set = 0, binding = 4) readonly buffer Scalars { float scal[]; };
 
 layout(push_constant) uniform P {
   uint n;  // B * T * D/2 invocations
@@ -92,10 +96,10 @@ void main() {
   uint half_d = p.D / 2u;
   uint i = q % half_d, bt = q / half_d, t = bt % p.T;
   float theta = scal[p.theta_idx];
-  vec2 pos = ff_two_sum(float(t), scal[p.pos_idx]);
+  vec2 at = ff_two_sum(HAS_POS == 1u ? float(tok_pos[bt]) : float(t), scal[p.pos_idx]);
   vec2 freq = HAS_FREQS == 1u ? vec2(freqs[i], 0.0)
                               : (i == 0u ? vec2(1.0, 0.0) : ff_pow(inv_root(theta, half_d), i));
-  vec2 a = ff_mul(pos, freq);
+  vec2 a = ff_mul(at, freq);
   if (BACKWARD == 1u) a = -a;
   // a = k * pi/2 + r, |r| <= pi/4 (+ rounding)
   const vec2 PIO2 = vec2(1.57079637050628662109375, -4.37113900018624283e-8);

@@ -4,15 +4,22 @@
 // row the running max m, the running sum l of exp(s - m) (per invocation, summed at the end) and the
 // output rows, rescaled when m grows. Layouts: q, out [B,T,H,hd]; k, v [B,S,KV,hd]; lse [B,H,T]; query t
 // sees keys j <= t + S - T of kv head h / (H / KV). out = sum_j p_j v_j / l, lse = m + log(l).
+// HAS_POS (sample packing, S == T): query t sees keys [first(t), t] only, first(t) = t - clamp(pos[b,t], 0, t);
+// the key loop starts at the tile holding the block's smallest first(). Off, the kernel is the plain one.
 #include "attention_tiles.wgsl"
+override HAS_POS: bool = false;
 struct Params { B: u32, T: u32, S: u32, H: u32, KV: u32, hd: u32, nqb: u32, scale_idx: u32, neg_inf: u32 }
 @group(0) @binding(0) var<storage, read> Q: array<f32>;
 @group(0) @binding(1) var<storage, read> K: array<f32>;
 @group(0) @binding(2) var<storage, read> V: array<f32>;
-@group(0) @binding(3) var<storage, read_write> O: array<f32>;
-@group(0) @binding(4) var<storage, read_write> LSE: array<f32>;
-@group(0) @binding(5) var<storage, read> scalars: array<f32>;
-@group(0) @binding(6) var<uniform> p: Params;
+@group(0) @binding(3) var<storage, read> tok_pos: array<i32>;  // [B, T], a dummy unless HAS_POS
+@group(0) @binding(4) var<storage, read_write> O: array<f32>;
+@group(0) @binding(5) var<storage, read_write> LSE: array<f32>;
+@group(0) @binding(6) var<storage, read> scalars: array<f32>;
+@group(0) @binding(7) var<uniform> p: Params;
+
+// The first key query t of sequence b sees under HAS_POS.
+fn first_key(b: u32, t: u32) -> u32 { return t - u32(clamp(tok_pos[b * p.T + t], 0, i32(t))); }
 
 fn src(which: u32, i: u32) -> f32 {
   if (which == 0u) { return Q[i]; }
@@ -49,7 +56,19 @@ fn main(@builtin(workgroup_id) wgid: vec3<u32>, @builtin(num_workgroups) nwg: ve
   var acc: array<vec4<f32>, 16>;
   for (var i = 0u; i < RI; i++) { m[i] = neg_inf; }
   let kend = t0 + nq + off;  // keys [0, kend) are seen by some query of the block
-  for (var c0 = 0u; c0 < kend; c0 += BR) {
+  var first: array<u32, 8>;
+  var cbeg = 0u;
+  if (HAS_POS) {
+    for (var i = 0u; i < RI; i++) {
+      let t = t0 + ty + TY * i;
+      if (t < p.T) { first[i] = first_key(b, t); }
+    }
+    // Every invocation reads the block's positions (the same addresses), so cbeg is uniform.
+    var f = t0;
+    for (var r = 0u; r < nq; r++) { f = min(f, first_key(b, t0 + r)); }
+    cbeg = f / BR * BR;
+  }
+  for (var c0 = cbeg; c0 < kend; c0 += BR) {
     let nk = min(BR, p.S - c0);
     workgroupBarrier();  // the previous tile's readers of Bs and Xs are done
     load_tile(1u, 0u, BR, 1u, kbase + c0 * kstride, kstride, nk, p.hd, li);
@@ -63,7 +82,7 @@ fn main(@builtin(workgroup_id) wgid: vec3<u32>, @builtin(num_workgroups) nwg: ve
       for (var j = 0u; j < KJ; j++) {
         let c = c0 + tx + TX * j;
         var x = neg_inf;
-        if (c < p.S && c <= t + off) { x = scale * s[i * KJ_MAX + j]; }
+        if (c < p.S && c <= t + off && (!HAS_POS || c >= first[i])) { x = scale * s[i * KJ_MAX + j]; }
         s[i * KJ_MAX + j] = x;
         tmax[i] = max(tmax[i], x);
       }
@@ -71,13 +90,16 @@ fn main(@builtin(workgroup_id) wgid: vec3<u32>, @builtin(num_workgroups) nwg: ve
     row_share(tmax, tx, ty);
     workgroupBarrier();
     for (var i = 0u; i < RI; i++) {
-      // Tile 0 holds key 0, which every query sees: from then on m is finite.
+      // Tile 0 holds key 0, which every query sees: from then on m is finite. Under HAS_POS a row's first
+      // tiles may hold none of its keys (mn = -inf): they add exp(-inf - 0) = 0.
       let mn = max(m[i], row_max(ty + TY * i));
       var alpha = 1.0;
       if (m[i] != mn) { alpha = exp(m[i] - mn); }
+      var mz = mn;
+      if (HAS_POS && mn == neg_inf) { mz = 0.0; }
       var sum = 0.0;
       for (var j = 0u; j < KJ; j++) {
-        let e = exp(s[i * KJ_MAX + j] - mn);  // exp(-inf) = 0 for masked keys
+        let e = exp(s[i * KJ_MAX + j] - mz);  // exp(-inf) = 0 for masked keys
         s[i * KJ_MAX + j] = e;
         sum += e;
       }

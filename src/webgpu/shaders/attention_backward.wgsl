@@ -2,7 +2,10 @@
 // src/vulkan/shaders/attention_backward.comp: probabilities are recomputed from q, k and the forward's
 // lse. WebGPU guarantees only 8 storage buffers per kernel, so the rows' lse and D = rowsum(dout * out)
 // come from the scratch buffer AUX = [lse | D] that attention_backward_prep.wgsl fills first (the Vulkan
-// dq kernel computes D itself), and the two outputs of a dispatch share bindings 5 and 6:
+// dq kernel computes D itself), and the two outputs of a dispatch share bindings 5 and 6. HAS_POS (sample
+// packing, S == T): AUX also holds each query's first key [B, T] after them (u32; lse and D are f32 bits),
+// query t sees keys [first(t), t] only; dq starts its key loop at the tile of its block's smallest first(),
+// dk/dv skips every query block none of whose queries sees a key of its key block.
 //   MODE 0, dq (OUT0 = dq, OUT1 = a dummy): one workgroup per (batch, query head, block of AR queries); per
 //     tile of BR keys: dP = dout V^T (V in Bs), then S = Q K^T (K in Bs), P = exp(scale S - lse),
 //     dS = P (dP - D), dq += dS K; dq *= scale.
@@ -11,16 +14,26 @@
 //     the block: S^T = K Q^T, dP^T = V dout^T, dv += P^T dout, dk += dS^T Q; dk *= scale.
 #include "attention_tiles.wgsl"
 override MODE: u32 = 0u;
+override HAS_POS: bool = false;
 struct Params { B: u32, T: u32, S: u32, H: u32, KV: u32, hd: u32, nblocks: u32, scale_idx: u32 }
 @group(0) @binding(0) var<storage, read> DOUT: array<f32>;
 @group(0) @binding(1) var<storage, read> Q: array<f32>;
 @group(0) @binding(2) var<storage, read> K: array<f32>;
 @group(0) @binding(3) var<storage, read> V: array<f32>;
-@group(0) @binding(4) var<storage, read> AUX: array<f32>;  // lse [B*H*T], then D [B*H*T]
+@group(0) @binding(4) var<storage, read> AUX: array<u32>;  // lse [B*H*T], D [B*H*T] (f32 bits), first keys
 @group(0) @binding(5) var<storage, read_write> OUT0: array<f32>;
 @group(0) @binding(6) var<storage, read_write> OUT1: array<f32>;
 @group(0) @binding(7) var<storage, read> scalars: array<f32>;
 @group(0) @binding(8) var<uniform> p: Params;
+
+// The first key query t of sequence b sees (HAS_POS), and the smallest of the n queries from t0 (every
+// invocation reads the same words, so it is uniform).
+fn first_key(b: u32, t: u32) -> u32 { return AUX[2u * p.B * p.H * p.T + b * p.T + t]; }
+fn first_of_block(b: u32, t0: u32, n: u32) -> u32 {
+  var f = t0;
+  for (var r = 0u; r < n; r++) { f = min(f, first_key(b, t0 + r)); }
+  return f;
+}
 
 fn src(which: u32, i: u32) -> f32 {
   if (which == 0u) { return DOUT[i]; }
@@ -63,13 +76,22 @@ fn dq_block(wid: u32, tx: u32, ty: u32, li: u32) {
   for (var i = 0u; i < RI; i++) {
     let r = ty + TY * i;
     if (r < nq) {
-      L[i] = AUX[lbase + r];
-      D[i] = AUX[nrows + lbase + r];
+      L[i] = bitcast<f32>(AUX[lbase + r]);
+      D[i] = bitcast<f32>(AUX[nrows + lbase + r]);
     }
   }
   var acc: array<vec4<f32>, 16>;
   let kend = t0 + nq + off;  // keys [0, kend) are seen by some query of the block
-  for (var c0 = 0u; c0 < kend; c0 += BR) {
+  var first: array<u32, 8>;
+  var cbeg = 0u;
+  if (HAS_POS) {
+    for (var i = 0u; i < RI; i++) {
+      let t = t0 + ty + TY * i;
+      if (t < p.T) { first[i] = first_key(b, t); }
+    }
+    cbeg = first_of_block(b, t0, nq) / BR * BR;
+  }
+  for (var c0 = cbeg; c0 < kend; c0 += BR) {
     let nk = min(BR, p.S - c0);
     workgroupBarrier();  // the previous tile's readers of Bs and Xs are done
     load_tile(1u, 0u, BR, 3u, kbase + c0 * kstride, kstride, nk, p.hd, li);
@@ -84,7 +106,9 @@ fn dq_block(wid: u32, tx: u32, ty: u32, li: u32) {
       for (var j = 0u; j < KJ; j++) {
         let c = c0 + tx + TX * j;
         var pr = 0.0;
-        if (t < p.T && c < p.S && c <= t + off) { pr = exp(scale * s[i * KJ_MAX + j] - L[i]); }
+        if (t < p.T && c < p.S && c <= t + off && (!HAS_POS || c >= first[i])) {
+          pr = exp(scale * s[i * KJ_MAX + j] - L[i]);
+        }
         put_score(ty + TY * i, tx + TX * j, pr * (dp[i * KJ_MAX + j] - D[i]));
       }
     }
@@ -130,6 +154,7 @@ fn dkdv_block(wid: u32, tx: u32, ty: u32, li: u32) {
     for (var t0 = tfirst; t0 < p.T; t0 += BR) {
       let nq = min(BR, p.T - t0);
       let qbase = ((b * p.T + t0) * p.H + h) * p.hd;
+      if (HAS_POS && first_of_block(b, t0, nq) >= c0 + nk) { continue; }  // uniform: no query sees the keys
       workgroupBarrier();  // the previous block's readers of Bs and Xs are done
       load_tile(1u, 0u, BR, 1u, qbase, qstride, nq, p.hd, li);
       load_tile(1u, DO, BR, 0u, qbase, qstride, nq, p.hd, li);
@@ -138,11 +163,13 @@ fn dkdv_block(wid: u32, tx: u32, ty: u32, li: u32) {
       var dp = dot_tiles(VO, DO, tx, ty);   // V . dout
       var L: array<f32, 4>;
       var D: array<f32, 4>;
+      var first: array<u32, 4>;
       for (var j = 0u; j < KJ; j++) {
         let t = t0 + tx + TX * j;
         if (t < p.T) {
-          L[j] = AUX[lbase + t];
-          D[j] = AUX[nrows + lbase + t];
+          L[j] = bitcast<f32>(AUX[lbase + t]);
+          D[j] = bitcast<f32>(AUX[nrows + lbase + t]);
+          if (HAS_POS) { first[j] = first_key(b, t); }
         }
       }
       for (var i = 0u; i < RI; i++) {
@@ -150,7 +177,9 @@ fn dkdv_block(wid: u32, tx: u32, ty: u32, li: u32) {
         for (var j = 0u; j < KJ; j++) {
           let t = t0 + tx + TX * j;
           var pr = 0.0;
-          if (t < p.T && c < p.S && c <= t + off) { pr = exp(scale * s[i * KJ_MAX + j] - L[j]); }
+          if (t < p.T && c < p.S && c <= t + off && (!HAS_POS || c >= first[j])) {
+            pr = exp(scale * s[i * KJ_MAX + j] - L[j]);
+          }
           s[i * KJ_MAX + j] = pr;
           dp[i * KJ_MAX + j] = pr * (dp[i * KJ_MAX + j] - D[j]);
           put_score(ty + TY * i, tx + TX * j, pr);

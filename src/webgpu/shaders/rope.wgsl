@@ -10,9 +10,11 @@
 // accuracy bound that would do). THETA_SLOT (theta is a per-replay slot, so no host table): F is derived
 // on the GPU from fp32 exp2/log2, accurate to ~1e-7 relative in the frequency only. FREQS (rope's freqs
 // input): F is that fp32 frequency times 1/(2 pi), formed exactly in integer arithmetic on the GPU.
+// POS (rope's pos input, packed samples): the position is pos[b, t] + pos_offset instead of t + pos_offset.
 override BACKWARD: bool = false;
 override THETA_SLOT: bool = false;
 override FREQS: bool = false;
+override POS: bool = false;
 override WG: u32 = 64u;
 struct Params {
   n: u32,       // B*T*pairs invocations
@@ -27,9 +29,10 @@ struct Params {
 }
 @group(0) @binding(0) var<storage, read> X: array<f32>;
 @group(0) @binding(1) var<storage, read> freqs: array<f32>;  // a dummy unless FREQS
-@group(0) @binding(2) var<storage, read_write> Y: array<f32>;
-@group(0) @binding(3) var<storage, read> scalars: array<f32>;
-@group(0) @binding(4) var<uniform> p: Params;
+@group(0) @binding(2) var<storage, read> tok_pos: array<i32>;  // [B*T], a dummy unless POS
+@group(0) @binding(3) var<storage, read_write> Y: array<f32>;
+@group(0) @binding(4) var<storage, read> scalars: array<f32>;
+@group(0) @binding(5) var<uniform> p: Params;
 
 // a * b as a 64-bit value (lo, hi).
 fn mul64(a: u32, b: u32) -> vec2<u32> {
@@ -115,7 +118,9 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   // p = P + f with P an integer and f in [0, 1).
   let off = scalars[p.pos_idx];
   let fl = floor(off);
-  var P = i32(fl) + i32(t);
+  var tp = i32(t);
+  if (POS) { tp = tok_pos[bt]; }
+  var P = i32(fl) + tp;
   var f = off - fl;
   if (f >= 1.0) {
     f = 0.0;
