@@ -2,7 +2,7 @@
 # Fine-tuning on JSONL samples end to end, as a user runs it: a tiny addition Q/A set -> train with the
 # prompt masked (--train-on completion) -> eval --data (reply loss, exact match, JSON) -> chat; a run stopped
 # after its first step and resumed gives the uninterrupted run's losses exactly; bad lines are one error
-# naming file:line.
+# naming file:line; packed rows train too.
 set -euo pipefail
 cli=$1
 tmp=$(mktemp -d)
@@ -45,6 +45,21 @@ grep -q "template plain" "$tmp/chat.err"
 printf 'add 1 1\nadd 2 2\n' | "$cli" chat --checkpoint "$tmp/a/checkpoint.safetensors" --backend cpu --max-tokens 8 \
   > "$tmp/chat2.txt" 2>/dev/null
 test "$(wc -l < "$tmp/chat2.txt")" -eq 2
+# Packed rows: 4 rows of 64 tokens hold several ~30-token samples each, so a step trains more replies than
+# its 4 rows could one sample each (<= 20 labels), and the model still learns.
+echo '{"preset": "tiny", "max_seq": 64}' > "$tmp/tiny64.json"
+"$cli" train --config "$tmp/tiny64.json" --backend cpu --data "$tmp/add.jsonl" --val-fraction 0.1 --batch 4 --seq 64 \
+  --batching pack --lr 1e-2 --warmup 2 --eval-every 10 --eval-batches 2 --no-progress --sample-tokens 0 \
+  --steps 20 --out "$tmp/p" > "$tmp/p.log"
+grep -q "batching pack, seq 64" "$tmp/p.log" || { cat "$tmp/p.log"; exit 1; }
+python3 - "$tmp/p/metrics.jsonl" <<'PY'
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+steps = [l for l in lines if "loss" in l]
+assert all(s["trained_tokens"] >= 28 for s in steps), [s["trained_tokens"] for s in steps]
+val = [l["val_loss"] for l in lines if "val_loss" in l]
+assert val[-1] < 0.7 * val[0], val
+PY
 # Stopped after step 1 (--time-limit), resumed: the same losses as the uninterrupted run.
 "$cli" train "${common[@]}" --steps 20 --out "$tmp/b" --time-limit 0.000001 > "$tmp/b1.log"
 grep -q "time limit" "$tmp/b1.log"

@@ -113,7 +113,7 @@ Runner add_train(CLI::App& app) {
   sub->add_option("--train-on", o.train_on, "With --data: completion (the assistant replies only) or all")
       ->capture_default_str();
   sub->add_option("--batching", o.batching,
-                  "With --data: pad (one sample per row); pack (several per row) needs per-sample positions")
+                  "With --data: pad (one sample per row); pack (several per row, positions and attention restarting at each sample)")
       ->capture_default_str();
   sub->add_option("--tokenizer", o.tokenizer,
                   "auto (the --init file's own tokenizer, else bytes), bytes, gpt2, a folder with encoder.json +\n"

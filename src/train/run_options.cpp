@@ -24,10 +24,7 @@ void validate_options(const TrainOptions& o) {
     ET_CHECK(o.chat_template.empty(), "train: --chat-template applies to --data samples");
   }
   train_on_from_name(o.train_on);  // name the bad value before any file is read
-  // Packed rows need each token's position within its sample in the attention and RoPE ops (Model takes
-  // `positions` once that lands: then pass positions_ in TrainRun::train_step and drop this check).
-  ET_CHECK(batching_from_name(o.batching) == Batching::pad, "train: --batching pack needs per-sample positions in "
-           "the model's attention, which this build does not have yet; use --batching pad");
+  batching_from_name(o.batching);
   ET_CHECK(o.batch >= 1, "train: --batch must be >= 1, got ", o.batch);
   ET_CHECK(o.seq >= 0, "train: --seq must be >= 1, got ", o.seq);
   ET_CHECK(o.accum >= 1, "train: --accum must be >= 1, got ", o.accum);

@@ -112,7 +112,8 @@ EvalResult evaluate_samples(Model& model, SampleBatcher& val, int64_t batch, int
     int64_t valid = 0;
     for (int32_t l : mb.labels) valid += l >= 0;
     if (valid == 0) continue;  // every reply cut off: nothing to measure
-    sum += static_cast<double>(model.evaluate(mb.tokens, mb.labels, batch, seq)) * static_cast<double>(valid);
+    sum += static_cast<double>(model.evaluate(mb.tokens, mb.labels, batch, seq, val.model_positions(mb))) *
+           static_cast<double>(valid);
     labels += valid;
   }
   ET_CHECK(labels > 0, "evaluate: the validation samples have no trained token (all cut off by truncation?)");

@@ -65,6 +65,13 @@ class SampleBatcher {
   // Samples left without a trained label (all of their reply cut off by truncation).
   int64_t untrained() const { return untrained_; }
   int64_t longest() const { return longest_; }  // tokens of the longest sample before truncation
+  Batching mode() const { return mode_; }
+  // What the model takes as a micro-batch's positions: pack rows' own; none for pad rows, whose samples all
+  // start at column 0 where the model's positions start (the plain, unmasked program).
+  const std::vector<int32_t>& model_positions(const MicroBatch& mb) const {
+    static const std::vector<int32_t> plain;
+    return mode_ == Batching::pack ? mb.positions : plain;
+  }
   // Rows of one pass over the samples (pad: the sample count; pack: the rows epoch 0 packs into).
   int64_t rows_per_epoch() { return rows_in_epoch(0); }
   // Rows [first, first + count) of micro-batch `index` (rows index * batch ..): out is [count, seq].

@@ -71,9 +71,12 @@ StepOutcome TrainRun::train_step(int64_t step) {
   s.trained = trained_labels(data_, o_, step);
   for (int64_t a = 0; a < o_.accum; ++a) {
     training_batch(data_, o_, step, a, tokens_, labels_, rank_first_, rank_batch_, &positions_);
-    // positions_ (each token's position within its sample) is for packed rows; pad rows start every sample
-    // at 0, which is where the model's positions start.
-    s.loss += model_->accumulate(tokens_, labels_, rank_batch_, o_.seq, std::max<int64_t>(1, s.trained));
+    // positions_ (each token's position within its sample) matter for packed rows only; pad rows start every
+    // sample at column 0, where the model's positions start, and take the plain program.
+    static const std::vector<int32_t> plain;
+    const bool packed = data_.samples() && data_.train_set->mode() == Batching::pack;
+    s.loss += model_->accumulate(tokens_, labels_, rank_batch_, o_.seq, std::max<int64_t>(1, s.trained),
+                                 packed ? positions_ : plain);
   }
   if (faults_.nan_loss.count(step)) s.loss = std::nan("");
   // Each rank's loss and gradients are its share of the global batch's mean (divided by the global token
