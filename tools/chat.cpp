@@ -56,14 +56,8 @@ Runner add_chat(CLI::App& app) {
   auto* prompt_opt = sub->add_option("--prompt", f->prompt, "One user message: print the reply and exit");
   sub->add_option("--chat-template", f->chat_template, "Override the template (a name or a file holding one)");
   sub->add_option("--max-tokens", f->s.max_tokens, "Most tokens per reply")->capture_default_str();
-  sub->add_option("--temperature", f->s.temperature, "Sampling temperature (0 = greedy)")->capture_default_str();
-  sub->add_option("--top-k", f->s.top_k, "Keep the k most likely tokens (0 = all)")->capture_default_str();
-  sub->add_option("--top-p", f->s.top_p, "Nucleus: keep the smallest set with this total probability")->capture_default_str();
-  sub->add_option("--seed", f->s.seed, "Sampling seed")->capture_default_str();
-  sub->add_option("--backend", f->backend, "auto, cpu, vulkan or webgpu")->capture_default_str();
-  sub->add_option("--device", f->device, "Device index or name substring");
-  sub->add_option("--threads", f->threads, "CPU threads (0 = all cores)");
-  sub->add_option("--tokenizer", f->tokenizer, "Override the checkpoint's tokenizer");
+  add_sampling_flags(sub, f->s);
+  add_model_run_flags(sub, f->backend, f->device, f->threads, f->tokenizer);
   return [f, prompt_opt] {
     Loaded l = load(f->checkpoint, f->adapter, f->backend, f->device, f->threads, f->tokenizer);
     std::string why;

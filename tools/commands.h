@@ -10,6 +10,7 @@
 #include "edgetrain/error.h"
 #include "edgetrain/model.h"
 #include "edgetrain/tokenizer.h"
+#include "edgetrain/trainer.h"
 
 namespace edgetrain::cli {
 
@@ -52,6 +53,12 @@ struct EvalDataOptions {
   bool json = false;
 };
 int eval_data(Loaded& l, const EvalDataOptions& o);
+
+// Flags several subcommands share (generate.cpp): sampling (--temperature, --top-k, --top-p, --seed), and
+// where a model file runs (--backend, --device, --threads, --tokenizer).
+void add_sampling_flags(CLI::App* sub, SampleOptions& s);
+void add_model_run_flags(CLI::App* sub, std::string& backend, std::string& device, int& threads,
+                         std::string& tokenizer);
 
 // Registers a subcommand; returns the callback to run when it was chosen.
 using Runner = std::function<int()>;

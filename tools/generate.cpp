@@ -48,6 +48,21 @@ Loaded load(const std::string& path, const std::string& adapter, const std::stri
   return l;
 }
 
+void add_sampling_flags(CLI::App* sub, SampleOptions& s) {
+  sub->add_option("--temperature", s.temperature, "Sampling temperature (0 = greedy)")->capture_default_str();
+  sub->add_option("--top-k", s.top_k, "Keep the k most likely tokens (0 = all)")->capture_default_str();
+  sub->add_option("--top-p", s.top_p, "Nucleus: keep the smallest set with this total probability")->capture_default_str();
+  sub->add_option("--seed", s.seed, "Sampling seed")->capture_default_str();
+}
+
+void add_model_run_flags(CLI::App* sub, std::string& backend, std::string& device, int& threads,
+                         std::string& tokenizer) {
+  sub->add_option("--backend", backend, "auto, cpu, vulkan or webgpu")->capture_default_str();
+  sub->add_option("--device", device, "Device index or name substring");
+  sub->add_option("--threads", threads, "CPU threads (0 = all cores)");
+  sub->add_option("--tokenizer", tokenizer, "Override the checkpoint's tokenizer");
+}
+
 Runner add_generate(CLI::App& app) {
   auto* sub = app.add_subcommand("generate",
       "Sample text from a checkpoint (KV cache; temperature, top-k, top-p; seeded). Example:\n"
@@ -65,14 +80,8 @@ Runner add_generate(CLI::App& app) {
                   "LoRA adapter (llama.cpp adapter GGUF or PEFT folder) to apply on top of --checkpoint's model");
   sub->add_option("--prompt", f->prompt, "Text to continue")->capture_default_str();
   sub->add_option("--max-tokens", f->s.max_tokens, "Tokens to generate")->capture_default_str();
-  sub->add_option("--temperature", f->s.temperature, "Sampling temperature (0 = greedy)")->capture_default_str();
-  sub->add_option("--top-k", f->s.top_k, "Keep the k most likely tokens (0 = all)")->capture_default_str();
-  sub->add_option("--top-p", f->s.top_p, "Nucleus: keep the smallest set with this total probability")->capture_default_str();
-  sub->add_option("--seed", f->s.seed, "Sampling seed")->capture_default_str();
-  sub->add_option("--backend", f->backend, "auto, cpu, vulkan or webgpu")->capture_default_str();
-  sub->add_option("--device", f->device, "Device index or name substring");
-  sub->add_option("--threads", f->threads, "CPU threads (0 = all cores)");
-  sub->add_option("--tokenizer", f->tokenizer, "Override the checkpoint's tokenizer");
+  add_sampling_flags(sub, f->s);
+  add_model_run_flags(sub, f->backend, f->device, f->threads, f->tokenizer);
   return [f] {
     Loaded l = load(f->checkpoint, f->adapter, f->backend, f->device, f->threads, f->tokenizer);
     std::printf("%s", f->prompt.c_str());
@@ -122,10 +131,7 @@ Runner add_eval(CLI::App& app) {
   auto* seq_opt = sub->add_option("--seq", f->seq, "Tokens per sequence (--data: default the longest sample)");
   seq_opt->capture_default_str();
   sub->add_option("--batches", f->batches, "Number of batches")->capture_default_str();
-  sub->add_option("--backend", f->backend, "auto, cpu, vulkan or webgpu")->capture_default_str();
-  sub->add_option("--device", f->device, "Device index or name substring");
-  sub->add_option("--threads", f->threads, "CPU threads (0 = all cores)");
-  sub->add_option("--tokenizer", f->tokenizer, "Override the checkpoint's tokenizer");
+  add_model_run_flags(sub, f->backend, f->device, f->threads, f->tokenizer);
   sub->add_option("--precision", f->precision,
                   "fp32, fp16 (fp16 GEMM operands, fp32 accumulation) or auto (fp16 where it is faster)")
       ->capture_default_str();

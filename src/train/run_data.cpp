@@ -13,13 +13,6 @@
 namespace edgetrain::training {
 namespace {
 
-uint64_t mix(uint64_t x) {  // SplitMix64 finalizer: a counter-based random number
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
 // The tokenizer of the run; sets o.tokenizer to the spec the checkpoint records. "auto": the --init file's
 // own (a GGUF file's tokenizer metadata when it has some, the tokenizer an edgetrain checkpoint records),
 // otherwise bytes; "gguf": the --init GGUF file's. A GGUF tokenizer is copied into the run folder as

@@ -11,13 +11,6 @@
 namespace edgetrain::training {
 namespace {
 
-uint64_t mix(uint64_t x) {  // SplitMix64 finalizer: a counter-based random number
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
 const char* kForms = "expected {\"prompt\": ..., \"completion\": ...} or {\"messages\": [{\"role\": ..., \"content\": ...}]}";
 
 }  // namespace

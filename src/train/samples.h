@@ -13,6 +13,14 @@
 
 namespace edgetrain::training {
 
+// SplitMix64's finalizer: a counter-based random number, so a batch is a pure function of (seed, index).
+inline uint64_t mix(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
 // One JSONL line: {"prompt": P, "completion": C} (optionally "system": S) is [system S,] user P, assistant C;
 // {"messages": [{"role": "system|user|assistant", "content": ...}, ...]} is those messages.
 struct ChatRecord {
