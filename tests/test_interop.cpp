@@ -6,6 +6,8 @@
 // and converts with the file's own tokenizer. The Llama tensor name table against Model's parameters, and
 // --init's fp32 masters of a GGUF file (read without a backend).
 #include <gtest/gtest.h>
+
+#include <chrono>
 #include <unistd.h>
 
 #include <cmath>
@@ -310,6 +312,27 @@ TEST(Interop, GgufBadKvHeadCountIsRejected) {
       EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
     }
   }
+}
+
+// A claimed block count far beyond the file's tensors is one problem, found at once (fuzz_gguf found the check
+// listing the expected tensors of every claimed block until memory ran out).
+TEST(Interop, GgufBlockCountBeyondItsTensorsIsOneProblem) {
+  gguf::Writer w;
+  w.add_kv("general.architecture", gguf::Value::str("llama"));
+  w.add_kv("llama.embedding_length", gguf::Value::u32(32));
+  w.add_kv("llama.block_count", gguf::Value::u32(50000000));
+  w.add_kv("llama.attention.head_count", gguf::Value::u32(4));
+  w.add_kv("llama.feed_forward_length", gguf::Value::u32(64));
+  w.add_kv("llama.attention.layer_norm_rms_epsilon", gguf::Value::f32(1e-5f));
+  w.add_tensor("token_embd.weight", {32, 256}, 0 /* F32 */, std::vector<uint8_t>(32 * 256 * 4));
+  std::string path = tmp("many_blocks.gguf");
+  w.save(path);
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string d = describe_model_file(path);
+  EXPECT_NE(d.find("the block count 50000000 needs at least 9 tensors per block, but the file has 1 tensors"),
+            std::string::npos) << d;
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 5.0);
+  EXPECT_THROW(read_gguf_config(path, TrainMode::qat, 32), Error);
 }
 
 // ---- Hugging Face ----

@@ -259,6 +259,14 @@ Check check(const gguf::File& f, TrainMode mode, int64_t group_size) {
         }
     }
   }
+  // A block count the file's tensors cannot hold (every block has at least 9) is a problem by itself: listing
+  // the expected tensors of millions of claimed blocks would only exhaust memory (found by fuzz_gguf).
+  const int64_t most_blocks = static_cast<int64_t>(f.tensors().size()) / 9;
+  if (c.n_layers > most_blocks) {
+    P.push_back("the block count " + std::to_string(c.n_layers) + " needs at least 9 tensors per block, but the file "
+                "has " + std::to_string(f.tensors().size()) + " tensors");
+    return out;
+  }
   // The tensors: the model's, with their shapes and decodable types, and nothing else.
   std::set<std::string> expected;
   if (rf) expected.insert(rf->name);
