@@ -13,6 +13,7 @@
 #include "edgetrain/error.h"
 #include "edgetrain/model.h"
 #include "edgetrain/tokenizer.h"
+#include "harness/error_of.h"
 #include "harness/gguf_vocab.h"
 #include "harness/temp_files.h"
 #include "text/chat_template.h"
@@ -23,21 +24,13 @@ namespace {
 
 using namespace edgetrain;
 using namespace edgetrain::training;
+using edgetrain::test::error_of;
 
 std::string slurp_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
 }
 
 const std::vector<ChatMessage> kConversation = {{"system", "You are terse."},

@@ -4,6 +4,8 @@
 // and `edgetrain info FILE`'s verdict on whether it can train a file, with every reason when not. The rule
 // under test: a field that changes the math is read, or is an error naming it, never a silent default.
 #include <gtest/gtest.h>
+
+#include "harness/error_of.h"
 #include <unistd.h>
 
 #include <cmath>
@@ -43,15 +45,6 @@ ModelConfig tiny(TrainMode mode) {
   ModelConfig c = ModelConfig::preset("tiny");
   c.mode = mode;
   return c;
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
 }
 
 #define EXPECT_HAS(text, needle) EXPECT_NE(std::string(text).find(needle), std::string::npos) << (text)

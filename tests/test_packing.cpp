@@ -12,6 +12,7 @@
 
 #include "edgetrain/backends.h"
 #include "edgetrain/model.h"
+#include "harness/error_of.h"
 #include "harness/op_case.h"
 
 namespace edgetrain::test {
@@ -151,15 +152,6 @@ TEST(Packing, PackedSamplesTrainAsAlone) {
       }
     }
   }
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
 }
 
 TEST(Packing, BadPositionsAreRefused) {
