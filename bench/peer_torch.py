@@ -335,12 +335,18 @@ def half_cases(small):
 # attention, RMSNorm, SwiGLU MLP), final RMSNorm, untied fp32 head; every block linear is fake-quantized
 # q4gsw (frozen per-group scales max|w|/7, round half even, clamp [-8,7], straight-through estimator).
 
-PRESETS = {  # dim, n_layers, n_heads, ffn_dim, max_seq (src/model/config.cpp)
+PRESETS = {  # dim, n_layers, n_heads, ffn_dim, max_seq (src/model/config.cpp; tools/bench.cpp step_config)
     "tiny": (32, 2, 2, 64, 32),
     "mini": (128, 4, 4, 384, 128),
     "small": (384, 8, 6, 1024, 256),
     "base": (768, 12, 12, 2048, 512),
+    "llama3.2-1b": (2048, 16, 32, 8192, 1024),
 }
+# What a shape has besides the presets' (byte vocabulary, untied head, rope base 10000, LoRA rank 8, alpha 16
+# on q,k,v,o): Llama-3.2-1B's grouped-query attention, vocabulary, tied head, rope base, and the LoRA of the
+# issue's qlora peer (rank 16, alpha 32, all seven projections).
+SHAPE = {"llama3.2-1b": {"kv_heads": 8, "vocab": 128256, "tied": True, "theta": 500000.0, "lora": (16, 32.0, 7)}}
+DEFAULT_SHAPE = {"kv_heads": None, "vocab": 256, "tied": False, "theta": 10000.0, "lora": (8, 16.0, 4)}
 
 
 class Q4Linear(nn.Module):
@@ -367,6 +373,27 @@ class Q4Linear(nn.Module):
         return F.linear(x, w + (wq - w).detach())
 
 
+class LoraQ4Linear(nn.Module):
+    """qlora: the frozen base holds q4gsw values (dequantized once, stored in `dtype`: bf16 under autocast,
+    as a PyTorch user would keep a frozen base) plus a trainable low-rank update scaled by alpha / rank."""
+
+    def __init__(self, n_in, n_out, gs, rank, alpha, dtype, lora):
+        super().__init__()
+        q = Q4Linear(n_in, n_out, gs)
+        with torch.no_grad():
+            w, s = q.weight.view(n_out, n_in // gs, gs), q.scales.unsqueeze(-1)
+            wq = torch.where(s > 0, torch.clamp(torch.round(w / torch.where(s > 0, s, torch.ones_like(s))), -8, 7) * s,
+                             torch.zeros_like(w)).view(n_out, n_in)
+        self.register_buffer("base", wq.to(dtype))
+        self.scale = alpha / rank
+        self.a = nn.Parameter(torch.randn(rank, n_in) / math.sqrt(n_in)) if lora else None
+        self.b = nn.Parameter(torch.zeros(n_out, rank)) if lora else None
+
+    def forward(self, x):
+        y = F.linear(x, self.base)
+        return y if self.a is None else y + F.linear(F.linear(x, self.a), self.b) * self.scale
+
+
 class RMSNorm(nn.Module):
     def __init__(self, dim, eps=1e-5):
         super().__init__()
@@ -378,23 +405,36 @@ class RMSNorm(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, dim, heads, ffn, gs, sdpa):
+    def __init__(self, dim, heads, ffn, gs, sdpa, shape, qlora, base_dtype):
         super().__init__()
         self.heads, self.sdpa = heads, sdpa
+        self.kv_heads = shape["kv_heads"] or heads
+        kv = dim // heads * self.kv_heads
         self.attn_norm, self.mlp_norm = RMSNorm(dim), RMSNorm(dim)
-        self.q, self.k, self.v, self.o = (Q4Linear(dim, dim, gs) for _ in range(4))
-        self.gate, self.up, self.down = Q4Linear(dim, ffn, gs), Q4Linear(dim, ffn, gs), Q4Linear(ffn, dim, gs)
+        rank, alpha, n_targets = shape["lora"]
+
+        def linear(n_in, n_out, index):  # index: q k v o gate up down (LoRA on the first n_targets)
+            if not qlora:
+                return Q4Linear(n_in, n_out, gs)
+            return LoraQ4Linear(n_in, n_out, gs, rank, alpha, base_dtype, index < n_targets)
+        self.q, self.k, self.v, self.o = linear(dim, dim, 0), linear(dim, kv, 1), linear(dim, kv, 2), linear(dim, dim, 3)
+        self.gate, self.up, self.down = linear(dim, ffn, 4), linear(dim, ffn, 5), linear(ffn, dim, 6)
+        if qlora:
+            for p in (*self.attn_norm.parameters(), *self.mlp_norm.parameters()):
+                p.requires_grad_(False)
 
     def forward(self, x, cos, sin, mask):
         B, T, D = x.shape
-        H, hd = self.heads, D // self.heads
+        H, hd, KV = self.heads, D // self.heads, self.kv_heads
         h = self.attn_norm(x)
         q = apply_rope(self.q(h).view(B, T, H, hd), cos, sin).transpose(1, 2)
-        k = apply_rope(self.k(h).view(B, T, H, hd), cos, sin).transpose(1, 2)
-        v = self.v(h).view(B, T, H, hd).transpose(1, 2)
+        k = apply_rope(self.k(h).view(B, T, KV, hd), cos, sin).transpose(1, 2)
+        v = self.v(h).view(B, T, KV, hd).transpose(1, 2)
         if self.sdpa:
-            a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            a = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=KV != H)
         else:
+            if KV != H:
+                k, v = k.repeat_interleave(H // KV, dim=1), v.repeat_interleave(H // KV, dim=1)
             scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hd))
             a = torch.softmax(scores.masked_fill(mask, float("-inf")), -1) @ v
         x = x + self.o(a.transpose(1, 2).reshape(B, T, D))
@@ -403,19 +443,26 @@ class Block(nn.Module):
 
 
 class Llama(nn.Module):
-    def __init__(self, vocab, dim, layers, heads, ffn, gs, sdpa):
+    def __init__(self, vocab, dim, layers, heads, ffn, gs, sdpa, shape=DEFAULT_SHAPE, qlora=False,
+                 base_dtype=torch.float32):
         super().__init__()
-        self.dim, self.heads = dim, heads
+        self.dim, self.heads, self.theta = dim, heads, shape["theta"]
         self.emb = nn.Embedding(vocab, dim)
         nn.init.normal_(self.emb.weight, std=0.02)
-        self.blocks = nn.ModuleList(Block(dim, heads, ffn, gs, sdpa) for _ in range(layers))
+        self.blocks = nn.ModuleList(Block(dim, heads, ffn, gs, sdpa, shape, qlora, base_dtype) for _ in range(layers))
         self.norm = RMSNorm(dim)
         self.head = nn.Linear(dim, vocab, bias=False)
-        nn.init.normal_(self.head.weight, std=0.02)
+        if shape["tied"]:
+            self.head.weight = self.emb.weight
+        else:
+            nn.init.normal_(self.head.weight, std=0.02)
+        if qlora:  # only the adapters train (edgetrain's qlora: embedding, head and norms frozen)
+            for p in (*self.emb.parameters(), *self.head.parameters(), *self.norm.parameters()):
+                p.requires_grad_(False)
 
     def forward(self, tokens, labels):
         T = tokens.shape[1]
-        cos, sin = rope_tables(T, self.dim // self.heads, 10000.0, tokens.device)
+        cos, sin = rope_tables(T, self.dim // self.heads, self.theta, tokens.device)
         mask = torch.ones((T, T), dtype=torch.bool, device=tokens.device).triu(1)
         x = self.emb(tokens)
         for blk in self.blocks:
@@ -430,10 +477,16 @@ class Timeout(Exception):
 
 def time_steps(args, dev, timer, sdpa, compile_model, precision="fp32"):
     dim, layers, heads, ffn, _ = PRESETS[args.step]
+    shape = SHAPE.get(args.step, DEFAULT_SHAPE)
     torch.manual_seed(1234)
-    model = Llama(args.vocab, dim, layers, heads, ffn, args.group_size, sdpa).to(dev)
-    decay = [p for p in model.parameters() if p.dim() >= 2]
-    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    if dev.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(dev)
+    amp = precision == "bf16" and dev.type == "cuda"
+    model = Llama(args.vocab, dim, layers, heads, ffn, args.group_size, sdpa, shape, args.mode == "qlora",
+                  torch.bfloat16 if amp else torch.float32).to(dev)
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    decay = [p for p in trainable if p.dim() >= 2]
+    no_decay = [p for p in trainable if p.dim() < 2]
     groups = [{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}]
     try:
         opt = torch.optim.AdamW(groups, lr=1e-3, betas=(0.9, 0.95), eps=1e-8, fused=dev.type == "cuda")
@@ -447,7 +500,6 @@ def time_steps(args, dev, timer, sdpa, compile_model, precision="fp32"):
 
     # bf16: autocast over the forward (matmuls and SDPA in bf16, fp32 masters and AdamW), as users train in
     # mixed precision; tf32: fp32 tensors with TF32 tensor-core matmuls.
-    amp = precision == "bf16" and dev.type == "cuda"
     torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
 
     def step():
@@ -457,7 +509,7 @@ def time_steps(args, dev, timer, sdpa, compile_model, precision="fp32"):
         with torch.autocast(device_type=dev.type, dtype=torch.bfloat16, enabled=amp):
             loss = fwd(tokens, labels)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        torch.nn.utils.clip_grad_norm_(trainable, 1.0)
         opt.step()
         state["loss"] = loss
 
@@ -473,12 +525,15 @@ def time_steps(args, dev, timer, sdpa, compile_model, precision="fp32"):
         samples.append(timer.once(step))
     med = statistics.median(samples)
     tokens = args.batch * args.seq
-    return {"tokens_per_s": tokens / med, "tokens_per_s_best": tokens / min(samples), "step_median_ms": med * 1e3,
+    peak = torch.cuda.max_memory_allocated(dev) if dev.type == "cuda" else 0
+    return {"peak_bytes": peak, "mode": args.mode, "tokens_per_s": tokens / med, "tokens_per_s_best": tokens / min(samples), "step_median_ms": med * 1e3,
             "step_min_ms": min(samples) * 1e3, "steps_timed": len(samples), "warmup_and_compile_s": setup,
             "loss_last": float(state["loss"].item()),
             "what": ("torch.compile " if compile_model else "eager ") + ("SDPA" if sdpa else "matmul+mask") +
                     " attention, fake-quant STE q4 block linears, " +
                     {"fp32": "fp32", "tf32": "fp32 with TF32 matmuls", "bf16": "bf16 autocast"}[precision] +
+                    (", qlora (frozen q4-valued base, LoRA rank %d on %d projections)" % shape["lora"][::2]
+                     if args.mode == "qlora" else "") +
                     ", AdamW, grad clip 1.0"}
 
 
@@ -494,8 +549,10 @@ def run_step(args, dev, timer, doc, save):
                 ("tf32_eager_sdpa", True, False, "tf32"), ("bf16_eager_sdpa", True, False, "bf16")]
     if args.compile:
         variants += [("compile", False, True, "fp32"), ("bf16_compile_sdpa", True, True, "bf16")]
+    if args.variants:
+        variants = [v for v in variants if v[0] in args.variants.split(",")]
     for name, sdpa, comp, precision in variants:
-        print(f"step {key} {name} ...", flush=True)
+        print(f"step {key} {args.mode} {name} ...", flush=True)
         use_alarm = comp and hasattr(signal, "SIGALRM") and args.compile_timeout > 0
         try:
             if use_alarm:
@@ -504,7 +561,8 @@ def run_step(args, dev, timer, doc, save):
                 signal.signal(signal.SIGALRM, on_alarm)
                 signal.alarm(args.compile_timeout)
             r = time_steps(args, dev, timer, sdpa, comp, precision)
-            print(f"  {r['tokens_per_s']:.0f} tokens/s, step {r['step_median_ms']:.2f} ms", flush=True)
+            print(f"  {r['tokens_per_s']:.0f} tokens/s, step {r['step_median_ms']:.2f} ms, "
+                  f"peak {r['peak_bytes'] / 2**30:.2f} GiB", flush=True)
         except Exception as e:  # noqa: BLE001 - a peer that fails is reported, never fatal
             r = {"skipped": f"{type(e).__name__}: {e}"[:500]}
             print(f"  skipped: {r['skipped']}", flush=True)
@@ -537,12 +595,16 @@ def main():
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--seq", type=int, default=0, help="default: the preset's max_seq")
     ap.add_argument("--steps", type=int, default=20)
-    ap.add_argument("--vocab", type=int, default=256)
+    ap.add_argument("--vocab", type=int, default=0, help="default: the shape's (256 for the presets)")
+    ap.add_argument("--mode", choices=["qat", "qlora"], default="qat", help="step: as edgetrain bench --mode")
+    ap.add_argument("--variants", default="", help="step: comma-separated variant names (default all)")
     ap.add_argument("--group-size", type=int, default=32, help="as edgetrain's default ModelConfig::group_size")
     ap.add_argument("--step-seconds", type=float, default=120.0)
     ap.add_argument("--compile", action="store_true", help="also time a torch.compile'd step")
     ap.add_argument("--compile-timeout", type=int, default=300, help="seconds before the compiled variant is abandoned")
     args = ap.parse_args()
+    if not args.vocab:
+        args.vocab = SHAPE.get(args.step, DEFAULT_SHAPE)["vocab"]
 
     dev = torch.device(args.device)
     torch.backends.cuda.matmul.allow_tf32 = False

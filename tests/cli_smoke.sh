@@ -16,6 +16,21 @@ grep -q '<svg' "$tmp/run/loss.svg"
 "$cli" generate --checkpoint "$tmp/run/checkpoint.safetensors" --backend cpu --prompt "And God" --max-tokens 16 --seed 3 > "$tmp/gen2.txt"
 cmp -s "$tmp/gen1.txt" "$tmp/gen2.txt" || { echo "generate is not deterministic for a fixed seed"; exit 1; }
 grep -q '^And God' "$tmp/gen1.txt"
+# --logits: a NumPy file of [tokens, vocab] float32 whose rows' argmax are the greedy tokens printed.
+"$cli" generate --checkpoint "$tmp/run/checkpoint.safetensors" --backend cpu --prompt "And God" --max-tokens 6 \
+  --temperature 0 --logits "$tmp/logits.npy" > "$tmp/greedy.txt" 2> /dev/null
+python3 - "$tmp/logits.npy" "$tmp/greedy.txt" <<'PY'
+import array, struct, sys
+b = open(sys.argv[1], "rb").read()
+assert b[:8] == b"\x93NUMPY\x01\x00", b[:8]
+n = struct.unpack("<H", b[8:10])[0]
+assert (10 + n) % 64 == 0 and b"'shape': (6, 256)" in b[10:10 + n], b[:10 + n]
+v = array.array("f", b[10 + n:])
+assert len(v) == 6 * 256, len(v)
+greedy = bytes(max(range(256), key=lambda j: v[i * 256 + j]) for i in range(6))
+text = open(sys.argv[2], "rb").read()
+assert text == b"And God" + greedy + b"\n", (text, greedy)
+PY
 "$cli" eval --checkpoint "$tmp/run/checkpoint.safetensors" --backend cpu --corpus "$tmp/corpus.txt" --seq 32 --batches 2 | grep -q 'perplexity'
 "$cli" train --resume --out "$tmp/run" --steps 16 --backend cpu --no-progress --sample-tokens 0 > "$tmp/resume.log"
 test "$(grep -c '"loss"' "$tmp/run/metrics.jsonl")" -eq 16

@@ -243,6 +243,26 @@ TEST(ModelFiles, HfQwen2AndQwen3AreRead) {
   }
 }
 
+// Mistral as MistralConfig writes it: a Llama (GGUF architecture "llama") whose sliding window is off (null)
+// or no shorter than the context, so the attention is the same.
+TEST(ModelFiles, HfMistralIsReadAsLlama) {
+  auto be = make_cpu_backend();
+  const ModelConfig c = tiny(TrainMode::fp32);
+  Model m(*be, c);
+  m.init(6);
+  const std::string dir = tmp("hf_mistral");
+  const std::vector<int32_t> ids = {3, 1, 4, 1, 5, 9};
+  const std::vector<float> want = m.next_logits(ids);
+  for (const json& window : {json(nullptr), json(c.max_seq)}) {
+    json cfg = v5_config(c);
+    cfg["model_type"] = "mistral", cfg["architectures"] = {"MistralForCausalLM"}, cfg["sliding_window"] = window;
+    write_hf(m, dir, cfg);
+    auto back = load_hf_llama(dir, *be, TrainMode::fp32, 32);
+    EXPECT_EQ(back->config().arch, "llama");
+    EXPECT_EQ(back->next_logits(ids), want);
+  }
+}
+
 TEST(ModelFiles, HfFieldsThatChangeTheMathAreErrorsNamingThem) {
   auto be = make_cpu_backend();
   const ModelConfig c = tiny(TrainMode::fp32);
@@ -284,7 +304,12 @@ TEST(ModelFiles, HfFieldsThatChangeTheMathAreErrorsNamingThem) {
        "'quantization_config' is present: the weights are quantized (\"gptq\")"},
       {"classifier", [](json& j) { j["architectures"] = {"LlamaForSequenceClassification"}; }, "'architectures' is"},
       {"vocab", [](json& j) { j["vocab_size"] = 99; }, "'vocab_size' = 99 differs"},
-      {"not llama", [](json& j) { j["model_type"] = "mistral"; }, "model_type \"mistral\" is not supported"},
+      {"not llama", [](json& j) { j["model_type"] = "gemma"; }, "model_type \"gemma\" is not supported"},
+      {"mistral window inside the context",
+       [](json& j) {
+         j["model_type"] = "mistral", j["architectures"] = {"MistralForCausalLM"}, j["sliding_window"] = 16;
+       },
+       "'sliding_window' = 16 is shorter than max_position_embeddings"},
       {"qwen2 class for llama", [](json& j) { j["architectures"] = {"Qwen2ForCausalLM"}; }, "'architectures' is"},
   };
   for (const Case& k : cases) {

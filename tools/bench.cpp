@@ -186,7 +186,7 @@ void print_list() {
     for (const Case& c : bench_cases(small))
       std::printf("  %-44s %-8s %s\n", c.id().c_str(), c.unit.c_str(), c.model.c_str());
   }
-  std::printf("step mode: --step tiny|mini|small|base [--batch B --seq T --steps N --mode qat|qlora|fp32]\n");
+  std::printf("step mode: --step tiny|mini|small|base|llama3.2-1b [--batch B --seq T --steps N --mode qat|qlora|fp32]\n");
 }
 
 void run_ops(Backend& b, const Flags& f, bool small, const Peer& peer, Report& rep, Precision precision) {
@@ -266,11 +266,24 @@ void run_ops(Backend& b, const Flags& f, bool small, const Peer& peer, Report& r
   if (peer.loaded) std::printf("ours/peer = peer median ms / our median ms (> 1: edgetrain is faster)\n");
 }
 
+// The model a step benchmark trains: a preset (byte vocabulary), or "llama3.2-1b", random weights of
+// Llama-3.2-1B's shape (16 layers, dim 2048, GQA 32/8, ffn 8192, vocabulary 128,256, tied head, rope base
+// 500000; its rope-scaling factors change no cost and are left out) with the peer's LoRA: rank 16, alpha
+// 32, on all seven projections (bench/peer_torch.py builds the same).
+ModelConfig step_config(const std::string& name) {
+  if (name != "llama3.2-1b") return ModelConfig::preset(name);
+  ModelConfig c;
+  c.dim = 2048, c.n_layers = 16, c.n_heads = 32, c.n_kv_heads = 8, c.ffn_dim = 8192, c.vocab = 128256;
+  c.max_seq = 1024, c.rope_theta = 500000.0f, c.tied_head = true;
+  c.lora_rank = 16, c.lora_alpha = 32.0f, c.lora_targets = "q,k,v,o,gate,up,down";
+  return c;
+}
+
 void run_step(Backend& b, const Flags& f, const Peer& peer, Report& rep, Precision precision) {
   json e = {{"preset", f.step}, {"mode", f.mode}, {"batch", f.batch}, {"precision", precision_name(precision)}};
   std::string id;
   try {
-    ModelConfig cfg = ModelConfig::preset(f.step);
+    ModelConfig cfg = step_config(f.step);
     cfg.mode = mode_from_name(f.mode);
     cfg.group_size = f.group_size;
     if (f.vocab > 0) cfg.vocab = f.vocab;
@@ -332,6 +345,15 @@ void run_step(Backend& b, const Flags& f, const Peer& peer, Report& rep, Precisi
     std::printf("  process CPU time per step: median %.2f ms (min %.2f), all threads\n", sc.median * 1e3, sc.min * 1e3);
     std::printf("  %.0f tokens/s (best %.0f); loss %.4f -> %.4f (random tokens: ~ln(vocab) = %.2f)\n", tps,
                 n / st.min, losses.front(), losses.back(), std::log(static_cast<double>(cfg.vocab)));
+    // Peak memory: the tensors alive at once on the backend (model, programs, activations; the estimate
+    // train prints before a run is beside it).
+    const uint64_t peak = b.tensor_memory().peak;
+    const MemoryEstimate est = estimate_training_memory(cfg, f.batch, seq, precision);
+    const uint64_t est_step = est.weights + est.optimizer + est.step;  // bench records no evaluation program
+    std::printf("  peak tensor memory %s (estimated before the run: %s)\n", format_bytes(peak).c_str(),
+                format_bytes(est_step).c_str());
+    e["peak_tensor_bytes"] = peak;
+    e["estimated_bytes"] = est_step;
     // The host round trip of the gradients that a data-parallel step adds besides the all-reduce
     // (download and upload in sum_gradients' buckets; the values go back unchanged).
     const training::ReduceSize rs = training::reduce_size(model);
@@ -460,7 +482,8 @@ Runner add_bench(CLI::App& app) {
   sub->add_option("--case-seconds", f->case_seconds, "Stop timing a case after about this long")->capture_default_str();
   sub->add_option("--json", f->json_file, "Write every number to this JSON file (rewritten after each case)");
   sub->add_option("--peer", f->peer_file, "JSON from bench/peer_torch.py: print its figures and ours/peer");
-  sub->add_option("--step", f->step, "Also time training steps of this preset: tiny, mini, small, base");
+  sub->add_option("--step", f->step, "Also time training steps of this preset: tiny, mini, small, base, or llama3.2-1b\n"
+                  "(random weights of Llama-3.2-1B's shape, qlora rank 16 on all seven projections)");
   sub->add_option("--mode", f->mode, "Step mode: qat, qlora or fp32")->capture_default_str();
   sub->add_option("--precision", f->precision,
                   "fp32, fp16 (the matrix products with fp16 operands: op cases get a :f16 id suffix; steps train\n"

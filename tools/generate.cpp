@@ -11,6 +11,7 @@
 #include "edgetrain/paths.h"
 #include "edgetrain/tokenizer.h"
 #include "edgetrain/trainer.h"
+#include "io/atomic_file.h"
 #include "tools/commands.h"
 
 namespace edgetrain::cli {
@@ -23,6 +24,24 @@ std::string tokenizer_of(const std::string& path) {
            "--tokenizer (gpt2, a folder with encoder.json + vocab.bpe, or a GGUF file)");
   std::map<std::string, std::string> meta = read_checkpoint_metadata(path);
   return checkpoint_tokenizer_spec(meta.count("tokenizer") ? meta["tokenizer"] : "", path);
+}
+
+// A NumPy .npy file of float32 [rows, cols] (format 1.0: magic, header length, a Python dict literal padded
+// to 64 bytes, then the little-endian values), written atomically.
+void write_npy_f32(const std::string& path, const std::vector<float>& values, int64_t rows, int64_t cols) {
+  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (" + std::to_string(rows) + ", " +
+                       std::to_string(cols) + "), }";
+  header.append(63 - (10 + header.size()) % 64, ' ');
+  header += '\n';
+  write_file_atomic(path, [&](std::FILE* out) {
+    const uint16_t n = static_cast<uint16_t>(header.size());
+    const unsigned char magic[8] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0};
+    const unsigned char len[2] = {static_cast<unsigned char>(n & 0xFF), static_cast<unsigned char>(n >> 8)};
+    ET_CHECK(std::fwrite(magic, 1, 8, out) == 8 && std::fwrite(len, 1, 2, out) == 2 &&
+                 std::fwrite(header.data(), 1, header.size(), out) == header.size() &&
+                 std::fwrite(values.data(), sizeof(float), values.size(), out) == values.size(),
+             "writing '", path, "' failed");
+  });
 }
 
 // A checkpoint, GGUF file or Hugging Face folder (load_model_file), with `adapter` that LoRA adapter attached.
@@ -68,7 +87,7 @@ Runner add_generate(CLI::App& app) {
       "Sample text from a checkpoint (KV cache; temperature, top-k, top-p; seeded). Example:\n"
       "  edgetrain generate --checkpoint runs/mini/checkpoint.safetensors --prompt \"In the beginning\"");
   struct Flags {
-    std::string checkpoint, adapter, prompt = "And God said", backend = "auto", device, tokenizer;
+    std::string checkpoint, adapter, prompt = "And God said", backend = "auto", device, tokenizer, logits;
     SampleOptions s;
     int threads = 0;
   };
@@ -80,10 +99,20 @@ Runner add_generate(CLI::App& app) {
                   "LoRA adapter (llama.cpp adapter GGUF or PEFT folder) to apply on top of --checkpoint's model");
   sub->add_option("--prompt", f->prompt, "Text to continue")->capture_default_str();
   sub->add_option("--max-tokens", f->s.max_tokens, "Tokens to generate")->capture_default_str();
+  sub->add_option("--logits", f->logits,
+                  "Also write the logits each new token was picked from to this NumPy file (float32, [tokens, vocab]),\n"
+                  "e.g. to compare with another runtime");
   add_sampling_flags(sub, f->s);
   add_model_run_flags(sub, f->backend, f->device, f->threads, f->tokenizer);
   return [f] {
     Loaded l = load(f->checkpoint, f->adapter, f->backend, f->device, f->threads, f->tokenizer);
+    std::vector<float> rows;
+    int64_t vocab = 0;
+    if (!f->logits.empty())
+      f->s.on_logits = [&](const float* logits, int64_t V) {
+        vocab = V;
+        rows.insert(rows.end(), logits, logits + V);
+      };
     std::printf("%s", f->prompt.c_str());
     std::fflush(stdout);
     generate(*l.model, *l.tok, f->prompt, f->s, [](const std::string& t) {
@@ -91,6 +120,11 @@ Runner add_generate(CLI::App& app) {
       std::fflush(stdout);
     });
     std::printf("\n");
+    if (!f->logits.empty()) {
+      write_npy_f32(f->logits, rows, vocab > 0 ? static_cast<int64_t>(rows.size()) / vocab : 0, vocab);
+      std::fprintf(stderr, "logits of %lld tokens written to %s\n", static_cast<long long>(vocab ? rows.size() / vocab : 0),
+                   f->logits.c_str());
+    }
     return 0;
   };
 }

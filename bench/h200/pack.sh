@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 rm -rf .devrun && mkdir -p .devrun/deps/data .devrun/deps/dawn .devrun/deps/gpt2
-cp build/libedgetrain.so build/edgetrain build/tests/edgetrain_tests bench/peer_torch.py .devrun/
+cp build/libedgetrain.so build/edgetrain build/tests/edgetrain_tests bench/peer_torch.py bench/hf_check.py .devrun/
 [ -f build/bench/edgetrain_bench_cpu ] && cp build/bench/edgetrain_bench_cpu .devrun/ || true
 cp .deps/data/kjv.txt .devrun/deps/data/
 # The GPU machine has no Open MPI: its shared libraries travel with the build (one process there never

@@ -2,9 +2,11 @@
 # One device call on the H200 (`device` tool): correctness of the Vulkan kernels (tensor-core path forced on
 # every shape, then the defaults), the kernel benchmarks against PyTorch measured in the same call (fp32, and
 # the matrix products with fp16 operands), the base-preset training step in fp32 and fp16 (the PyTorch step
-# first, so the ratios print), the WebGPU step, and fp16-vs-fp32 training runs. Writes everything under $OUT.
+# first, so the ratios print), the WebGPU step, fp16-vs-fp32 training runs, the Hugging Face import against
+# transformers (hfcheck), and the Llama-3.2-1B-shaped qlora/qat step beside PyTorch's (llama1b). Writes
+# everything under $OUT.
 # Usage (from the repository root, with .gl/ and .devrun/ carried): source bench/h200/env.sh;
-# bash bench/h200/run_perf.sh [tests|bench|webgpu|peerstep|step|webgpustep|train|all]...
+# bash bench/h200/run_perf.sh [tests|bench|webgpu|peerstep|step|webgpustep|train|hfcheck|llama1b|all]...
 set -u
 what=${*:-all}
 has() { [[ " $what " == *" $1 "* || " $what " == *" all "* ]]; }
@@ -83,6 +85,31 @@ if has train; then
       val=$(grep -o 'final validation loss [0-9.]*' "$out.log" | awk '{print $4}')
       printf '%-5s %-5s steps=%s rc=%d val=%s secs=%d\n' $preset $precision $steps $rc "$val" $((SECONDS - start)) | tee -a "$OUT/precision_runs.txt"
       cp "$out.log" "$OUT/train_${preset}_$precision.log"
+    done
+  done
+fi
+if has hfcheck; then
+  python3 -c 'import transformers; print("transformers", transformers.__version__)' > "$OUT/hf_versions.txt" 2>&1
+  timeout 300 python3 $B/hf_check.py --edgetrain $B/edgetrain --out /tmp/hf_check --backends cpu,vulkan \
+    > "$OUT/hf_check.txt" 2>&1
+  echo "hf check rc=$?" | tee -a "$OUT/summary.txt"
+  cp /tmp/hf_check/hf_check.json "$OUT/" 2>/dev/null
+fi
+if has llama1b; then
+  # Llama-3.2-1B's shape (vocabulary 128,256, tied head, GQA 32/8) at batch 4 x seq 1024: the PyTorch peer
+  # (qlora: frozen q4-valued base + LoRA r16 on all seven projections; qat: fake-quant STE) first, then
+  # edgetrain in fp16 and fp32 beside it. Peak memory: torch.cuda.max_memory_allocated / our tensors' peak.
+  for mode in ${LLAMA1B_MODES:-qlora qat}; do
+    variants=eager_sdpa,bf16_eager_sdpa compile=()
+    [[ $mode == qlora ]] && variants=$variants,bf16_compile_sdpa compile=(--compile)
+    timeout 420 python3 $B/peer_torch.py --out "$OUT/peer_1b_$mode.json" --cases none --step llama3.2-1b --mode $mode \
+      --batch 4 --seq 1024 --steps 6 --variants $variants "${compile[@]}" > "$OUT/peer_1b_$mode.txt" 2>&1
+    echo "peer 1b $mode rc=$?" | tee -a "$OUT/summary.txt"
+    for precision in fp16 fp32; do
+      timeout 300 $B/edgetrain bench --backend vulkan --ops none --step llama3.2-1b --mode $mode --batch 4 --seq 1024 \
+        --steps 6 --precision $precision --peer "$OUT/peer_1b_$mode.json" --json "$OUT/step_1b_${mode}_$precision.json" \
+        > "$OUT/step_1b_${mode}_$precision.txt" 2>&1
+      echo "step 1b $mode $precision rc=$?" | tee -a "$OUT/summary.txt"
     done
   done
 fi

@@ -114,6 +114,9 @@ struct SampleOptions {
   float top_p = 0.95f;
   uint64_t seed = 1;
   int64_t max_tokens = 200;
+  // Called with the logits (vocab floats) each new token is picked from, before the pick: for comparing a
+  // model's numbers with another runtime's (generate --logits).
+  std::function<void(const float* logits, int64_t vocab)> on_logits;
 };
 // Samples a continuation of prompt with the model's KV cache; returns only the new text.
 std::string generate(Model& model, const Tokenizer& tok, const std::string& prompt, const SampleOptions& opts,

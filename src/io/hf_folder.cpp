@@ -222,19 +222,23 @@ Check check(const std::string& dir, const Shards& shards, TrainMode mode, int64_
     return out;
   }
   Fields f{j, P};
-  // model_type -> our arch and the class transformers builds for it.
-  const std::map<std::string, std::string> kClasses = {
-      {"llama", "LlamaForCausalLM"}, {"qwen2", "Qwen2ForCausalLM"}, {"qwen3", "Qwen3ForCausalLM"}};
+  // model_type -> the class transformers builds for it. Mistral is a Llama (llama.cpp's GGUF says "llama"
+  // too) whose sliding window must not cut into the context.
+  const std::map<std::string, std::string> kClasses = {{"llama", "LlamaForCausalLM"},
+                                                       {"mistral", "MistralForCausalLM"},
+                                                       {"qwen2", "Qwen2ForCausalLM"},
+                                                       {"qwen3", "Qwen3ForCausalLM"}};
   if (j.contains("model_type") && !(j["model_type"].is_string() && kClasses.count(j["model_type"].get<std::string>()))) {
     P.push_back("config.json: model_type " + j["model_type"].dump() +
-                " is not supported (only \"llama\", \"qwen2\" and \"qwen3\")");
+                " is not supported (only \"llama\", \"mistral\", \"qwen2\" and \"qwen3\")");
     return out;
   }
-  if (j.contains("model_type")) c.arch = j["model_type"].get<std::string>();
-  const std::string cls = kClasses.at(c.arch);
+  const std::string model_type = j.contains("model_type") ? j["model_type"].get<std::string>() : "llama";
+  c.arch = model_type == "mistral" ? "llama" : model_type;
+  const std::string cls = kClasses.at(model_type);
   if (f.present("architectures") && j["architectures"] != json::array({cls}))
     f.problem("architectures", "is " + j["architectures"].dump() + ": edgetrain trains [\"" + cls + "\"] only for model_type \"" +
-                                   c.arch + "\"");
+                                   model_type + "\"");
   c.dim = f.integer("hidden_size", true, 0);
   c.n_layers = f.integer("num_hidden_layers", true, 0);
   c.n_heads = f.integer("num_attention_heads", true, 0);
@@ -251,6 +255,12 @@ Check check(const std::string& dir, const Shards& shards, TrainMode mode, int64_
   }
   c.ffn_dim = f.integer("intermediate_size", true, 0);
   c.max_seq = f.integer("max_position_embeddings", false, 2048);
+  if (model_type == "mistral" && f.present("sliding_window")) {
+    const int64_t w = f.integer("sliding_window", false, 0);
+    if (w < c.max_seq)
+      f.problem("sliding_window", "= " + std::to_string(w) + " is shorter than max_position_embeddings = " +
+                                      std::to_string(c.max_seq) + ": edgetrain's attention is full causal attention");
+  }
   const int64_t vocab_size = f.integer("vocab_size", true, 0);
   c.vocab = vocab_size;
   if (f.present("rms_norm_eps"))
@@ -260,7 +270,7 @@ Check check(const std::string& dir, const Shards& shards, TrainMode mode, int64_
   c.rope_theta = static_cast<float>(rope.theta);
   f.must_be("hidden_act", "silu", "edgetrain's MLP is SwiGLU (\"silu\")");
   // qwen2's q/k/v biases are always there (Qwen2Config has no switch); other biases edgetrain does not have.
-  if (c.arch != "qwen2") f.must_be("attention_bias", false, "edgetrain's " + c.arch + " attention projections have no bias");
+  if (c.arch != "qwen2") f.must_be("attention_bias", false, "edgetrain's " + model_type + " attention projections have no bias");
   f.must_be("mlp_bias", false, "edgetrain's MLP projections have no bias");
   f.must_be("use_sliding_window", false, "edgetrain's attention is full causal attention, no sliding window");
   if (f.present("layer_types")) {

@@ -94,6 +94,7 @@ std::string generate_ids(Model& model, const Tokenizer& tok, const std::vector<i
   bool stopped = false;
   for (int64_t i = 0; i < o.max_tokens; ++i) {
     int64_t rows = static_cast<int64_t>(logits.size()) / V;
+    if (o.on_logits) o.on_logits(logits.data() + (rows - 1) * V, V);
     int32_t next = pick(logits.data() + (rows - 1) * V, V, o, rng);
     if (std::find(stop_ids.begin(), stop_ids.end(), next) != stop_ids.end()) break;
     out.push_back(next);
