@@ -67,7 +67,7 @@ struct Flags {
   int reps = 20, warmup = 3, copies = 0, max_copies = 50, threads = 0;
   double target_ms = 25, case_seconds = 20, step_seconds = 120;
   int64_t batch = 16, seq = 0, steps = 20, group_size = 32, vocab = 0;
-  bool list = false;
+  bool list = false, checkpoint_activations = false;
 };
 
 // Times `reps` replays of prog (after `warmup`), stopping early once `budget` seconds are spent (at least
@@ -280,7 +280,8 @@ ModelConfig step_config(const std::string& name) {
 }
 
 void run_step(Backend& b, const Flags& f, const Peer& peer, Report& rep, Precision precision) {
-  json e = {{"preset", f.step}, {"mode", f.mode}, {"batch", f.batch}, {"precision", precision_name(precision)}};
+  json e = {{"preset", f.step}, {"mode", f.mode}, {"batch", f.batch}, {"precision", precision_name(precision)},
+            {"checkpoint_activations", f.checkpoint_activations}};
   std::string id;
   try {
     ModelConfig cfg = step_config(f.step);
@@ -303,6 +304,7 @@ void run_step(Backend& b, const Flags& f, const Peer& peer, Report& rep, Precisi
     auto t_build = Clock::now();
     Model model(b, cfg);
     model.set_precision(precision);
+    model.set_activation_checkpointing(f.checkpoint_activations);
     model.init(1234);
     OptimConfig opt;
     opt.total_steps = f.warmup + f.steps + 1;
@@ -348,7 +350,7 @@ void run_step(Backend& b, const Flags& f, const Peer& peer, Report& rep, Precisi
     // Peak memory: the tensors alive at once on the backend (model, programs, activations; the estimate
     // train prints before a run is beside it).
     const uint64_t peak = b.tensor_memory().peak;
-    const MemoryEstimate est = estimate_training_memory(cfg, f.batch, seq, precision);
+    const MemoryEstimate est = estimate_training_memory(cfg, f.batch, seq, precision, f.checkpoint_activations);
     const uint64_t est_step = est.weights + est.optimizer + est.step;  // bench records no evaluation program
     std::printf("  peak tensor memory %s (estimated before the run: %s)\n", format_bytes(peak).c_str(),
                 format_bytes(est_step).c_str());
@@ -490,6 +492,8 @@ Runner add_bench(CLI::App& app) {
                   "in mixed precision) or auto (fp16 where it is faster)")
       ->capture_default_str();
   sub->add_option("--batch", f->batch, "Step mode: sequences per step")->capture_default_str();
+  sub->add_flag("--checkpoint-activations", f->checkpoint_activations,
+                "Step mode: recompute each block's activations in the backward (as train --checkpoint-activations)");
   sub->add_option("--seq", f->seq, "Step mode: tokens per sequence (default: the preset's max_seq)");
   sub->add_option("--steps", f->steps, "Step mode: timed steps")->capture_default_str();
   sub->add_option("--group-size", f->group_size, "Step mode: q4gsw group size")->capture_default_str();

@@ -128,6 +128,9 @@ Runner add_train(CLI::App& app) {
                   "fp32, fp16 (mixed precision: fp16 GEMM operands, fp32 accumulation, fp32 masters and AdamW,\n"
                   "dynamic loss scaling) or auto (fp16 where the device's fp16 GEMMs are faster: tensor cores)")
       ->capture_default_str();
+  sub->add_flag("--checkpoint-activations", o.checkpoint_activations,
+                "Keep only each block's input in the forward and recompute its activations in the backward:\n"
+                "activation memory of one block instead of all, for about one more forward of compute");
   sub->add_option("--loss-scale", o.loss_scale, "fp16: initial loss scale (--resume continues the saved one)")
       ->capture_default_str();
   sub->add_option("--loss-scale-interval", o.loss_scale_interval,

@@ -107,6 +107,10 @@ class Backend {
   // maxStorageBufferBindingSize.
   virtual uint64_t memory_capacity() const { return 0; }
   virtual uint64_t max_tensor_bytes() const { return 0; }
+  // The most buffers one kernel may bind (0: no limit): Vulkan's maxPerStageDescriptorStorageBuffers
+  // (32 on lavapipe, fewer on some phones). A call binds its inputs, outputs, the scalar block and its
+  // scratch buffers; ops that take any number of inputs (grad_norm) are split by Graph to stay under it.
+  virtual uint32_t max_call_bindings() const { return 0; }
   // Bytes of the tensors alive on this backend now, and the most alive at once since it was created:
   // what the model, its recorded programs and their activations take (a backend's own staging buffers and
   // pipelines are not counted).

@@ -128,6 +128,12 @@ class Model {
   // recorded again at the next call) and any accumulated gradients. Generation (next_logits) stays fp32.
   void set_precision(Precision p);
   Precision precision() const { return precision_; }
+  // Activation checkpointing: the training step keeps only each block's input from the forward and
+  // recomputes the block's activations just before its backward — about one more forward of compute for
+  // activation memory of one block instead of all of them. The gradients are bit-identical (the same
+  // kernels run on the same inputs). Not part of the weights; changing it re-records the training step.
+  void set_activation_checkpointing(bool on);
+  bool activation_checkpointing() const { return checkpoint_activations_; }
   std::vector<Param>& params() { return params_; }
   Param& param(const std::string& name);
 
@@ -199,6 +205,7 @@ class Model {
   Backend& backend_;
   ModelConfig cfg_;
   Precision precision_ = Precision::fp32;
+  bool checkpoint_activations_ = false;
   std::vector<Param> params_;
   std::unique_ptr<Impl> impl_;
 };
@@ -217,7 +224,7 @@ struct MemoryEstimate {
   std::string largest_tensor_name;  // its parameter name, or "an activation of the step"
 };
 MemoryEstimate estimate_training_memory(const ModelConfig& cfg, int64_t batch, int64_t seq,
-                                        Precision precision = Precision::fp32);
+                                        Precision precision = Precision::fp32, bool checkpoint_activations = false);
 // "512.0 MiB", "1.25 GiB".
 std::string format_bytes(uint64_t bytes);
 

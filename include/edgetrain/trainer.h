@@ -49,6 +49,9 @@ struct TrainOptions {
   // fp32, fp16 (mixed precision with dynamic loss scaling) or auto (fp16 where the backend's fp16 GEMMs are
   // faster: choose_precision). Not restored by --resume: a run may continue in another precision.
   std::string precision = "auto";
+  // Recompute each block's activations in the backward (Model::set_activation_checkpointing): activation
+  // memory of one block instead of all, for about a third more compute. Not restored by --resume.
+  bool checkpoint_activations = false;
   float loss_scale = 65536.0f;          // fp16: the initial loss scale (a resumed run continues its own)
   int64_t loss_scale_interval = 2000;   // fp16: applied steps in a row before the scale doubles
   std::string init;               // start from this checkpoint's weights (new optimizer state)

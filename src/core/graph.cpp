@@ -167,7 +167,18 @@ std::tuple<Tensor, Tensor, Tensor> Graph::attention_backward(const Tensor& dout,
   auto o = apply(Op::attention_backward, with_optional({dout, q, k, v, out, lse}, pos), {}, {scale});
   return {o[0], o[1], o[2]};
 }
-Tensor Graph::grad_norm(const std::vector<Tensor>& xs) { return apply(Op::grad_norm, xs)[0]; }
+// More gradients than one kernel may bind (Backend::max_call_bindings; the call adds its output, the scalar
+// block and a scratch buffer) are normed in groups, then the groups' norms together: sqrt(sum of g_i^2).
+Tensor Graph::grad_norm(const std::vector<Tensor>& xs) {
+  const uint32_t limit = backend_.max_call_bindings();
+  const size_t group = limit == 0 ? xs.size() : static_cast<size_t>(std::max<int64_t>(2, int64_t{limit} - 3));
+  if (xs.size() <= group) return apply(Op::grad_norm, xs)[0];
+  std::vector<Tensor> norms;
+  for (size_t i = 0; i < xs.size(); i += group)
+    norms.push_back(apply(Op::grad_norm, std::vector<Tensor>(xs.begin() + static_cast<std::ptrdiff_t>(i),
+                                                             xs.begin() + static_cast<std::ptrdiff_t>(std::min(xs.size(), i + group))))[0]);
+  return grad_norm(norms);
+}
 Tensor Graph::clip_coef(const Tensor& norm, Scalar max_norm) { return apply(Op::clip_coef, {norm}, {}, {max_norm})[0]; }
 
 }  // namespace edgetrain

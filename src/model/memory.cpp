@@ -42,10 +42,12 @@ class MeasuringBackend : public Backend {
 
 }  // namespace
 
-MemoryEstimate estimate_training_memory(const ModelConfig& cfg, int64_t batch, int64_t seq, Precision precision) {
+MemoryEstimate estimate_training_memory(const ModelConfig& cfg, int64_t batch, int64_t seq, Precision precision,
+                                        bool checkpoint_activations) {
   MeasuringBackend b;
   Model m(b, cfg);
   m.set_precision(precision);
+  m.set_activation_checkpointing(checkpoint_activations);
   MemoryEstimate e;
   for (const Param& p : m.params()) {
     for (const Tensor* t : {&p.value, &p.codes, &p.scales})

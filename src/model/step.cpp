@@ -10,6 +10,10 @@
 // key/value heads, each shared by G = H/KV consecutive query heads (query head h reads kv head h / G);
 // the op's backward sums dk and dv over each group. The forward keeps only the output and the per-row
 // log-sum-exp; the backward recomputes the probabilities from them.
+// Activation checkpointing (Model::set_activation_checkpointing): the forward keeps each block's input
+// only, and the backward records the block's forward again (its saved activations) right before the
+// block's backward; the memory plan then gives every block's recomputed activations the same buffers.
+// The recomputation stops short of the block's last GEMM (down), whose output the backward never reads.
 // Sample packing: a packed step passes pos [B, T] (each token's position within its sample) to rope
 // (forward and backward) and to attention (forward and backward), which then restarts positions and the
 // causal window at every sample's first token; every other op is per row already.
@@ -34,7 +38,8 @@ struct BlockSaved {
 class Recorder {
  public:
   // pos: [B, T] i32 positions within packed samples, or undefined (plain sequences).
-  Recorder(Graph& g, const ModelConfig& cfg, Model::Impl& m, Tensor pos) : g_(g), cfg_(cfg), m_(m), pos_(pos) {}
+  Recorder(Graph& g, const ModelConfig& cfg, Model::Impl& m, Tensor pos, bool checkpoint)
+      : g_(g), cfg_(cfg), m_(m), pos_(pos), checkpoint_(checkpoint) {}
 
   // y = x W^T (4-bit or fp32) + bias + (alpha/r) (x A^T) B^T.
   Tensor lin(const Tensor& x, const Model::Impl::Lin& L, LinSaved& s) {
@@ -48,6 +53,12 @@ class Recorder {
       g_.call(Op::add, {y, y2}, {y}, {}, {lora_scale()});
     }
     return y;
+  }
+
+  // What lin saves for its backward, without the product itself (a recomputation's down projection).
+  void lin_saved_only(const Tensor& x, const Model::Impl::Lin& L, LinSaved& s) {
+    s.x = x;
+    if (L.a) s.t = g_.linear(x, L.a->value);
   }
 
   // Gradients of lin: accumulates dW (trainable base) and LoRA grads; returns dx.
@@ -76,7 +87,9 @@ class Recorder {
     return dx;
   }
 
-  Tensor block_forward(const Tensor& x, const Model::Impl::Layer& L, int64_t B, int64_t T, BlockSaved& s) {
+  // Returns the block's output; a recomputation (`recompute`) only fills `s` and returns nothing.
+  Tensor block_forward(const Tensor& x, const Model::Impl::Layer& L, int64_t B, int64_t T, BlockSaved& s,
+                       bool recompute = false) {
     const float scale = 1.0f / std::sqrt(static_cast<float>(cfg_.head_dim()));
     const int64_t H = cfg_.n_heads, KV = cfg_.kv_heads(), hd = cfg_.head_dim();
     s.x = x;
@@ -98,6 +111,10 @@ class Recorder {
     s.g = lin(s.h2, L.gate, s.gate);
     s.u = lin(s.h2, L.up, s.up);
     s.m = g_.silu_mul(s.g, s.u);
+    if (recompute) {
+      lin_saved_only(s.m, L.down, s.down);
+      return Tensor();
+    }
     return g_.add(s.x2, lin(s.m, L.down, s.down));
   }
 
@@ -134,8 +151,14 @@ class Recorder {
   Tensor step(const Tensor& tokens, const Tensor& labels, Scalar n_valid, int64_t B, int64_t T, bool train) {
     const int64_t R = B * T;
     Tensor x = g_.embedding(m_.emb->value, tokens);  // [R, D]
+    const bool checkpoint = train && checkpoint_;
     std::vector<BlockSaved> saved(m_.layers.size());
-    for (size_t i = 0; i < m_.layers.size(); ++i) x = block_forward(x, m_.layers[i], B, T, saved[i]);
+    std::vector<Tensor> inputs(m_.layers.size());  // checkpointing: each block's input
+    for (size_t i = 0; i < m_.layers.size(); ++i) {
+      inputs[i] = x;
+      BlockSaved dropped;  // checkpointing: its tensors die inside the forward, their memory is reused
+      x = block_forward(x, m_.layers[i], B, T, checkpoint ? dropped : saved[i]);
+    }
     auto [hf, rstdf] = g_.rms_norm(x, m_.norm->value, cfg_.norm_eps);
     Tensor logits = g_.linear(hf, m_.head->value);  // [R, V], fp32 head
     auto [loss, dlogits] = g_.fused_ce(logits, labels, n_valid, /*in_place=*/true);
@@ -143,7 +166,10 @@ class Recorder {
     if (m_.head->trainable) g_.linear_dW_into(dlogits, hf, m_.head->grad, true);
     Tensor dhf = g_.mm(dlogits, m_.head->value);  // [R, D]
     Tensor dx = rms_norm_backward(dhf, x, m_.norm, rstdf);
-    for (size_t i = m_.layers.size(); i-- > 0;) dx = block_backward(dx, m_.layers[i], B, T, saved[i]);
+    for (size_t i = m_.layers.size(); i-- > 0;) {
+      if (checkpoint) block_forward(inputs[i], m_.layers[i], B, T, saved[i], /*recompute=*/true);
+      dx = block_backward(dx, m_.layers[i], B, T, saved[i]);
+    }
     if (m_.emb->trainable) g_.call(Op::embedding_backward, {dx, tokens}, {m_.emb->grad}, {1});
     (void)R;
     return loss;
@@ -155,6 +181,7 @@ class Recorder {
   const ModelConfig& cfg_;
   Model::Impl& m_;
   Tensor pos_;
+  bool checkpoint_;
 };
 
 void check_batch(const ModelConfig& cfg, const std::vector<int32_t>& tokens, const std::vector<int32_t>& labels,
@@ -205,7 +232,7 @@ static Model::Impl::StepProgram& step_program(Model& model, Model::Impl& m, Mode
   sp.n_valid = sp.program->slot("n_valid", 1.0f);
   Graph g(b, *sp.program);
   g.set_precision(model.precision());  // fp16: every GEMM of the step takes fp16 operands
-  Recorder rec(g, model.config(), m, sp.pos);
+  Recorder rec(g, model.config(), m, sp.pos, model.activation_checkpointing());
   sp.loss = rec.step(sp.tokens, sp.labels, sp.n_valid, B, T, train);
   sp.program->finalize();
   return sp;
@@ -380,6 +407,12 @@ void Model::set_precision(Precision p) {
   impl_->norm_prog.reset();
   impl_->apply_prog.reset();
   impl_->zero_prog.reset();
+}
+
+void Model::set_activation_checkpointing(bool on) {
+  if (on == checkpoint_activations_) return;
+  checkpoint_activations_ = on;
+  impl_->train = {};  // recorded again at the next accumulate (the gradients so far stay valid)
 }
 
 std::map<std::string, std::vector<float>> Model::gradients(const std::vector<int32_t>& tokens,

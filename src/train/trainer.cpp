@@ -103,14 +103,23 @@ StepOutcome TrainRun::train_step(int64_t step) {
 // The memory the run will take (estimate_training_memory), checked before the model is built: a run that
 // cannot fit stops at once with the figures, instead of failing midway in an allocation (or swapping);
 // unsupported, so a --backend list moves on to a device that may hold it.
-static MemoryEstimate check_memory(Backend& b, const ModelConfig& cfg, int64_t batch, int64_t seq, Precision p) {
-  const MemoryEstimate e = estimate_training_memory(cfg, batch, seq, p);
+static MemoryEstimate check_memory(Backend& b, const ModelConfig& cfg, int64_t batch, int64_t seq, Precision p,
+                                   bool checkpoint) {
+  const MemoryEstimate e = estimate_training_memory(cfg, batch, seq, p, checkpoint);
   const uint64_t have = b.memory_capacity();
-  ET_CHECK_KIND(ErrorKind::unsupported, have == 0 || e.total <= have, "training needs ~", format_bytes(e.total),
-                " (weights ", format_bytes(e.weights), ", gradients and AdamW ", format_bytes(e.optimizer),
-                ", activations of batch ", batch, " x seq ", seq, ": ", format_bytes(e.step + e.evaluation), ") but ",
-                b.name(), " has ", format_bytes(have),
-                "; lower --batch or --seq (--accum keeps the tokens per step), or train --mode qlora");
+  if (have != 0 && e.total > have) {
+    // What would fit instead: recomputed activations first (same batch, same results), then qlora.
+    std::string hint = "lower --batch or --seq (--accum keeps the tokens per step)";
+    if (!checkpoint) {
+      const uint64_t with = estimate_training_memory(cfg, batch, seq, p, true).total;
+      hint = "--checkpoint-activations (" + format_bytes(with) + (with <= have ? ", fits" : ", still too much") +
+             "), or " + hint;
+    }
+    if (cfg.mode != TrainMode::qlora) hint += ", or train --mode qlora";
+    fail_kind(ErrorKind::unsupported, "training needs ~", format_bytes(e.total), " (weights ", format_bytes(e.weights),
+                ", gradients and AdamW ", format_bytes(e.optimizer), ", activations of batch ", batch, " x seq ", seq,
+                ": ", format_bytes(e.step + e.evaluation), ") but ", b.name(), " has ", format_bytes(have), "; ", hint);
+  }
   const uint64_t bind = b.max_tensor_bytes();
   ET_CHECK_KIND(ErrorKind::unsupported, bind == 0 || e.largest_tensor <= bind, "training needs a tensor of ",
                 format_bytes(e.largest_tensor), " (", e.largest_tensor_name, ") but ", b.name(),
@@ -119,11 +128,11 @@ static MemoryEstimate check_memory(Backend& b, const ModelConfig& cfg, int64_t b
   return e;
 }
 
-static void print_memory(const MemoryEstimate& e, const Backend& b) {
+static void print_memory(const MemoryEstimate& e, const Backend& b, bool checkpoint) {
   const uint64_t have = b.memory_capacity();
-  std::printf("  memory: %s (weights %s, gradients and AdamW %s, activations %s)", format_bytes(e.total).c_str(),
+  std::printf("  memory: %s (weights %s, gradients and AdamW %s, activations %s%s)", format_bytes(e.total).c_str(),
               format_bytes(e.weights).c_str(), format_bytes(e.optimizer).c_str(),
-              format_bytes(e.step + e.evaluation).c_str());
+              format_bytes(e.step + e.evaluation).c_str(), checkpoint ? ", recomputed per block" : "");
   if (have) std::printf(" of %s's %s", b.name().c_str(), format_bytes(have).c_str());
   std::printf("\n");
 }
@@ -163,10 +172,12 @@ void TrainRun::start_on(const BackendCandidate& c) {
   first_.reset();
   backend_ = make_backend(c.backend, c.options);
   const PrecisionChoice precision = choose_precision(o_.precision, *backend_);
-  const MemoryEstimate need = check_memory(*backend_, o_.model, rank_batch_, o_.seq, precision.precision);
+  const MemoryEstimate need =
+      check_memory(*backend_, o_.model, rank_batch_, o_.seq, precision.precision, o_.checkpoint_activations);
   model_ = std::make_unique<Model>(*backend_, o_.model);
   Model& m = *model_;
   m.set_precision(precision.precision);
+  m.set_activation_checkpointing(o_.checkpoint_activations);
   m.scaler.scale = o_.loss_scale;  // a checkpoint's own scale replaces it on --resume
   m.scaler.growth_interval = o_.loss_scale_interval;
   m.init(o_.seed);
@@ -180,7 +191,7 @@ void TrainRun::start_on(const BackendCandidate& c) {
               backend_->device_name().c_str());
   if (!c.why.empty()) std::printf("  %s\n", c.why.c_str());
   std::printf("  %s\n", precision.why.c_str());
-  print_memory(need, *backend_);
+  print_memory(need, *backend_, o_.checkpoint_activations);
   if (precision.precision == Precision::fp16)
     std::printf("  loss scale %g (x%g after %ld applied steps in a row, x%g on an overflow, which skips the step)\n",
                 m.scaler.scale, m.scaler.growth, static_cast<long>(m.scaler.growth_interval), m.scaler.backoff);

@@ -93,6 +93,7 @@ Limits read_limits(VkPhysicalDevice pd) {
   l.max_shared_bytes = lim.maxComputeSharedMemorySize;
   l.subgroup_size = sub.subgroupSize ? sub.subgroupSize : 1;
   l.max_storage_range = lim.maxStorageBufferRange;
+  l.max_storage_buffers = lim.maxPerStageDescriptorStorageBuffers;
   VkPhysicalDeviceMemoryProperties mp;
   vkGetPhysicalDeviceMemoryProperties(pd, &mp);
   for (uint32_t i = 0; i < mp.memoryHeapCount; ++i)

@@ -26,6 +26,7 @@ class VulkanBackend : public Backend {
   Fp16Speed fp16_speed() const override;
   uint64_t memory_capacity() const override { return ctx_->limits().device_local_heap; }
   uint64_t max_tensor_bytes() const override { return ctx_->limits().max_storage_range; }
+  uint32_t max_call_bindings() const override { return ctx_->limits().max_storage_buffers; }
   std::unique_ptr<Program> new_program() override;
   void release(uint64_t id) override;
 
