@@ -111,6 +111,11 @@ if has llama1b; then
         > "$OUT/step_1b_${mode}_$precision.txt" 2>&1
       echo "step 1b $mode $precision rc=$?" | tee -a "$OUT/summary.txt"
     done
+    # The same fp16 step recomputing each block's activations (train --checkpoint-activations): less memory.
+    timeout 300 $B/edgetrain bench --backend vulkan --ops none --step llama3.2-1b --mode $mode --batch 4 --seq 1024 \
+      --steps 6 --precision fp16 --checkpoint-activations --peer "$OUT/peer_1b_$mode.json" \
+      --json "$OUT/step_1b_${mode}_fp16_ckpt.json" > "$OUT/step_1b_${mode}_fp16_ckpt.txt" 2>&1
+    echo "step 1b $mode fp16 checkpointed rc=$?" | tee -a "$OUT/summary.txt"
   done
 fi
 # The device tool returns a limited number of files: everything also goes into one archive.
