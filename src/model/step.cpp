@@ -47,9 +47,9 @@ class Recorder {
     const Tensor bias = L.bias ? L.bias->value : Tensor();
     Tensor y = L.w->quantized() ? g_.linear_q4gsw(x, L.w->codes, L.w->scales, cfg_.group_size, bias)
                                 : g_.linear(x, L.w->value, bias);
-    if (L.a) {
-      s.t = g_.linear(x, L.a->value);
-      Tensor y2 = g_.linear(s.t, L.b->value);
+    if (L.a) {  // mm (x A^T, t B^T): the narrow deep product x A^T may then split its contraction
+      s.t = g_.mm(x, L.a->value, false, true);
+      Tensor y2 = g_.mm(s.t, L.b->value, false, true);
       g_.call(Op::add, {y, y2}, {y}, {}, {lora_scale()});
     }
     return y;
@@ -58,7 +58,7 @@ class Recorder {
   // What lin saves for its backward, without the product itself (a recomputation's down projection).
   void lin_saved_only(const Tensor& x, const Model::Impl::Lin& L, LinSaved& s) {
     s.x = x;
-    if (L.a) s.t = g_.linear(x, L.a->value);
+    if (L.a) s.t = g_.mm(x, L.a->value, false, true);
   }
 
   // Gradients of lin: accumulates dW (trainable base) and LoRA grads; returns dx.
