@@ -90,8 +90,8 @@ def hf_greedy(model, ids):
 
 
 def run(cmd):
-    p = subprocess.run(cmd, capture_output=True, text=True)
-    return p.returncode, p.stdout + p.stderr
+    p = subprocess.run(cmd, capture_output=True)  # a random model's text is any bytes
+    return p.returncode, (p.stdout + p.stderr).decode("utf-8", errors="replace")
 
 
 def main():

@@ -105,14 +105,14 @@ if has llama1b; then
     timeout 420 python3 $B/peer_torch.py --out "$OUT/peer_1b_$mode.json" --cases none --step llama3.2-1b --mode $mode \
       --batch 4 --seq 1024 --steps 6 --variants $variants "${compile[@]}" > "$OUT/peer_1b_$mode.txt" 2>&1
     echo "peer 1b $mode rc=$?" | tee -a "$OUT/summary.txt"
-    for precision in fp16 fp32; do
-      timeout 300 $B/edgetrain bench --backend vulkan --ops none --step llama3.2-1b --mode $mode --batch 4 --seq 1024 \
+    for precision in ${LLAMA1B_PRECISIONS:-fp16 fp32}; do
+      EDGETRAIN_PROFILE="$OUT/step_profile_1b_${mode}_$precision.txt" timeout 300 $B/edgetrain bench --backend vulkan --ops none --step llama3.2-1b --mode $mode --batch 4 --seq 1024 \
         --steps 6 --precision $precision --peer "$OUT/peer_1b_$mode.json" --json "$OUT/step_1b_${mode}_$precision.json" \
         > "$OUT/step_1b_${mode}_$precision.txt" 2>&1
       echo "step 1b $mode $precision rc=$?" | tee -a "$OUT/summary.txt"
     done
     # The same fp16 step recomputing each block's activations (train --checkpoint-activations): less memory.
-    timeout 300 $B/edgetrain bench --backend vulkan --ops none --step llama3.2-1b --mode $mode --batch 4 --seq 1024 \
+    [[ -n ${LLAMA1B_NO_CKPT:-} ]] || timeout 300 $B/edgetrain bench --backend vulkan --ops none --step llama3.2-1b --mode $mode --batch 4 --seq 1024 \
       --steps 6 --precision fp16 --checkpoint-activations --peer "$OUT/peer_1b_$mode.json" \
       --json "$OUT/step_1b_${mode}_fp16_ckpt.json" > "$OUT/step_1b_${mode}_fp16_ckpt.txt" 2>&1
     echo "step 1b $mode fp16 checkpointed rc=$?" | tee -a "$OUT/summary.txt"
