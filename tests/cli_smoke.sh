@@ -34,6 +34,15 @@ PY
 "$cli" eval --checkpoint "$tmp/run/checkpoint.safetensors" --backend cpu --corpus "$tmp/corpus.txt" --seq 32 --batches 2 | grep -q 'perplexity'
 "$cli" train --resume --out "$tmp/run" --steps 16 --backend cpu --no-progress --sample-tokens 0 > "$tmp/resume.log"
 test "$(grep -c '"loss"' "$tmp/run/metrics.jsonl")" -eq 16
+# --checkpoint-activations: the same run recomputing each block's activations gives the same losses, bit for bit.
+for ck in "" --checkpoint-activations; do
+  "$cli" train --preset tiny --backend cpu --corpus "$tmp/corpus.txt" --steps 5 --batch 4 --seq 32 --eval-every 5 \
+    --sample-tokens 0 --out "$tmp/ck$ck" --no-progress $ck > "$tmp/ck$ck.log"
+  grep -o '"loss":[^,]*' "$tmp/ck$ck/metrics.jsonl" > "$tmp/ck$ck.losses"
+done
+grep -q 'recomputed per block' "$tmp/ck--checkpoint-activations.log"
+test "$(wc -l < "$tmp/ck.losses")" -eq 5
+cmp -s "$tmp/ck.losses" "$tmp/ck--checkpoint-activations.losses" || { echo "--checkpoint-activations changed the losses"; exit 1; }
 # Bad input: one clear message on stderr, non-zero exit, the checkpoint untouched.
 sum=$(sha256sum "$tmp/run/checkpoint.safetensors")
 if "$cli" train --preset tiny --backend cpu --corpus "$tmp/corpus.txt" --batch 0 --out "$tmp/run" 2> "$tmp/err.txt"; then
@@ -62,4 +71,4 @@ if "$cli" train --config "$tmp/badkv.json" --backend cpu --corpus "$tmp/corpus.t
   echo "n_kv_heads 3 with 4 heads was accepted"; exit 1
 fi
 grep -q "n_kv_heads (3) must divide n_heads (4)" "$tmp/err3.txt"
-echo "cli: train, generate, eval, resume, bad-input handling and grouped-query attention work"
+echo "cli: train (also with --checkpoint-activations), generate, eval, resume, bad-input handling and grouped-query attention work"
