@@ -41,13 +41,14 @@ TEST(MemoryEstimate, EqualsWhatARunAllocatesOnEveryBackend) {
   const int64_t B = 3, T = 24;
   for (const std::string& name : test_backends()) {
     Backend& b = backend_for_tests(name);
-    for (const Case& s : cases()) {
-      SCOPED_TRACE(name + ", " + s.what);
-      const MemoryEstimate e = estimate_training_memory(s.cfg, B, T, s.precision);
+    for (const Case& s : cases()) for (bool ckpt : {false, true}) {
+      SCOPED_TRACE(name + ", " + s.what + (ckpt ? ", checkpointed activations" : ""));
+      const MemoryEstimate e = estimate_training_memory(s.cfg, B, T, s.precision, ckpt);
       const uint64_t before = b.tensor_memory().in_use;
       {
         Model m(b, s.cfg);
         m.set_precision(s.precision);
+        m.set_activation_checkpointing(ckpt);
         m.init(3);
         uint64_t weights = 0, optimizer = 0;
         for (const Param& p : m.params()) {
@@ -107,6 +108,8 @@ TEST(MemoryEstimate, TrainerRefusesARunThatCannotFit) {
     EXPECT_NE(std::string(e.what()).find("training needs ~"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("GiB"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("--batch"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("--checkpoint-activations ("), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("still too much"), std::string::npos) << e.what();
   }
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 30.0);
 }

@@ -38,7 +38,9 @@ void memory_line(std::ostream& os, ModelConfig cfg) {
     os << (m == TrainMode::qlora ? " " : ", ") << mode_name(m) << " "
        << format_bytes(estimate_training_memory(cfg, defaults.batch, seq).total);
   }
-  os << "\n";
+  cfg.mode = TrainMode::qlora;
+  os << "; qlora with --checkpoint-activations "
+     << format_bytes(estimate_training_memory(cfg, defaults.batch, seq, Precision::fp32, true).total) << "\n";
 }
 
 // A LoRA adapter (is_lora_adapter): what it adapts, or why edgetrain cannot read it.
