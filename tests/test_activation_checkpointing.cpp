@@ -99,7 +99,7 @@ TEST(ActivationCheckpointing, StepMemoryShrinksTowardsOneBlock) {
     EXPECT_LT(ckpt.step, plain.step / 2) << ckpt.step << " vs " << plain.step;
     EXPECT_EQ(ckpt.weights, plain.weights);
     EXPECT_EQ(ckpt.optimizer, plain.optimizer);
-    EXPECT_EQ(ckpt.evaluation, plain.evaluation);  // evaluation keeps nothing for a backward either way
+    EXPECT_LE(ckpt.evaluation, plain.step);  // evaluation reuses the step's buffers (ProgramMemory)
     EXPECT_LT(ckpt.total, plain.total);
   }
 }

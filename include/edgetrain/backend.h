@@ -40,6 +40,13 @@ struct OpCall {
 
 class Backend;
 
+// Buffers that the planned tensors of several programs share (Program::share_memory): programs that never
+// run at the same time (replay() returns when its work is done) — a model's training step, its update and
+// its evaluation — then need the largest of their plans instead of the sum.
+struct ProgramMemory {
+  std::vector<Tensor> buffers;
+};
+
 // A recorded sequence of op calls (e.g. a whole training step). Record, finalize once, then replay as
 // often as needed; between replays only slot values change. Tensors named in calls stay alive as long as
 // the program does.
@@ -60,6 +67,8 @@ class Program {
   void record(OpCall call);
   // A tensor whose memory the program allocates at finalize (Graph's outputs while recording).
   Tensor planned_tensor(Shape shape, DType dtype);
+  // Before finalize: plan into `memory`'s buffers (adding what is missing) instead of buffers of its own.
+  void share_memory(std::shared_ptr<ProgramMemory> memory) { shared_ = std::move(memory); }
   // Plans the planned tensors' memory (plan_memory), then prepares the backend's replay.
   void finalize();
   // Runs every recorded call in order with the current slot values; returns when the work is done.
@@ -81,6 +90,7 @@ class Program {
   Backend& backend_;
   std::vector<std::weak_ptr<Storage>> planned_;  // every planned_tensor's storage
   std::vector<Tensor> arena_;                    // the buffers planned tensors share
+  std::shared_ptr<ProgramMemory> shared_;        // or these, shared with other programs
   std::vector<OpCall> calls_;
   std::vector<std::string> slot_names_;
   std::vector<float> slot_values_;

@@ -124,23 +124,29 @@ void Program::plan_memory() {
   std::sort(shared.begin(), shared.end(), [](const auto& a, const auto& b) { return a.first->first < b.first->first; });
   struct Buffer {
     Tensor t;
-    size_t busy_until = 0;  // the last call that uses it
+    int64_t busy_until = -1;  // the last call that uses it (-1: free from the start)
   };
+  // A shared ProgramMemory's buffers are all free when this program starts: the programs sharing them
+  // never run at the same time, and none keeps a value in them from one replay to the next.
   std::vector<Buffer> buffers;
+  if (shared_)
+    for (const Tensor& t : shared_->buffers) buffers.push_back({t, -1});
+  const size_t reused = buffers.size();
   for (auto& [l, s] : shared) {
     Buffer* best = nullptr;
     for (Buffer& b : buffers)
-      if (b.busy_until < l->first && b.t.nbytes() >= s->bytes && (!best || b.t.nbytes() < best->t.nbytes()))
+      if (b.busy_until < static_cast<int64_t>(l->first) && b.t.nbytes() >= s->bytes &&
+          (!best || b.t.nbytes() < best->t.nbytes()))
         best = &b;
     if (!best) {
-      buffers.push_back({backend_.zeros(Shape{static_cast<int64_t>(s->bytes)}, DType::u8), 0});
+      buffers.push_back({backend_.zeros(Shape{static_cast<int64_t>(s->bytes)}, DType::u8), -1});
       best = &buffers.back();
     }
-    best->busy_until = l->last;
+    best->busy_until = static_cast<int64_t>(l->last);
     s->id = best->t.id();
     s->owns = false;
   }
-  for (Buffer& b : buffers) arena_.push_back(std::move(b.t));
+  for (size_t i = reused; i < buffers.size(); ++i) (shared_ ? shared_->buffers : arena_).push_back(std::move(buffers[i].t));
   planned_.clear();
 }
 

@@ -27,6 +27,7 @@ std::vector<float> Model::next_logits(const std::vector<int32_t>& new_tokens) {
       m.v_cache.push_back(backend_.zeros(Shape{cfg_.max_seq, KVD}, DType::f32));
     }
   auto prog = backend_.new_program();
+  prog->share_memory(m.memory);  // each call records a program: they reuse the same buffers
   Graph g(backend_, *prog);
   Tensor tokens = backend_.from_vector(Shape{T}, DType::i32, new_tokens);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));

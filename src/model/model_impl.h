@@ -41,6 +41,9 @@ struct Model::Impl {
     bool packed = false;
   };
   StepProgram train, eval;
+  // The buffers of the planned tensors of every program above and below: they run one at a time, so a
+  // model needs the largest plan (the training step's, usually), not the sum of them.
+  std::shared_ptr<ProgramMemory> memory = std::make_shared<ProgramMemory>();
   // Optimizer: norm (read back and checked before anything is written), apply (clip, AdamW, requant,
   // zero grads), zero (drop a bad step's gradients).
   std::unique_ptr<Program> norm_prog, apply_prog, zero_prog;

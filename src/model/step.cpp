@@ -223,6 +223,7 @@ static Model::Impl::StepProgram& step_program(Model& model, Model::Impl& m, Mode
   Backend& b = model.backend();
   sp = Model::Impl::StepProgram{};
   sp.program = b.new_program();
+  sp.program->share_memory(m.memory);
   sp.batch = B;
   sp.seq = T;
   sp.packed = packed;
@@ -288,12 +289,14 @@ static void record_optimizer(Model& model, Model::Impl& m) {
   ET_CHECK(!grads.empty(), "model: nothing to train (every parameter is frozen)");
 
   m.norm_prog = b.new_program();
+  m.norm_prog->share_memory(m.memory);
   {
     Graph g(b, *m.norm_prog);
     m.grad_norm = g.grad_norm(grads);
     m.norm_prog->finalize();
   }
   m.apply_prog = b.new_program();
+  m.apply_prog->share_memory(m.memory);
   Program& p = *m.apply_prog;
   m.lr = p.slot("lr");
   m.beta1 = p.slot("beta1", 0.9f);
@@ -324,6 +327,7 @@ static void record_optimizer(Model& model, Model::Impl& m) {
     p.finalize();
   }
   m.zero_prog = b.new_program();
+  m.zero_prog->share_memory(m.memory);
   {
     Graph g(b, *m.zero_prog);
     for (const Tensor& gr : grads) g.fill(gr, 0.0f);
