@@ -68,10 +68,7 @@ void main() {
       const uint t = t0 + ty + TY * i;
       first[i] = t < p.T ? first_key(b, t) : 0u;
     }
-    // Every invocation reads the block's positions (the same addresses), so cbeg is uniform.
-    uint f = t0;
-    for (uint r = 0u; r < nq; ++r) f = min(f, first_key(b, t0 + r));
-    cbeg = f / BR * BR;
+    cbeg = first_of_block(b, t0, nq) / BR * BR;
   }
   for (uint c0 = cbeg; c0 < kend; c0 += BR) {
     const uint nk = min(BR, p.S - c0);

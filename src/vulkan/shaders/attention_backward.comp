@@ -51,14 +51,8 @@ shared vec4 As[2u * AR * HC4];
 shared vec4 Bs[(1u + MODE) * BR * HC4];
 shared vec4 Xs[AR * BR4];
 
-// The first key query t of sequence b sees under HAS_POS, and the smallest of the n queries from t0
-// (every invocation reads the same positions, so it is uniform).
+// The first key query t of sequence b sees under HAS_POS (first_of_block: attention_tiles.glsl).
 uint first_key(uint b, uint t) { return t - uint(clamp(tok_pos[b * p.T + t], 0, int(t))); }
-uint first_of_block(uint b, uint t0, uint n) {
-  uint f = t0;
-  for (uint r = 0u; r < n; ++r) f = min(f, first_key(b, t0 + r));
-  return f;
-}
 
 void dq_block(uint wid, uint tx, uint ty) {
   const uint bh = wid / p.nblocks, qb = p.nblocks - 1u - (wid - bh * p.nblocks);

@@ -63,10 +63,7 @@ fn main(@builtin(workgroup_id) wgid: vec3<u32>, @builtin(num_workgroups) nwg: ve
       let t = t0 + ty + TY * i;
       if (t < p.T) { first[i] = first_key(b, t); }
     }
-    // Every invocation reads the block's positions (the same addresses), so cbeg is uniform.
-    var f = t0;
-    for (var r = 0u; r < nq; r++) { f = min(f, first_key(b, t0 + r)); }
-    cbeg = f / BR * BR;
+    cbeg = first_of_block(b, t0, nq) / BR * BR;
   }
   for (var c0 = cbeg; c0 < kend; c0 += BR) {
     let nk = min(BR, p.S - c0);

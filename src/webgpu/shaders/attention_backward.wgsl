@@ -26,14 +26,8 @@ struct Params { B: u32, T: u32, S: u32, H: u32, KV: u32, hd: u32, nblocks: u32, 
 @group(0) @binding(7) var<storage, read> scalars: array<f32>;
 @group(0) @binding(8) var<uniform> p: Params;
 
-// The first key query t of sequence b sees (HAS_POS), and the smallest of the n queries from t0 (every
-// invocation reads the same words, so it is uniform).
+// The first key query t of sequence b sees (HAS_POS; first_of_block: attention_tiles.wgsl).
 fn first_key(b: u32, t: u32) -> u32 { return AUX[2u * p.B * p.H * p.T + b * p.T + t]; }
-fn first_of_block(b: u32, t0: u32, n: u32) -> u32 {
-  var f = t0;
-  for (var r = 0u; r < n; r++) { f = min(f, first_key(b, t0 + r)); }
-  return f;
-}
 
 fn src(which: u32, i: u32) -> f32 {
   if (which == 0u) { return DOUT[i]; }

@@ -115,3 +115,12 @@ fn row_sum(r: u32) -> f32 {
   let s = (Xs[p_at(r, 0u)] + Xs[p_at(r, 1u)]) + (Xs[p_at(r, 2u)] + Xs[p_at(r, 3u)]);
   return (s.x + s.y) + (s.z + s.w);
 }
+
+// Sample packing (HAS_POS): the smallest first key of the n queries from t0, where a block's key loop
+// starts. The including kernel defines fn first_key(b: u32, t: u32) -> u32, the first key query t of
+// sequence b sees; every invocation reads the same words, so the result is uniform.
+fn first_of_block(b: u32, t0: u32, n: u32) -> u32 {
+  var f = t0;
+  for (var r = 0u; r < n; r++) { f = min(f, first_key(b, t0 + r)); }
+  return f;
+}
