@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <system_error>
 #include <thread>
 
 #include "edgetrain/q4gsw.h"
@@ -141,18 +142,20 @@ void Model::init(uint64_t seed) {
         else x = static_cast<float>(rng.normal() * sd);
       }
     };
-    const size_t n = v.size(), chunk = size_t{1} << 20;
-    if (n <= chunk || threads == 1) {
-      fill(0, n);
-    } else {
-      std::vector<std::thread> pool;
-      std::atomic<size_t> next{0};
-      for (unsigned t = 0; t < threads; ++t)
-        pool.emplace_back([&] {
-          for (size_t b; (b = next.fetch_add(chunk)) < n;) fill(b, std::min(n, b + chunk));
-        });
-      for (std::thread& t : pool) t.join();
+    // This thread takes chunks too, beside helpers for the chunks beyond the first; where no thread can be
+    // started (a browser build without pthreads), it fills them all.
+    const size_t n = v.size(), chunk = size_t{1} << 20, chunks = (n + chunk - 1) / chunk;
+    std::atomic<size_t> next{0};
+    auto work = [&] {
+      for (size_t b; (b = next.fetch_add(chunk)) < n;) fill(b, std::min(n, b + chunk));
+    };
+    std::vector<std::thread> helpers;
+    try {
+      for (size_t t = 1; t < std::min<size_t>(threads, chunks); ++t) helpers.emplace_back(work);
+    } catch (const std::system_error&) {
     }
+    work();
+    for (std::thread& t : helpers) t.join();
     backend_.upload(p.value, v.data(), v.size() * sizeof(float));
   }
   quantize_from_masters();
