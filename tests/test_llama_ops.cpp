@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "harness/op_case.h"
@@ -221,12 +222,30 @@ const EmbedCase kEmbed[] = {
     {"V7_D33_rank3_bad", 7, 33, Shape{2, 2, 4}, true},
 };
 
+// A part of a table of V rows: rows first .. first+Vp-1, here the middle of it (first = V/3, Vp = V/2, at
+// least one row), so indices fall before, in and after the part.
+struct Part {
+  int64_t first, Vp;
+};
+Part middle_part(int64_t V) { return {V / 3, std::max<int64_t>(1, V / 2)}; }
+
 std::vector<OpCase> embedding_cases() {
   Rng r(47);
   std::vector<OpCase> cs;
   for (const EmbedCase& e : kEmbed)
     cs.push_back(make_case(e.name, Op::embedding, {random_f32(r, Shape{e.V, e.D}), token_ids(r, e.idx, e.V, e.bad)},
                            {zeros(with_dim(e.idx, e.D), DType::f32)}, {}, {}, tol::exact));
+  // The whole table given as a part of itself (first 0, total V), and a middle part: rows of other parts
+  // must keep the output's (random) contents.
+  for (const EmbedCase& e : kEmbed) {
+    const Part pt = middle_part(e.V);
+    cs.push_back(make_case(std::string(e.name) + "_part_first" + std::to_string(pt.first), Op::embedding,
+                           {random_f32(r, Shape{pt.Vp, e.D}), token_ids(r, e.idx, e.V, e.bad)},
+                           {random_f32(r, with_dim(e.idx, e.D))}, {pt.first, e.V}, {}, tol::exact));
+  }
+  cs.push_back(make_case("V10_D7_n12_bad_whole_as_part", Op::embedding,
+                         {random_f32(r, Shape{10, 7}), token_ids(r, Shape{12}, 10, true)},
+                         {random_f32(r, Shape{12, 7})}, {0, 10}, {}, tol::exact));
   return cs;
 }
 ET_OP_CASES(embedding, embedding_cases);
@@ -241,6 +260,13 @@ std::vector<OpCase> embedding_backward_cases() {
       cs.push_back(make_case(std::string(e.name) + (acc ? "_accumulate" : ""), Op::embedding_backward,
                              {random_f32(r, with_dim(e.idx, e.D)), token_ids(r, e.idx, e.V, e.bad)},
                              {random_f32(r, Shape{e.V, e.D})}, {acc}, {}, tol::reduction(e.idx.numel() + 1)));
+  for (const EmbedCase& e : kEmbed)
+    for (int acc : {0, 1}) {
+      const Part pt = middle_part(e.V);
+      cs.push_back(make_case(std::string(e.name) + "_part_first" + std::to_string(pt.first) + (acc ? "_accumulate" : ""),
+                             Op::embedding_backward, {random_f32(r, with_dim(e.idx, e.D)), token_ids(r, e.idx, e.V, e.bad)},
+                             {random_f32(r, Shape{pt.Vp, e.D})}, {acc, pt.first}, {}, tol::reduction(e.idx.numel() + 1)));
+    }
   return cs;
 }
 ET_OP_CASES(embedding_backward, embedding_backward_cases);
@@ -362,6 +388,97 @@ TEST(LlamaReference, EmbeddingOutOfRangeIsNaNAndContributesNothingBack) {
                  .to_vector<float>();
   EXPECT_EQ(acc, (std::vector<float>{7, 7, 7, 7, 11, 13}));
 }
+
+TEST(LlamaReference, EmbeddingPartByHand) {
+  // Rows 2..3 of a 5-row table: index 3 reads w row 1, indices 0 and 4 belong to other parts (left as 7),
+  // 5 and -1 are outside the table (NaN).
+  HostTensor w = HostTensor::from(Shape{2, 1}, DType::f32, std::vector<float>{20, 30});
+  HostTensor idx = HostTensor::from(Shape{5}, DType::i32, std::vector<int32_t>{3, 0, 5, 2, -1});
+  auto out = run_reference(make_case("", Op::embedding, {w, idx}, {filled_f32(Shape{5, 1}, 7.0f)}, {2, 5}, {}, tol::exact))[0]
+                 .to_vector<float>();
+  EXPECT_EQ(out[0], 30.0f);
+  EXPECT_EQ(out[1], 7.0f);
+  EXPECT_TRUE(std::isnan(out[2]));
+  EXPECT_EQ(out[3], 20.0f);
+  EXPECT_TRUE(std::isnan(out[4]));
+  HostTensor dout = HostTensor::from(Shape{5, 1}, DType::f32, std::vector<float>{1, 2, 4, 8, 16});
+  auto dw = run_reference(make_case("", Op::embedding_backward, {dout, idx}, {filled_f32(Shape{2, 1}, 7.0f)}, {0, 2}, {},
+                                    tol::exact))[0]
+                .to_vector<float>();
+  EXPECT_EQ(dw, (std::vector<float>{8, 1}));
+}
+
+// A table in three parts of unequal width, each its own tensor: embedding per part (first, total) fills
+// the output as one call on the whole table does (NaN rows for ids outside it), and embedding_backward
+// per part (first) gives the whole dw's rows, on every backend.
+class EmbeddingParts : public ::testing::TestWithParam<std::string> {};
+
+HostTensor rows_of(const HostTensor& x, int64_t r0, int64_t r1) {
+  const int64_t D = x.shape()[1];
+  HostTensor h(Shape{r1 - r0, D}, DType::f32);
+  std::memcpy(h.data(), x.as<float>() + r0 * D, static_cast<size_t>((r1 - r0) * D) * sizeof(float));
+  return h;
+}
+
+TEST_P(EmbeddingParts, MatchWhole) {
+  Backend& b = backend_for_tests(GetParam());
+  auto up = [&](const HostTensor& h) { return b.from_host(h.shape(), h.dtype(), h.data(), h.nbytes()); };
+  auto down = [&](const Tensor& t) {
+    HostTensor h(t.shape(), t.dtype());
+    b.download(t, h.data(), h.nbytes());
+    return h;
+  };
+  struct S {
+    const char* name;
+    std::vector<int64_t> widths;
+    int64_t D;
+    Shape idx;
+  };
+  const std::vector<S> shapes = {
+      {"V6_D1", {1, 2, 3}, 1, Shape{7}},
+      {"V1000_D33_B2_T9", {255, 257, 488}, 33, Shape{2, 9}},
+      {"V300_D64_n130", {1, 290, 9}, 64, Shape{130}},
+  };
+  Rng r(49);
+  for (const S& s : shapes) {
+    SCOPED_TRACE(s.name);
+    int64_t V = 0;
+    for (int64_t w : s.widths) V += w;
+    HostTensor w = random_f32(r, Shape{V, s.D}), idx = token_ids(r, s.idx, static_cast<int32_t>(V), true);
+    // Some ids at each part's edges.
+    for (int64_t i = 0, c0 = 0; i < static_cast<int64_t>(s.widths.size()) && 3 * i + 4 < idx.numel(); ++i) {
+      idx.as<int32_t>()[3 * i + 3] = static_cast<int32_t>(c0);
+      idx.as<int32_t>()[3 * i + 4] = static_cast<int32_t>(c0 + s.widths[i] - 1);
+      c0 += s.widths[i];
+    }
+    const Shape os = with_dim(s.idx, s.D);
+    HostTensor dout = random_f32(r, os), dw0 = random_f32(r, Shape{V, s.D});
+    auto want = run_reference(make_case("", Op::embedding, {w, idx}, {zeros(os, DType::f32)}, {}, {}, tol::exact))[0];
+
+    Tensor tidx = up(idx), out = up(filled_f32(os, 5.0f)), tdout = up(dout);
+    for (int acc : {0, 1}) {
+      SCOPED_TRACE(acc ? "accumulate" : "overwrite");
+      auto want_dw = run_reference(make_case("", Op::embedding_backward, {dout, idx}, {dw0}, {acc}, {}, tol::exact))[0];
+      HostTensor got_dw(Shape{V, s.D}, DType::f32);
+      int64_t c0 = 0;
+      for (int64_t width : s.widths) {
+        if (acc == 0) b.run(OpCall{Op::embedding, {up(rows_of(w, c0, c0 + width)), tidx}, {out}, {c0, V}, {}});
+        Tensor dw = up(rows_of(dw0, c0, c0 + width));
+        b.run(OpCall{Op::embedding_backward, {tdout, tidx}, {dw}, {acc, c0}, {}});
+        HostTensor part = down(dw);
+        std::memcpy(got_dw.as<float>() + c0 * s.D, part.data(), part.nbytes());
+        c0 += width;
+      }
+      if (acc == 0) {
+        EXPECT_EQ(compare(down(out), want, tol::exact), "") << "embedding";
+      }
+      EXPECT_EQ(compare(got_dw, want_dw, tol::reduction(idx.numel() + 1)), "") << "embedding_backward";
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, EmbeddingParts, ::testing::ValuesIn(test_backends()),
+                         [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
 TEST(LlamaReference, GatherFollowsAtenIndexing) {
   // x [2,3] = [[0,1,2],[3,4,5]]; gather dim 1 with index [[2,0],[1,3]] -> [[2,0],[4,NaN]].

@@ -67,6 +67,25 @@ TEST_F(Misuse, FusedCeLabels) {
                {"fused_ce", "labels must be [R] = [4]", "i32[5]"});
 }
 
+TEST_F(Misuse, VocabParts) {
+  // A part must lie inside its table, and the table must fit the i32 ids.
+  expect_error({Op::fused_ce_part, {f32({4, 10}), i32({4}), f32({4})}, {f32({}), f32({4, 10})}, {95, 100, 0}, {Scalar(4.0f)}},
+               {"fused_ce_part", "total = 100 must be >= first + Vp = 95 + 10"});
+  expect_error({Op::fused_ce_part, {f32({4, 10}), i32({4}), f32({4})}, {f32({}), f32({4, 10})}, {-1, 100, 0}, {Scalar(4.0f)}},
+               {"fused_ce_part", "first must be >= 0"});
+  expect_error({Op::fused_ce_part, {f32({4, 10}), i32({4}), f32({5})}, {f32({}), f32({4, 10})}, {0, 10, 0}, {Scalar(4.0f)}},
+               {"fused_ce_part", "lse must be [R] = [4]", "f32[5]"});
+  expect_error({Op::fused_ce_part, {f32({4, 10}), i32({4}), f32({4})}, {f32({}), f32({4, 10})}, {0, 10, 2}, {Scalar(4.0f)}},
+               {"fused_ce_part", "accumulate must be 0 or 1"});
+  expect_error({Op::logsumexp_rows, {f32({4, 10})}, {f32({5})}, {0}, {}}, {"logsumexp_rows", "output lse", "f32[5]"});
+  expect_error({Op::embedding, {f32({10, 4}), i32({3})}, {f32({3, 4})}, {5}, {}},
+               {"embedding", "give both first and total"});
+  expect_error({Op::embedding, {f32({10, 4}), i32({3})}, {f32({3, 4})}, {0, int64_t(1) << 31}, {}},
+               {"embedding", "exceeds the i32 ids"});
+  expect_error({Op::embedding_backward, {f32({3, 4}), i32({3})}, {f32({10, 4})}, {0, -2}, {}},
+               {"embedding_backward", "first must be >= 0"});
+}
+
 TEST_F(Misuse, WrongOutputShape) {
   expect_error({Op::linear, {f32({4, 8}), f32({6, 8})}, {f32({4, 5})}, {}, {}},
                {"linear", "f32[4, 6]", "f32[4, 5]"});

@@ -180,6 +180,80 @@ std::vector<OpCase> fused_ce_cases() {
 }
 ET_OP_CASES(fused_ce, fused_ce_cases);
 
+// ---- cross-entropy of a vocabulary in parts: logsumexp_rows, fused_ce_part ----
+
+// Rows of V around a workgroup (1, 255, 257, 1000 ...); accumulate = 1 merges into an old lse that starts
+// random, with a -inf (adds nothing) and a NaN (stays NaN) among them.
+std::vector<OpCase> logsumexp_rows_cases() {
+  struct S {
+    const char* name;
+    int64_t R, V;
+    float lo, hi;
+  };
+  const std::vector<S> shapes = {
+      {"R1_V1", 1, 1, -3, 3},         {"R1_V255", 1, 255, -5, 5},      {"R3_V257", 3, 257, -4, 4},
+      {"R4_V1000", 4, 1000, -8, 8},   {"R65_V63", 65, 63, -2, 2},      {"R2_V5000_large", 2, 5000, 500, 520},
+      {"R5_V256_wide", 5, 256, -60, 60},
+  };
+  std::vector<OpCase> cs;
+  Rng r(105);
+  for (const S& s : shapes)
+    for (int acc : {0, 1}) {
+      HostTensor old = random_f32(r, Shape{s.R}, s.lo, s.hi + 3.0f);
+      if (acc && s.R > 2) {
+        old.as<float>()[1] = -std::numeric_limits<float>::infinity();
+        old.as<float>()[2] = std::numeric_limits<float>::quiet_NaN();
+      }
+      Tolerance t = ce_tol(1, s.V);
+      cs.push_back(make_case(std::string(s.name) + (acc ? "_accumulate" : ""), Op::logsumexp_rows,
+                             {random_f32(r, Shape{s.R, s.V}, s.lo, s.hi)}, {old}, {acc}, {}, t));
+    }
+  return cs;
+}
+ET_OP_CASES(logsumexp_rows, logsumexp_rows_cases);
+
+// One part of `total` columns: labels in this part, in other parts, ignored (-100, -1) and >= total (NaN);
+// lse near the rows' true magnitudes; the old loss is added when accumulating.
+std::vector<OpCase> fused_ce_part_cases() {
+  struct S {
+    const char* name;
+    int64_t R, Vp, first, total;
+    float lo, hi;
+    std::vector<int32_t> special;  // labels of the first rows (rest random over [0, total))
+    bool in_place;
+  };
+  const std::vector<S> shapes = {
+      {"R1_Vp1_first0", 1, 1, 0, 1, -3, 3, {0}, false},
+      {"R1_Vp255_first0", 1, 255, 0, 1000, -3, 3, {254}, true},
+      {"R3_Vp257_first255", 3, 257, 255, 1000, -4, 4, {255, 511, 3}, false},
+      {"R9_Vp1000_first1000", 9, 1000, 1000, 2000, -4, 4, {-100, 1000, -1, 1999, 0, 2000, 999}, true},
+      {"R6_Vp129_last", 6, 129, 871, 1000, -3, 3, {1000, -100, 999, 100000, 871, 870}, false},
+      {"R65_Vp63_first7", 65, 63, 7, 70, -8, 8, {-100, 7, 69, 6}, true},
+      {"R8_Vp257_large", 8, 257, 0, 300, 500, 520, {-1, 256, 257}, true},
+  };
+  std::vector<OpCase> cs;
+  Rng r(106);
+  for (const S& s : shapes)
+    for (int acc : {0, 1}) {
+      HostTensor labels = random_i32(r, Shape{s.R}, 0, static_cast<int32_t>(s.total - 1));
+      for (size_t i = 0; i < s.special.size() && i < static_cast<size_t>(s.R); ++i) labels.as<int32_t>()[i] = s.special[i];
+      // lse of a whole row is at least its max and at most max + log(total): somewhere between.
+      HostTensor lse = random_f32(r, Shape{s.R}, s.hi, s.hi + std::log(static_cast<float>(s.total)));
+      OpCase c;
+      c.name = std::string(s.name) + (acc ? "_accumulate" : "") + (s.in_place ? "_in_place" : "");
+      c.op = Op::fused_ce_part;
+      c.in = {random_f32(r, Shape{s.R, s.Vp}, s.lo, s.hi), labels, lse};
+      c.out = {filled_f32(Shape{}, acc ? 1.25f : 0.0f), zeros(Shape{s.R, s.Vp}, DType::f32)};
+      if (s.in_place) c.out_alias = {-1, 0};
+      c.ints = {s.first, s.total, acc};
+      c.floats = {static_cast<float>(s.R) - 0.5f};
+      c.tol = ce_tol(s.R, s.Vp);
+      cs.push_back(std::move(c));
+    }
+  return cs;
+}
+ET_OP_CASES(fused_ce_part, fused_ce_part_cases);
+
 // ---- requantization into W_4X8 ----
 
 std::vector<OpCase> q4gsw_requant_cases() {
@@ -391,6 +465,33 @@ TEST(TrainReference, FusedCeByHand) {
   EXPECT_FLOAT_EQ(o[1].as<float>()[0], third);
 }
 
+TEST(TrainReference, VocabPartsByHand) {
+  // Row 0 = {1, 2 | 3}: lse = log(e + e^2 + e^3), label 2 in the second part; row 1 ignored.
+  HostTensor a = f32(Shape{2, 2}, {1, 2, 0, 0}), b = f32(Shape{2, 1}, {3, 0});
+  HostTensor labels = HostTensor::from(Shape{2}, DType::i32, std::vector<int32_t>{2, -100});
+  auto l0 = run_reference(one(Op::logsumexp_rows, {a}, {zeros(Shape{2}, DType::f32)}, {0}))[0];
+  EXPECT_FLOAT_EQ(l0.as<float>()[0], static_cast<float>(std::log(std::exp(1.0) + std::exp(2.0))));
+  auto lse = run_reference(one(Op::logsumexp_rows, {b}, {l0}, {1}))[0];
+  const double want = std::log(std::exp(1.0) + std::exp(2.0) + std::exp(3.0));
+  EXPECT_FLOAT_EQ(lse.as<float>()[0], static_cast<float>(want));
+  EXPECT_FLOAT_EQ(lse.as<float>()[1], static_cast<float>(std::log(3.0)));
+  auto pa = run_reference(one(Op::fused_ce_part, {a, labels, lse}, {filled_f32(Shape{}, 9.0f), zeros(Shape{2, 2}, DType::f32)},
+                              {0, 3, 0}, {1.0f}));
+  EXPECT_FLOAT_EQ(pa[0].as<float>()[0], lse.as<float>()[0]);  // first part: + lse, no label term
+  EXPECT_FLOAT_EQ(pa[1].as<float>()[1], static_cast<float>(std::exp(2.0 - want)));
+  EXPECT_EQ(pa[1].as<float>()[2], 0.0f);
+  auto pb = run_reference(one(Op::fused_ce_part, {b, labels, lse}, {pa[0], zeros(Shape{2, 1}, DType::f32)}, {2, 3, 1},
+                              {1.0f}));
+  EXPECT_FLOAT_EQ(pb[0].as<float>()[0], static_cast<float>(want - 3.0));
+  EXPECT_FLOAT_EQ(pb[1].as<float>()[0], static_cast<float>(std::exp(3.0 - want) - 1.0));
+  // A label >= total poisons its row and the loss.
+  labels.as<int32_t>()[1] = 3;
+  auto bad = run_reference(one(Op::fused_ce_part, {b, labels, lse}, {zeros(Shape{}, DType::f32), zeros(Shape{2, 1}, DType::f32)},
+                               {2, 3, 0}, {1.0f}));
+  EXPECT_TRUE(std::isnan(bad[0].as<float>()[0]));
+  EXPECT_TRUE(std::isnan(bad[1].as<float>()[1]));
+}
+
 TEST(TrainReference, RequantByHand) {
   // One row at scale 1: ties go to even, the range clamps, NaN gives value 0; rows 1..7 are padding.
   HostTensor lat = f32(Shape{1, 8}, {0.5f, 1.5f, 2.5f, -0.5f, -1.5f, 100, -100, std::nanf("")});
@@ -478,6 +579,88 @@ TEST(TrainReference, GradNormAndClipByHand) {
 }
 
 // ---- a recorded training step, replayed with changing slots ----
+
+// A vocabulary in three parts of unequal width, each its own tensor: logsumexp_rows (accumulate 0, 1, 1)
+// then fused_ce_part (accumulate 0, 1, 1) give fused_ce's loss and, concatenated, its dlogits, on every
+// backend. The parts' dlogits overwrite their logits in place for some shapes, as a training step does.
+class VocabParts : public ::testing::TestWithParam<std::string> {};
+
+HostTensor columns(const HostTensor& x, int64_t c0, int64_t c1) {
+  const int64_t R = x.shape()[0], V = x.shape()[1];
+  HostTensor h(Shape{R, c1 - c0}, DType::f32);
+  for (int64_t r = 0; r < R; ++r)
+    for (int64_t j = c0; j < c1; ++j) h.as<float>()[r * (c1 - c0) + j - c0] = x.as<float>()[r * V + j];
+  return h;
+}
+
+TEST_P(VocabParts, MatchFusedCe) {
+  Backend& b = backend_for_tests(GetParam());
+  for (Op op : {Op::logsumexp_rows, Op::fused_ce_part})
+    if (!b.supports(op)) GTEST_SKIP() << GetParam() << " does not support " << op_name(op);
+  struct S {
+    const char* name;
+    int64_t R;
+    std::vector<int64_t> widths;
+    float lo, hi;
+    std::vector<int32_t> special;
+    bool in_place;
+  };
+  const std::vector<S> shapes = {
+      {"R1_V7", 1, {1, 2, 4}, -3, 3, {5}, false},
+      {"R5_V1000", 5, {255, 257, 488}, -6, 6, {-100, 0, 254, 255, 999}, true},
+      {"R3_V1002", 3, {1000, 1, 1}, -4, 4, {1000, 1001, -1}, false},
+      {"R17_V3000", 17, {1, 1999, 1000}, -10, 10, {0, 1, 1999, 2000, 2999, -100}, true},
+      {"R4_V600_large", 4, {300, 256, 44}, 500, 520, {599, 300}, true},
+      {"R3_V10_label_out_of_range", 3, {3, 3, 4}, -2, 2, {10, 2, -100}, false},
+  };
+  Rng r(107);
+  auto up = [&](const HostTensor& h) { return b.from_host(h.shape(), h.dtype(), h.data(), h.nbytes()); };
+  for (const S& s : shapes) {
+    SCOPED_TRACE(s.name);
+    int64_t V = 0;
+    for (int64_t w : s.widths) V += w;
+    HostTensor logits = random_f32(r, Shape{s.R, V}, s.lo, s.hi);
+    HostTensor labels = random_i32(r, Shape{s.R}, 0, static_cast<int32_t>(V - 1));
+    for (size_t i = 0; i < s.special.size(); ++i) labels.as<int32_t>()[i] = s.special[i];
+    int valid = 0;
+    for (int64_t i = 0; i < s.R; ++i) valid += labels.as<int32_t>()[i] >= 0;
+    const float nv = static_cast<float>(std::max(valid, 1));
+    auto want = run_reference(one(Op::fused_ce, {logits, labels}, {zeros(Shape{}, DType::f32), zeros(Shape{s.R, V}, DType::f32)},
+                                  {}, {nv}));
+
+    Tensor tlab = up(labels), lse = b.zeros(Shape{s.R}, DType::f32), loss = up(filled_f32(Shape{}, 77.0f));
+    std::vector<Tensor> parts, grads;
+    int64_t c0 = 0;
+    for (int64_t w : s.widths) {
+      parts.push_back(up(columns(logits, c0, c0 + w)));
+      grads.push_back(s.in_place ? parts.back() : b.zeros(Shape{s.R, w}, DType::f32));
+      c0 += w;
+    }
+    for (size_t k = 0; k < parts.size(); ++k) b.run(OpCall{Op::logsumexp_rows, {parts[k]}, {lse}, {k > 0 ? 1 : 0}, {}});
+    c0 = 0;
+    for (size_t k = 0; k < parts.size(); ++k) {
+      b.run(OpCall{Op::fused_ce_part, {parts[k], tlab, lse}, {loss, grads[k]}, {c0, V, k > 0 ? 1 : 0}, {Scalar(nv)}});
+      c0 += s.widths[k];
+    }
+    HostTensor got_loss(Shape{}, DType::f32), got_d(Shape{s.R, V}, DType::f32);
+    b.download(loss, got_loss.data(), got_loss.nbytes());
+    c0 = 0;
+    for (size_t k = 0; k < grads.size(); ++k) {
+      HostTensor g(Shape{s.R, s.widths[k]}, DType::f32);
+      b.download(grads[k], g.data(), g.nbytes());
+      for (int64_t row = 0; row < s.R; ++row)
+        for (int64_t j = 0; j < s.widths[k]; ++j)
+          got_d.as<float>()[row * V + c0 + j] = g.as<float>()[row * s.widths[k] + j];
+      c0 += s.widths[k];
+    }
+    const Tolerance t = ce_tol(s.R, V);
+    EXPECT_EQ(compare(got_loss, want[0], t), "") << "loss";
+    EXPECT_EQ(compare(got_d, want[1], t), "") << "dlogits";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, VocabParts, ::testing::ValuesIn(test_backends()),
+                         [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
 // One step recorded once: forward through the 4-bit weight, fused CE with the gradient written over the
 // logits, input gradient, weight gradient, then AdamW on the fp32 latent weight and on the input rows

@@ -2,6 +2,7 @@
 // One function per op; check_call() and infer_outputs() share them, and every backend calls check_call()
 // at record time, so misuse fails the same way everywhere, with the op and the shapes in the message.
 #include <algorithm>
+#include <cstdint>
 
 #include "edgetrain/backend.h"
 #include "edgetrain/q4gsw.h"
@@ -151,6 +152,40 @@ void sig_fused_ce(Ctx& x) {
   x.dtype(lab, DType::i32, "labels");
   if (lab.shape() != Shape{lg.shape()[0]}) x.bad("labels must be [R] = [", lg.shape()[0], "], got ", lab.str());
   if (lg.shape()[1] < 1) x.bad("logits must have V >= 1 columns, got ", lg.str());
+  x.out(Shape{}, DType::f32);
+  x.out(lg.shape(), DType::f32);
+}
+
+// A part of a vocabulary: rows first .. first+Vp-1 of `total` (int arguments at fi and ti; ti < 0: no total).
+// Token ids and labels are i32, so the whole vocabulary must be one too.
+void vocab_part(const Ctx& x, int64_t Vp, size_t fi, int ti) {
+  const int64_t first = x.ival(fi), total = ti >= 0 ? x.ival(static_cast<size_t>(ti)) : first + Vp;
+  if (first < 0) x.bad("first must be >= 0, got ", first);
+  if (total < first + Vp) x.bad("total = ", total, " must be >= first + Vp = ", first, " + ", Vp);
+  if (total > INT32_MAX) x.bad("total = ", total, " exceeds the i32 ids (", INT32_MAX, ")");
+}
+
+void sig_logsumexp_rows(Ctx& x) {
+  const Tensor& a = x.in(0);
+  x.dtype(a, DType::f32, "x");
+  x.rank_is(a, 2, "x");
+  if (a.shape()[1] < 1) x.bad("x must have V >= 1 columns, got ", a.str());
+  x.flag(0, "accumulate");
+  x.out(Shape{a.shape()[0]}, DType::f32);
+}
+
+void sig_fused_ce_part(Ctx& x) {
+  const Tensor &lg = x.in(0), &lab = x.in(1), &lse = x.in(2);
+  x.dtype(lg, DType::f32, "logits");
+  x.rank_is(lg, 2, "logits");
+  const int64_t R = lg.shape()[0], Vp = lg.shape()[1];
+  x.dtype(lab, DType::i32, "labels");
+  if (lab.shape() != Shape{R}) x.bad("labels must be [R] = [", R, "], got ", lab.str());
+  x.dtype(lse, DType::f32, "lse");
+  if (lse.shape() != Shape{R}) x.bad("lse must be [R] = [", R, "], got ", lse.str());
+  if (Vp < 1) x.bad("logits must have Vp >= 1 columns, got ", lg.str());
+  vocab_part(x, Vp, 0, 1);
+  x.flag(2, "accumulate");
   x.out(Shape{}, DType::f32);
   x.out(lg.shape(), DType::f32);
 }
@@ -447,6 +482,8 @@ void sig_embedding(Ctx& x) {
   x.dtype(w, DType::f32, "w");
   x.rank_is(w, 2, "w");
   x.dtype(idx, DType::i32, "idx");
+  if (x.c.ints.size() == 1) x.bad("give both first and total (a part of a table) or neither");
+  if (x.c.ints.size() == 2) vocab_part(x, w.shape()[0], 0, 1);
   x.out(append_dim(x, idx.shape(), w.shape()[1]), DType::f32);
 }
 
@@ -459,6 +496,7 @@ void sig_embedding_backward(Ctx& x) {
   x.dtype(dw, DType::f32, "dw");
   x.rank_is(dw, 2, "dw");
   x.flag(0, "accumulate");
+  if (x.c.ints.size() > 1) vocab_part(x, dw.shape()[0], 1, -1);
   if (dout.shape() != append_dim(x, idx.shape(), dw.shape()[1]))
     x.bad("dout must be idx.shape + [D] with D = ", dw.shape()[1], ", got ", dout.str());
 }
@@ -600,6 +638,7 @@ void check_call(const OpCall& c) {
       bool elementwise = c.op == Op::scale || c.op == Op::add || c.op == Op::sub || c.op == Op::mul ||
                          c.op == Op::div;
       bool allowed = (c.op == Op::adamw_step && i == j) || (c.op == Op::q4gsw_requant && i == 1 && j == 0) || (c.op == Op::fused_ce && i == 1 && j == 0) ||
+                     (c.op == Op::fused_ce_part && i == 1 && j == 0) ||
                      (elementwise && c.in[j].shape() == c.out[i].shape());
       if (!allowed)
         fail(info.name, ": output ", i, " shares memory with input ", j, ", which this op does not allow");

@@ -26,6 +26,8 @@ Kernel fast_kernel(Op op) {
     case Op::q4gsw_requant: return fast::q4gsw_requant;
     // row-wise and fused (fused_kernels.cpp)
     case Op::fused_ce: return fast::fused_ce;
+    case Op::logsumexp_rows: return fast::logsumexp_rows;
+    case Op::fused_ce_part: return fast::fused_ce_part;
     case Op::adamw_step: return fast::adamw_step;
     case Op::grad_norm: return fast::grad_norm;
     case Op::rms_norm: return fast::rms_norm;

@@ -1,8 +1,9 @@
 // Fast CPU kernels for the row-wise and elementwise parts of a training step: fused cross-entropy (one-pass
-// online softmax per row), AdamW, the global gradient norm, RMSNorm, the softmax family, SwiGLU, RoPE and the
-// embedding pair. Rows are spread over the worker pool; every reduction has a fixed order (lane sums, per-row
-// or per-block partials summed in index order), so results do not depend on the thread count. Rows holding
-// NaN or infinities take a slow path written like the reference, so the NaN rules are the reference's.
+// online softmax per row; and over a vocabulary in parts, logsumexp_rows + fused_ce_part), AdamW, the global
+// gradient norm, RMSNorm, the softmax family, SwiGLU, RoPE and the embedding pair. Rows are spread over the
+// worker pool; every reduction has a fixed order (lane sums, per-row or per-block partials summed in index
+// order), so results do not depend on the thread count. Rows holding NaN or infinities take a slow path
+// written like the reference, so the NaN rules are the reference's.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -131,6 +132,49 @@ double ce_row(const float* row, float* drow, int64_t V, int32_t y, double n_vali
   return (lse - xy) / n_valid;
 }
 
+// Whether every value of x[0..n) is finite (x - x is NaN exactly for NaN and infinities).
+bool all_finite(const float* x, int64_t n) {
+  vi bad = {};
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes) {
+    vf v = simd::load(x + j);
+    v = v - v;
+    bad |= v != v;
+  }
+  bool b = any(bad);
+  for (; j < n; ++j) b |= !std::isfinite(x[j]);
+  return !b;
+}
+
+// One row of fused_ce_part (columns first .. first+Vp-1, the full row's lse given): writes dlogits (drow
+// may be row itself) and returns the row's loss term.
+double ce_part_row(const float* row, float* drow, int64_t Vp, int64_t first, int64_t total, int64_t y, double lse,
+                   double n_valid) {
+  if (y < 0) {
+    std::fill(drow, drow + Vp, 0.0f);
+    return 0.0;
+  }
+  if (y >= total) {
+    std::fill(drow, drow + Vp, kNaN);
+    return std::numeric_limits<double>::quiet_NaN();
+  }
+  const bool here = y >= first && y < first + Vp;
+  const double xy = here ? static_cast<double>(row[y - first]) : 0.0;  // before drow overwrites it
+  const double loss = ((first == 0 ? lse : 0.0) - xy) / n_valid;
+  if (!std::isfinite(lse) || !all_finite(row, Vp)) {  // the reference's arithmetic
+    for (int64_t j = 0; j < Vp; ++j)
+      drow[j] = static_cast<float>((std::exp(static_cast<double>(row[j]) - lse) - (first + j == y ? 1.0 : 0.0)) / n_valid);
+    return loss;
+  }
+  const float inv = static_cast<float>(1.0 / n_valid), l = static_cast<float>(lse);
+  const vf ll = simd::splat(l);
+  int64_t j = 0;
+  for (; j + kLanes <= Vp; j += kLanes) simd::store(drow + j, simd::exp(simd::load(row + j) - ll) * inv);
+  for (; j < Vp; ++j) drow[j] = simd::exp1(row[j] - l) * inv;
+  if (here) drow[y - first] = static_cast<float>((std::exp(xy - lse) - 1.0) / n_valid);
+  return loss;
+}
+
 // ---- softmax family ----
 
 // The reference's softmax row in double (all -inf or NaN rows give NaN).
@@ -177,6 +221,60 @@ void fused_ce(const ref::Call& c) {
     for (int64_t r = r0; r < r1; ++r) row_loss[r] = ce_row(x + r * V, d + r * V, V, labels[r], n_valid);
   });
   double loss = 0.0;
+  for (int64_t r = 0; r < R; ++r) loss += row_loss[r];
+  *c.out[0].as<float>() = static_cast<float>(loss);
+}
+
+// x [R, V], ints {accumulate} -> lse [R]: one-pass max and exp sum per row (the reference's double loops for
+// rows with NaN or infinities), merged with the old lse in double as the reference does.
+void logsumexp_rows(const ref::Call& c) {
+  const int64_t R = c.in[0].shape[0], V = c.in[0].shape[1];
+  const float* x = c.in[0].as<float>();
+  float* lse = c.out[0].as<float>();
+  const bool accumulate = c.ints[0] != 0;
+  parallel_for(R, row_grain(V), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* row = x + r * V;
+      float mf;
+      double mx, z;
+      if (max_sumexp(row, V, 1.0f, mf, z)) {
+        mx = mf;
+      } else {
+        mx = row[0];
+        for (int64_t j = 1; j < V; ++j) mx = std::fmax(mx, static_cast<double>(row[j]));
+        z = 0.0;
+        for (int64_t j = 0; j < V; ++j) z += std::exp(static_cast<double>(row[j]) - mx);
+      }
+      double v = mx + std::log(z);
+      if (accumulate) {
+        const double old = lse[r];
+        if (std::isnan(old)) v = old;
+        else if (old != -std::numeric_limits<double>::infinity()) {
+          const double m = std::fmax(mx, old);
+          v = m + std::log(z * std::exp(mx - m) + std::exp(old - m));
+        }
+      }
+      lse[r] = static_cast<float>(v);
+    }
+  });
+}
+
+// logits [R, Vp], labels, lse [R]; ints {first, total, accumulate}; floats {n_valid}; loss [], dlogits
+// (may be the logits buffer). Per-row losses summed in row order after the old loss: deterministic.
+void fused_ce_part(const ref::Call& c) {
+  const int64_t R = c.in[0].shape[0], Vp = c.in[0].shape[1];
+  const float* x = c.in[0].as<float>();
+  const int32_t* labels = c.in[1].as<int32_t>();
+  const float* lse = c.in[2].as<float>();
+  const int64_t first = c.ints[0], total = c.ints[1];
+  float* d = c.out[1].as<float>();
+  const double n_valid = c.floats[0];
+  std::vector<double> row_loss(static_cast<size_t>(R));
+  parallel_for(R, row_grain(Vp), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r)
+      row_loss[r] = ce_part_row(x + r * Vp, d + r * Vp, Vp, first, total, labels[r], lse[r], n_valid);
+  });
+  double loss = c.ints[2] != 0 ? static_cast<double>(*c.out[0].as<float>()) : 0.0;
   for (int64_t r = 0; r < R; ++r) loss += row_loss[r];
   *c.out[0].as<float>() = static_cast<float>(loss);
 }
@@ -506,24 +604,29 @@ void rotate(const ref::Call& c, double sign) {
 void rope(const ref::Call& c) { rotate(c, 1.0); }
 void rope_backward(const ref::Call& c) { rotate(c, -1.0); }
 
-// out[i, :] = w[idx[i], :]; NaN rows for indices outside [0, V).
+// out[i, :] = w[idx[i] - first, :] for an index of this part (rows first .. first+Vp-1 of `total`); NaN rows
+// for indices outside [0, total); rows of other parts are left as they are.
 void embedding(const ref::Call& c) {
-  const int64_t V = c.in[0].shape[0], D = c.in[0].shape[1], n = c.in[1].numel();
+  const int64_t Vp = c.in[0].shape[0], D = c.in[0].shape[1], n = c.in[1].numel();
+  const int64_t first = c.ints.size() > 0 ? c.ints[0] : 0, total = c.ints.size() > 1 ? c.ints[1] : Vp;
   const float* w = c.in[0].as<float>();
   const int32_t* idx = c.in[1].as<int32_t>();
   float* o = c.out[0].as<float>();
   parallel_for(n, row_grain(D), [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {
-      if (idx[i] >= 0 && idx[i] < V) std::copy(w + idx[i] * D, w + (idx[i] + 1) * D, o + i * D);
-      else std::fill(o + i * D, o + (i + 1) * D, kNaN);
+      const int64_t v = idx[i];
+      if (v < 0 || v >= total) std::fill(o + i * D, o + (i + 1) * D, kNaN);
+      else if (v >= first && v < first + Vp) std::copy(w + (v - first) * D, w + (v - first + 1) * D, o + i * D);
     }
   });
 }
 
-// dw (zeroed unless accumulate) [idx[i], :] += dout[i, :] in order of i. Tasks own column ranges, so each
-// element sees the reference's additions in the reference's order: bit-identical.
+// dw (zeroed unless accumulate) [idx[i] - first, :] += dout[i, :] in order of i, for indices of this part.
+// Tasks own column ranges, so each element sees the reference's additions in the reference's order:
+// bit-identical.
 void embedding_backward(const ref::Call& c) {
   const int64_t V = c.out[0].shape[0], D = c.out[0].shape[1], n = c.in[1].numel();
+  const int64_t first = c.ints.size() > 1 ? c.ints[1] : 0;
   const float* dout = c.in[0].as<float>();
   const int32_t* idx = c.in[1].as<int32_t>();
   float* w = c.out[0].as<float>();
@@ -534,8 +637,9 @@ void embedding_backward(const ref::Call& c) {
     if (!accumulate)
       for (int64_t v = 0; v < V; ++v) std::fill(w + v * D + d0, w + v * D + d1, 0.0f);
     for (int64_t i = 0; i < n; ++i) {
-      if (idx[i] < 0 || idx[i] >= V) continue;
-      float* wr = w + idx[i] * D;
+      const int64_t v = static_cast<int64_t>(idx[i]) - first;
+      if (v < 0 || v >= V) continue;
+      float* wr = w + v * D;
       const float* dr = dout + i * D;
       for (int64_t d = d0; d < d1; ++d) wr[d] += dr[d];
     }

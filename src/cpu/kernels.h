@@ -42,6 +42,8 @@ void q4gsw_requant(const ref::Call& c);
 
 // ---- fused_kernels.cpp ----
 void fused_ce(const ref::Call& c);
+void logsumexp_rows(const ref::Call& c);
+void fused_ce_part(const ref::Call& c);
 void adamw_step(const ref::Call& c);
 void grad_norm(const ref::Call& c);
 void rms_norm(const ref::Call& c);

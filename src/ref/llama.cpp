@@ -116,33 +116,42 @@ void silu_mul_backward(const Call& c) {
   }
 }
 
-// w [V, D] f32, idx [...] i32 -> out [..., D]: out[i, :] = w[idx[i], :]; an index outside [0, V) gives a
-// row of NaN, so a bad token id is loud downstream instead of reading out of bounds.
+// w [Vp, D] f32, idx [...] i32, ints {first?, total?} (default 0, Vp) -> out [..., D]. w holds rows
+// first .. first+Vp-1 of a table of `total` rows: out[i, :] = w[idx[i] - first, :] for an index of this part;
+// an index outside [0, total) gives a row of NaN, so a bad token id is loud downstream instead of reading out
+// of bounds; an index of another part leaves out[i, :] unchanged (that part's call writes it).
 void embedding(const Call& c) {
   const View& w = c.in[0];
-  int64_t V = w.shape[0], D = w.shape[1], n = c.in[1].numel();
+  const int64_t Vp = w.shape[0], D = w.shape[1], n = c.in[1].numel();
+  const int64_t first = c.ints.size() > 0 ? c.ints[0] : 0, total = c.ints.size() > 1 ? c.ints[1] : Vp;
   const int32_t* idx = c.in[1].as<int32_t>();
   float* o = c.out[0].as<float>();
   for (int64_t i = 0; i < n; ++i) {
-    bool ok = idx[i] >= 0 && idx[i] < V;
-    for (int64_t d = 0; d < D; ++d) o[i * D + d] = ok ? w.as<float>()[idx[i] * D + d] : kNaN;
+    const int64_t v = idx[i];
+    if (v < 0 || v >= total)
+      for (int64_t d = 0; d < D; ++d) o[i * D + d] = kNaN;
+    else if (v >= first && v < first + Vp)
+      for (int64_t d = 0; d < D; ++d) o[i * D + d] = w.as<float>()[(v - first) * D + d];
   }
 }
 
-// dout [..., D], idx [...] i32 -> dw [V, D] (the caller's tensor); ints {accumulate}:
-// dw is zeroed first unless accumulate = 1, then dw[idx[i], :] += dout[i, :]; repeated indices add up
-// (in order of i) and indices outside [0, V) contribute nothing.
+// dout [..., D], idx [...] i32 -> dw [Vp, D] (the caller's tensor); ints {accumulate, first?} (default 0):
+// dw holds rows first .. first+Vp-1 of the table. dw is zeroed first unless accumulate = 1, then
+// dw[idx[i] - first, :] += dout[i, :]; repeated indices add up (in order of i) and indices outside
+// [first, first + Vp) contribute nothing.
 void embedding_backward(const Call& c) {
   const View& dw = c.out[0];
-  int64_t V = dw.shape[0], D = dw.shape[1], n = c.in[1].numel();
+  const int64_t Vp = dw.shape[0], D = dw.shape[1], n = c.in[1].numel();
+  const int64_t first = c.ints.size() > 1 ? c.ints[1] : 0;
   const float* dout = c.in[0].as<float>();
   const int32_t* idx = c.in[1].as<int32_t>();
   float* w = dw.as<float>();
   if (!c.ints[0])
-    for (int64_t i = 0; i < V * D; ++i) w[i] = 0.0f;
+    for (int64_t i = 0; i < Vp * D; ++i) w[i] = 0.0f;
   for (int64_t i = 0; i < n; ++i) {
-    if (idx[i] < 0 || idx[i] >= V) continue;
-    for (int64_t d = 0; d < D; ++d) w[idx[i] * D + d] += dout[i * D + d];
+    const int64_t v = static_cast<int64_t>(idx[i]) - first;
+    if (v < 0 || v >= Vp) continue;
+    for (int64_t d = 0; d < D; ++d) w[v * D + d] += dout[i * D + d];
   }
 }
 

@@ -1,5 +1,6 @@
 // Reference of the six training ops (OPS.md sections 2-7): the q4gsw linear forward and input gradient, the
-// dense weight gradient, fused cross-entropy, requantization into W_4X8 and in-place AdamW.
+// dense weight gradient, fused cross-entropy, requantization into W_4X8 and in-place AdamW; and the
+// cross-entropy of a vocabulary in parts (logsumexp_rows, fused_ce_part), which sums to fused_ce's.
 // Dot products and row sums accumulate in double: this file is the spec, so it should be as close to the
 // exact real-number result as is cheap; backends accumulating in fp32 are compared with a tolerance.
 #include <cmath>
@@ -122,6 +123,79 @@ void fused_ce(const Call& c) {
     for (int64_t j = 0; j < V; ++j) {
       double p = std::exp(static_cast<double>(row[j]) - lse);
       drow[j] = static_cast<float>((p - (j == y ? 1.0 : 0.0)) / n_valid);
+    }
+  }
+  *c.out[0].as<float>() = static_cast<float>(loss);
+}
+
+// x [R, V] f32, ints {accumulate} -> lse [R]: lse[r] = log sum_j exp(x[r,j]), the max taken out first.
+// accumulate = 1 merges the old lse[r] (a previous part's) as one more term: log(exp(lse_old) + sum_j
+// exp(x[r,j])), both sides scaled by the larger of their maxima; an old -inf adds nothing. Called once per
+// vocabulary part (accumulate 0, then 1, 1, ...), it gives the logsumexp of the whole row.
+void logsumexp_rows(const Call& c) {
+  const View& xv = c.in[0];
+  const int64_t R = xv.shape[0], V = xv.shape[1];
+  const float* x = xv.as<float>();
+  float* lse = c.out[0].as<float>();
+  const bool accumulate = c.ints[0] != 0;
+  for (int64_t r = 0; r < R; ++r) {
+    const float* row = x + r * V;
+    double mx = row[0];
+    for (int64_t j = 1; j < V; ++j) mx = std::fmax(mx, static_cast<double>(row[j]));
+    double z = 0.0;
+    for (int64_t j = 0; j < V; ++j) z += std::exp(static_cast<double>(row[j]) - mx);
+    double v = mx + std::log(z);
+    if (accumulate) {
+      const double old = lse[r];
+      if (std::isnan(old)) v = old;
+      else if (old != -std::numeric_limits<double>::infinity()) {
+        const double m = std::fmax(mx, old);
+        v = m + std::log(z * std::exp(mx - m) + std::exp(old - m));
+      }
+    }
+    lse[r] = static_cast<float>(v);
+  }
+}
+
+// logits [R, Vp]: columns first .. first+Vp-1 of rows of `total` classes; labels [R] i32; lse [R] (of the
+// whole row, from logsumexp_rows); ints {first, total, accumulate}; floats {n_valid}; loss [], dlogits [R, Vp]
+// (may be the logits buffer). Per row with label y:
+//   dlogits[j] = (exp(x[j] - lse) - [first + j == y]) / n_valid,
+//   row loss   = ((first == 0 ? lse : 0) - (first <= y < first + Vp ? x[y - first] : 0)) / n_valid,
+// so the parts' losses add up to fused_ce's (lse - x[y]) / n_valid. y < 0: zeros and 0; y >= total: a NaN
+// row and loss (as fused_ce's y >= V). loss = sum of row losses (+ its old value when accumulate = 1).
+// Each row reads x[y - first] before writing dlogits, so in-place use is safe.
+void fused_ce_part(const Call& c) {
+  const View& lg = c.in[0];
+  const int64_t R = lg.shape[0], Vp = lg.shape[1];
+  const int32_t* labels = c.in[1].as<int32_t>();
+  const float* lse = c.in[2].as<float>();
+  const int64_t first = c.ints[0], total = c.ints[1];
+  const bool accumulate = c.ints[2] != 0;
+  const double n_valid = c.floats[0];
+  const float* x = lg.as<float>();
+  float* d = c.out[1].as<float>();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  double loss = accumulate ? static_cast<double>(*c.out[0].as<float>()) : 0.0;
+  for (int64_t r = 0; r < R; ++r) {
+    const float* row = x + r * Vp;
+    float* drow = d + r * Vp;
+    const int64_t y = labels[r];
+    if (y < 0) {
+      for (int64_t j = 0; j < Vp; ++j) drow[j] = 0.0f;
+      continue;
+    }
+    if (y >= total) {
+      for (int64_t j = 0; j < Vp; ++j) drow[j] = nan;
+      loss += std::numeric_limits<double>::quiet_NaN();
+      continue;
+    }
+    const double l = lse[r];
+    const double xy = y >= first && y < first + Vp ? static_cast<double>(row[y - first]) : 0.0;
+    loss += ((first == 0 ? l : 0.0) - xy) / n_valid;
+    for (int64_t j = 0; j < Vp; ++j) {
+      double p = std::exp(static_cast<double>(row[j]) - l);
+      drow[j] = static_cast<float>((p - (first + j == y ? 1.0 : 0.0)) / n_valid);
     }
   }
   *c.out[0].as<float>() = static_cast<float>(loss);

@@ -107,25 +107,26 @@ void encode_embedding(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   const Shape& w = c.in[0].shape();
   uint32_t n = u32(c.out[0].numel(), c);
   if (n == 0) return;
+  const int64_t first = c.ints.size() > 0 ? c.ints[0] : 0, total = c.ints.size() > 1 ? c.ints[1] : w[0];
   Dispatch d(ET_VK_KERNEL(embedding));
-  d.arg(n).arg(u32(w[0], c)).arg(u32(w[1], c));
+  d.arg(n).arg(u32(w[0], c)).arg(u32(w[1], c)).arg(u32(first, c)).arg(u32(total, c));
   threads_grid(d, n, kWG, ctx);
   out.dispatches.push_back(d);
 }
 
 // Zero dw (unless accumulating), stable-sort token positions by index into scratch, then one pass where
-// the first position of each run of equal indices sums its run in token order.
+// the first position of each run of equal indices of this part sums its run in token order.
 void encode_embedding_backward(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   const Shape& dw = c.out[0].shape();
   uint32_t V = u32(dw[0], c), D = u32(dw[1], c), n = u32(c.in[1].numel(), c);
   u32(int64_t(V) * D, c);
   u32(int64_t(n) * D, c);
-  uint32_t acc = c.ints[0] != 0 ? 1u : 0u;
+  uint32_t acc = c.ints[0] != 0 ? 1u : 0u, first = u32(c.ints.size() > 1 ? c.ints[1] : 0, c);
   uint32_t wg = reduce_wg(ctx);
   out.scratch_bytes.push_back(std::max<size_t>(16, size_t(n) * sizeof(uint32_t)));
   auto make = [&](uint32_t mode) {
     Dispatch d(ET_VK_KERNEL(embedding_backward), {wg, mode});
-    d.arg(n).arg(V).arg(D).arg(acc);
+    d.arg(n).arg(V).arg(D).arg(acc).arg(first);
     return d;
   };
   if (!acc && uint64_t(V) * D > 0) {

@@ -1,19 +1,22 @@
 // Encoders of the six training ops: linear_q4gsw (tiled GEMM, 128x128 *_big kernels for large products on
 // GPUs, or the GEMV kernel for one row),
 // linear_q4gsw_backward, linear_dW (the shared tiled GEMM contracting over M), fused_ce (+ row-loss sum),
-// q4gsw_requant and adamw_step. Shapes were validated by check_call; these only size grids and constants.
+// logsumexp_rows and fused_ce_part (cross-entropy of a vocabulary in parts), q4gsw_requant and adamw_step.
+// Shapes were validated by check_call; these only size grids and constants.
 #include <algorithm>
 
 #include "adamw_step.spv.h"
 #include "edgetrain/q4gsw.h"
 #include "fused_ce.spv.h"
 #include "fused_ce_reg.spv.h"
+#include "fused_ce_part.spv.h"
 #include "fused_ce_sum.spv.h"
 #include "linear_q4gsw.spv.h"
 #include "linear_q4gsw_backward.spv.h"
 #include "linear_q4gsw_backward_big.spv.h"
 #include "linear_q4gsw_big.spv.h"
 #include "linear_q4gsw_gemv.spv.h"
+#include "logsumexp_rows.spv.h"
 #include "q4gsw_requant.spv.h"
 #include "vulkan/kernel.h"
 #include "vulkan/ops_gemm.h"
@@ -132,8 +135,39 @@ void encode_fused_ce(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   grid_1d(R, ctx, rows.groups);
   if (R > 0) out.dispatches.push_back(rows);
   Dispatch sum{ET_VK_KERNEL(fused_ce_sum)};
-  sum.spec = {lanes};
-  sum.arg(R).arg(V).arg(ctx.float_index.at(0));
+  sum.spec = {lanes, 0u, 0u};
+  sum.arg(R);
+  out.dispatches.push_back(std::move(sum));
+  out.scratch_bytes.push_back(static_cast<size_t>(R) * sizeof(float));
+}
+
+// One workgroup per row: online (max, sum) over the row, merged with the old lse when accumulating.
+void encode_logsumexp_rows(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
+  const Shape& s = c.in[0].shape();
+  u32(s.numel(), c);
+  uint32_t R = u32(s[0], c), V = u32(s[1], c);
+  if (R == 0) return;
+  Dispatch d{ET_VK_KERNEL(logsumexp_rows)};
+  d.spec = {reduce_wg(ctx)};
+  d.arg(R).arg(V).arg(c.ints[0] != 0 ? 1u : 0u);
+  grid_1d(R, ctx, d.groups);
+  out.dispatches.push_back(std::move(d));
+}
+
+// One workgroup per row writes the part's dlogits and the row's loss term, then fused_ce_sum (PART) adds the
+// rows up (after the old loss when accumulating).
+void encode_fused_ce_part(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
+  const Shape& s = c.in[0].shape();
+  u32(s.numel(), c);
+  uint32_t R = u32(s[0], c), Vp = u32(s[1], c), lanes = pow2_lanes(256, ctx);
+  Dispatch rows{ET_VK_KERNEL(fused_ce_part)};
+  rows.spec = {lanes};
+  rows.arg(R).arg(Vp).arg(ctx.float_index.at(0)).arg(u32(c.ints[0], c)).arg(u32(c.ints[1], c));
+  grid_1d(R, ctx, rows.groups);
+  if (R > 0) out.dispatches.push_back(rows);
+  Dispatch sum{ET_VK_KERNEL(fused_ce_sum)};
+  sum.spec = {lanes, 1u, c.ints[2] != 0 ? 1u : 0u};
+  sum.arg(R);
   out.dispatches.push_back(std::move(sum));
   out.scratch_bytes.push_back(static_cast<size_t>(R) * sizeof(float));
 }

@@ -127,10 +127,11 @@ Dispatch index_dispatch(uint32_t op, uint64_t threads, const EncodeContext& ctx)
 
 void encode_embedding(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   const int64_t V = c.in[0].shape()[0], D = c.in[0].shape()[1], n = c.out[0].numel();
+  const int64_t first = c.ints.size() > 0 ? c.ints[0] : 0, total = c.ints.size() > 1 ? c.ints[1] : V;
   if (n == 0) return;
   Dispatch d = index_dispatch(0, static_cast<uint64_t>(n), ctx);
   d.in(0).in(1).out(0).uniform();
-  d.arg(u32(n, c)).arg(u32(V, c)).arg(u32(D, c)).arg(0u).arg(0u).arg(kNanBits).arg(0u).arg(0u);
+  d.arg(u32(n, c)).arg(u32(V, c)).arg(u32(D, c)).arg(0u).arg(0u).arg(kNanBits).arg(u32(total, c)).arg(u32(first, c));
   d.arg(Dims4{}).arg(Dims4{});
   out.dispatches.push_back(std::move(d));
 }
@@ -141,7 +142,7 @@ void encode_embedding_backward(const OpCall& c, const EncodeContext& ctx, Encode
   Dispatch d = index_dispatch(2, static_cast<uint64_t>(D), ctx);
   d.in(0).in(1).out(0).uniform();
   d.arg(u32(D, c)).arg(u32(V, c)).arg(u32(D, c)).arg(0u).arg(static_cast<uint32_t>(c.ints[0])).arg(kNanBits);
-  d.arg(u32(count, c)).arg(0u);
+  d.arg(u32(count, c)).arg(u32(c.ints.size() > 1 ? c.ints[1] : 0, c));
   d.arg(Dims4{}).arg(Dims4{});
   out.dispatches.push_back(std::move(d));
 }

@@ -1,13 +1,16 @@
 // WebGPU encoders of the training ops: q4gsw forward (tiled GEMM, or GEMV at M = 1), q4gsw input
-// gradient, dense weight gradient, fused cross-entropy (+ the loss sum), requantization into W_4X8, the
-// clipped straight-through gradient of a QAT weight and in-place AdamW.
+// gradient, dense weight gradient, fused cross-entropy (+ the loss sum) and its vocabulary-part pair
+// (logsumexp_rows, fused_ce_part), requantization into W_4X8, the clipped straight-through gradient of a QAT
+// weight and in-place AdamW.
 #include "adamw_step.wgsl.h"
 #include "edgetrain/q4gsw.h"
 #include "fused_ce.wgsl.h"
+#include "fused_ce_part.wgsl.h"
 #include "fused_ce_reg.wgsl.h"
 #include "grad_norm.wgsl.h"
 #include "linear_q4gsw.wgsl.h"
 #include "linear_q4gsw_gemv.wgsl.h"
+#include "logsumexp_rows.wgsl.h"
 #include "q4_dequant.wgsl.h"
 #include "q4gsw_requant.wgsl.h"
 #include "webgpu/kernel.h"
@@ -130,6 +133,42 @@ void encode_fused_ce(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   if (R > 0) out.dispatches.push_back(std::move(rows));
   Dispatch sum(ET_WG_KERNEL(grad_norm));
   sum.constant("WG", ctx.wg_size(256));
+  sum.scratch(0, Access::read).out(0).uniform();
+  sum.arg(u32(R, c)).arg(kNanBits).arg(0u).arg(u32(R, c));  // one workgroup, one chunk of R row terms
+  out.dispatches.push_back(std::move(sum));
+}
+
+// One workgroup per row: online (max, sum) over the row, merged with the old lse when accumulating.
+void encode_logsumexp_rows(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
+  const int64_t R = c.in[0].shape()[0], V = c.in[0].shape()[1];
+  u32(c.in[0].numel(), c);
+  if (R == 0) return;
+  Dispatch d(ET_WG_KERNEL(logsumexp_rows));
+  d.constant("WG", ctx.wg_size(256));
+  d.in(0).out(0).uniform();
+  d.arg(u32(R, c)).arg(u32(V, c)).arg(c.ints[0] != 0 ? 1u : 0u).arg(0u);
+  grid_1d(static_cast<uint64_t>(R), ctx, d.groups);
+  out.dispatches.push_back(std::move(d));
+}
+
+// The part's dlogits and per-row loss terms (fused_ce_part.wgsl), then their sum (grad_norm.wgsl, adding
+// the old loss when accumulating).
+void encode_fused_ce_part(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
+  const int64_t R = c.in[0].shape()[0], Vp = c.in[0].shape()[1];
+  u32(c.in[0].numel(), c);
+  const bool in_place = c.out[1].same_memory(c.in[0]);
+  out.scratch_bytes.push_back(static_cast<size_t>(R) * 4);  // per-row loss terms
+  Dispatch rows(ET_WG_KERNEL(fused_ce_part));
+  rows.constant("WG", ctx.wg_size(256)).constant("IN_PLACE", in_place ? 1 : 0);
+  if (in_place) rows.dummy();
+  else rows.in(0);
+  rows.in(1).in(2).out(1).scratch(0).scalars().uniform();
+  rows.arg(u32(R, c)).arg(u32(Vp, c)).arg(ctx.float_index[0]).arg(kNanBits);
+  rows.arg(u32(c.ints[0], c)).arg(u32(c.ints[1], c)).arg(0u).arg(0u);
+  grid_1d(static_cast<uint64_t>(R), ctx, rows.groups);
+  if (R > 0) out.dispatches.push_back(std::move(rows));
+  Dispatch sum(ET_WG_KERNEL(grad_norm));
+  sum.constant("WG", ctx.wg_size(256)).constant("ACCUMULATE", c.ints[2] != 0 ? 1 : 0);
   sum.scratch(0, Access::read).out(0).uniform();
   sum.arg(u32(R, c)).arg(kNanBits).arg(0u).arg(u32(R, c));  // one workgroup, one chunk of R row terms
   out.dispatches.push_back(std::move(sum));

@@ -1,4 +1,5 @@
-// embedding: out[i, d] = w[idx[i], d], one element per invocation; an index outside [0, V) gives NaN.
+// embedding: out[i, d] = w[idx[i] - first, d], one element per invocation. w holds rows first .. first+V-1
+// of a table of `total` rows: an index outside [0, total) gives NaN, one of another part is left unwritten.
 #version 450
 #extension GL_GOOGLE_include_directive : require
 layout(local_size_x = 128) in;
@@ -10,8 +11,10 @@ layout(set = 0, binding = 2) writeonly buffer O { float o[]; };
 
 layout(push_constant) uniform P {
   uint n;  // out elements
-  uint V;
+  uint V;  // rows of this part
   uint D;
+  uint first;
+  uint total;
 } p;
 
 void main() {
@@ -19,5 +22,6 @@ void main() {
   if (e >= p.n) return;
   uint row = e / p.D, d = e % p.D;
   int v = idx[row];
-  o[e] = (v >= 0 && uint(v) < p.V) ? w[uint(v) * p.D + d] : ET_NAN;
+  if (v < 0 || uint(v) >= p.total) o[e] = ET_NAN;
+  else if (uint(v) >= p.first && uint(v) - p.first < p.V) o[e] = w[(uint(v) - p.first) * p.D + d];
 }

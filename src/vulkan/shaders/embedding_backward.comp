@@ -2,7 +2,8 @@
 // reference's in-order float sums. MODE:
 //   0: zero dw (accumulate = 0), one element per invocation;
 //   1: stable sort of token positions by index: rank[i] = #{j: key j < key i, or equal and j < i}, with
-//      out-of-range indices keyed V (last); order[rank[i]] = i into scratch. O(n^2) compares, tiled
+//      indices outside this part (dw holds rows first .. first+V-1 of the table) keyed V (last);
+//      order[rank[i]] = i into scratch. O(n^2) compares, tiled
 //      through shared memory (n = tokens of one batch);
 //   2: one invocation per (sorted position s, column d): the first position of each run of equal
 //      indices walks its run in token order, dw[v, d] = (dw[v, d] or 0) + dout[i0, d] + dout[i1, d] ...
@@ -23,11 +24,12 @@ layout(push_constant) uniform P {
   uint V;
   uint D;
   uint accumulate;
+  uint first;
 } p;
 
 shared uint tile[WG];
 
-uint key(int v) { return (v >= 0 && uint(v) < p.V) ? uint(v) : p.V; }
+uint key(int v) { return (v >= 0 && uint(v) >= p.first && uint(v) - p.first < p.V) ? uint(v) - p.first : p.V; }
 
 void main() {
   uint t = et_thread();
@@ -56,7 +58,7 @@ void main() {
   if (t >= p.n * p.D) return;
   uint s = t / p.D, d = t % p.D;
   uint v = key(idx[order[s]]);
-  if (v >= p.V) return;                                  // out-of-range tokens contribute nothing
+  if (v >= p.V) return;                                  // tokens of other parts contribute nothing
   if (s > 0u && key(idx[order[s - 1u]]) == v) return;    // not the first of its run
   float acc = p.accumulate != 0u ? dw[v * p.D + d] : 0.0;
   for (uint q = s; q < p.n; ++q) {

@@ -3,12 +3,14 @@
 // results are deterministic. grad_norm runs it twice: many workgroups per gradient tensor write partial sums
 // of squares (SQUARE) into scratch, then one workgroup sums every partial and writes the root (ROOT). One
 // workgroup per tensor was the update phase's bottleneck (133.6 ms of the base step on the H200). fused_ce's
-// loss is the plain sum of its row terms (one workgroup, chunk = n). A NaN anywhere gives NaN, tested on the
-// bits so no fast-math assumption can drop it.
+// loss is the plain sum of its row terms (one workgroup, chunk = n); fused_ce_part's too, ACCUMULATE adding
+// the old value of out (the previous parts' loss). A NaN anywhere gives NaN, tested on the bits so no
+// fast-math assumption can drop it.
 #include "workgroup_reduce.wgsl"
 override WG: u32 = 256u;
 override SQUARE: bool = false;
 override ROOT: bool = false;
+override ACCUMULATE: bool = false;
 struct Params { n: u32, nan_bits: u32, out_idx: u32, chunk: u32 }  // nan_bits: WGSL has no NaN constant
 @group(0) @binding(0) var<storage, read> src: array<f32>;
 @group(0) @binding(1) var<storage, read_write> out: array<f32>;
@@ -40,7 +42,13 @@ fn main(@builtin(local_invocation_index) li: u32, @builtin(workgroup_id) wid: ve
   let any_nan = atomicLoad(&nan_seen);
   if (li == 0u) {
     if (ROOT) { r = sqrt(r); }
-    if (any_nan != 0u) { r = bitcast<f32>(p.nan_bits); }
+    var nan_in = any_nan != 0u;
+    if (ACCUMULATE) {
+      let old = out[p.out_idx + w];
+      nan_in = nan_in || is_nan(old);
+      r += old;
+    }
+    if (nan_in) { r = bitcast<f32>(p.nan_bits); }
     out[p.out_idx + w] = r;
   }
 }
