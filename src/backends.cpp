@@ -3,6 +3,8 @@
 // instead of them).
 #include "edgetrain/backends.h"
 
+#include <cstdlib>
+
 #include <cstdio>
 #include <mutex>
 
@@ -48,7 +50,7 @@ std::vector<DeviceInfo> list_devices() {
 
 namespace {
 
-std::unique_ptr<Backend> make_one(const std::string& name, const BackendOptions& opts) {
+std::unique_ptr<Backend> make_device(const std::string& name, const BackendOptions& opts) {
   if (name == "cpu") return make_cpu_backend(opts);
   if (name == "vulkan") {
 #ifdef EDGETRAIN_HAS_VULKAN
@@ -66,6 +68,18 @@ std::unique_ptr<Backend> make_one(const std::string& name, const BackendOptions&
 #endif
   }
   fail("unknown backend '", name, "' (choose auto, cpu, vulkan or webgpu)");
+}
+
+std::unique_ptr<Backend> make_one(const std::string& name, const BackendOptions& opts) {
+  std::unique_ptr<Backend> b = make_device(name, opts);
+  uint64_t cap = opts.max_binding_bytes;
+  if (const char* env = std::getenv("EDGETRAIN_MAX_BINDING_BYTES"); env && cap == 0) {  // for measuring
+    char* end = nullptr;
+    cap = std::strtoull(env, &end, 10);
+    ET_CHECK(end && *end == '\0' && cap > 0, "EDGETRAIN_MAX_BINDING_BYTES: expected a positive byte count, got '", env, "'");
+  }
+  b->cap_binding_bytes(cap);
+  return b;
 }
 
 }  // namespace

@@ -350,7 +350,8 @@ void run_step(Backend& b, const Flags& f, const Peer& peer, Report& rep, Precisi
     // Peak memory: the tensors alive at once on the backend (model, programs, activations; the estimate
     // train prints before a run is beside it).
     const uint64_t peak = b.tensor_memory().peak;
-    const MemoryEstimate est = estimate_training_memory(cfg, f.batch, seq, precision, f.checkpoint_activations);
+    const MemoryEstimate est = estimate_training_memory(cfg, f.batch, seq, precision, f.checkpoint_activations,
+                                                        {b.max_binding_bytes(), b.binding_alignment()});
     const uint64_t est_step = est.weights + est.optimizer + est.step;  // bench records no evaluation program
     std::printf("  peak tensor memory %s (estimated before the run: %s)\n", format_bytes(peak).c_str(),
                 format_bytes(est_step).c_str());

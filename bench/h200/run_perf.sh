@@ -3,10 +3,11 @@
 # every shape, then the defaults), the kernel benchmarks against PyTorch measured in the same call (fp32, and
 # the matrix products with fp16 operands), the base-preset training step in fp32 and fp16 (the PyTorch step
 # first, so the ratios print), the WebGPU step, fp16-vs-fp32 training runs, the Hugging Face import against
-# transformers (hfcheck), and the Llama-3.2-1B-shaped qlora/qat step beside PyTorch's (llama1b). Writes
+# transformers (hfcheck), the Llama-3.2-1B-shaped qlora/qat step beside PyTorch's (llama1b), and that step
+# with bindings capped at 128 MiB as on a phone (binding128). Writes
 # everything under $OUT.
 # Usage (from the repository root, with .gl/ and .devrun/ carried): source bench/h200/env.sh;
-# bash bench/h200/run_perf.sh [tests|bench|webgpu|peerstep|step|webgpustep|train|hfcheck|llama1b|all]...
+# bash bench/h200/run_perf.sh [tests|bench|webgpu|peerstep|step|webgpustep|train|hfcheck|llama1b|binding128|all]...
 set -u
 what=${*:-all}
 has() { [[ " $what " == *" $1 "* || " $what " == *" all "* ]]; }
@@ -18,7 +19,7 @@ if has tests; then
     --gtest_filter='Catalogue*:Backends*:Model.*:Misuse*:Gemms*:Attention*:*Fp16*' > "$OUT/tests_coopmat_all.txt" 2>&1
   echo "tests coopmat=all rc=$?" | tee -a "$OUT/summary.txt"
   EDGETRAIN_TEST_BACKENDS=cpu,vulkan,webgpu timeout 300 $B/edgetrain_tests \
-    --gtest_filter='Catalogue*:Backends*:VulkanRuntime*:WebGpu*:Model.*:ModelGqa.*:Q4*:Misuse*:CpuFast*:Gemms*:Attention*:*Fp16*:-LossScalingCli.*' \
+    --gtest_filter='Catalogue*:Backends*:VulkanRuntime*:WebGpu*:Model.*:ModelGqa.*:Q4*:Misuse*:CpuFast*:Gemms*:Attention*:*Fp16*:VocabParts.*:-LossScalingCli.*' \
     > "$OUT/tests_default.txt" 2>&1
   echo "tests default rc=$?" | tee -a "$OUT/summary.txt"
   EDGETRAIN_WG_GEMM_BIG=all EDGETRAIN_TEST_BACKENDS=cpu,webgpu timeout 200 $B/edgetrain_tests \
@@ -116,6 +117,17 @@ if has llama1b; then
       --steps 6 --precision fp16 --checkpoint-activations --peer "$OUT/peer_1b_$mode.json" \
       --json "$OUT/step_1b_${mode}_fp16_ckpt.json" > "$OUT/step_1b_${mode}_fp16_ckpt.txt" 2>&1
     echo "step 1b $mode fp16 checkpointed rc=$?" | tee -a "$OUT/summary.txt"
+  done
+fi
+if has binding128; then
+  # Llama-3.2-1B's shape where one binding holds at most 128 MiB (lavapipe, WebGPU's default, many phones):
+  # the embedding/head (1 GiB), its gradient and moments and the logits (2 GiB) a part of the vocabulary at
+  # a time (model/vocab.cpp); the same step as llama1b's otherwise.
+  for mode in ${LLAMA1B_MODES:-qlora qat}; do
+    EDGETRAIN_MAX_BINDING_BYTES=134217728 timeout 300 $B/edgetrain bench --backend vulkan --ops none --step llama3.2-1b \
+      --mode $mode --batch 4 --seq 1024 --steps 6 --precision fp16 --json "$OUT/step_1b_${mode}_fp16_bind128.json" \
+      > "$OUT/step_1b_${mode}_fp16_bind128.txt" 2>&1
+    echo "step 1b $mode fp16 bindings of 128 MiB rc=$?" | tee -a "$OUT/summary.txt"
   done
 fi
 # The device tool returns a limited number of files: everything also goes into one archive.

@@ -112,11 +112,16 @@ class Backend {
   };
   virtual Fp16Speed fp16_speed() const;
   // The memory tensors may use here, in bytes, for the check before a run (0: unknown): the device-local
-  // heap of a Vulkan device, the memory available to the process on the CPU. And the largest single
-  // tensor a kernel can bind (0: no limit): Vulkan's maxStorageBufferRange, WebGPU's
-  // maxStorageBufferBindingSize.
+  // heap of a Vulkan device, the memory available to the process on the CPU.
   virtual uint64_t memory_capacity() const { return 0; }
-  virtual uint64_t max_tensor_bytes() const { return 0; }
+  // The most bytes one kernel binding may cover (0: no limit): Vulkan's maxStorageBufferRange, WebGPU's
+  // maxStorageBufferBindingSize (128 MiB on lavapipe, WebGPU's default and many phones). A tensor may be
+  // larger (up to the device's largest allocation); kernels then take it a part at a time, as views
+  // (Tensor::rows) whose byte offsets are multiples of binding_alignment().
+  uint64_t max_binding_bytes() const;
+  virtual uint64_t binding_alignment() const { return 64; }
+  // Lowers max_binding_bytes below the device's own (BackendOptions::max_binding_bytes; 0: the device's).
+  void cap_binding_bytes(uint64_t bytes) { binding_cap_ = bytes; }
   // The most buffers one kernel may bind (0: no limit): Vulkan's maxPerStageDescriptorStorageBuffers
   // (32 on lavapipe, fewer on some phones). A call binds its inputs, outputs, the scalar block and its
   // scratch buffers; ops that take any number of inputs (grad_norm) are split by Graph to stay under it.
@@ -159,12 +164,14 @@ class Backend {
   virtual void release(uint64_t id) = 0;
 
  protected:
+  virtual uint64_t device_binding_bytes() const { return 0; }  // the device's own limit (0: none)
   virtual uint64_t allocate(size_t bytes) = 0;  // zero-filled; bytes may be 0
   virtual void write(uint64_t id, const void* data, size_t bytes) = 0;
   virtual void read(uint64_t id, void* data, size_t bytes) = 0;
 
  private:
   TensorMemory tensor_memory_;
+  uint64_t binding_cap_ = 0;
 };
 
 // Validates a call against the catalogue: argument counts, dtypes, shapes, aliasing. Throws Error with a

@@ -16,6 +16,9 @@ struct BackendOptions {
   std::string device;           // Vulkan/WebGPU: device index or a substring of its name ("" = best)
   bool validation = false;      // Vulkan: enable the Khronos validation layer; messages become errors
   bool sync_validation = false; // Vulkan: also enable synchronization validation
+  // Bind at most this many bytes to one kernel (0: the device's own limit). Below the device's limit it
+  // runs the part-at-a-time paths of a smaller device (a phone's, WebGPU's default) on this one.
+  uint64_t max_binding_bytes = 0;
 };
 
 // One device a backend can run on, for `edgetrain info` and auto selection.

@@ -12,6 +12,15 @@
 
 namespace edgetrain {
 
+// Tensors larger than one kernel binding (Backend::max_binding_bytes) are taken a part of their rows at a
+// time. rows_per_binding: how many of `rows` rows, each `row_bytes` wide in the widest tensor indexed by
+// them, one binding takes — all when they fit or the backend has no limit; else the most that fit with
+// each part's start a multiple of the backend's binding alignment in a tensor of `view_row_bytes` per row
+// (the one that is viewed). Fails naming the sizes when not even one aligned row fits.
+int64_t rows_per_binding(const Backend& b, int64_t rows, uint64_t row_bytes, uint64_t view_row_bytes);
+// Views of t's rows (Tensor::rows), each within one binding: {t} itself when it fits.
+std::vector<Tensor> binding_parts(const Backend& b, const Tensor& t);
+
 class Graph {
  public:
   explicit Graph(Backend& b) : backend_(b) {}              // eager

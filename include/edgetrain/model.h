@@ -220,11 +220,18 @@ struct MemoryEstimate {
   uint64_t step = 0;        // activations and workspaces of the recorded training step and update
   uint64_t evaluation = 0;  // those of the recorded evaluation program
   uint64_t total = 0;       // all of them alive together (a run keeps every program)
-  uint64_t largest_tensor = 0;      // bytes of the largest single tensor (a kernel binds it whole)
-  std::string largest_tensor_name;  // its parameter name, or "an activation of the step"
+  uint64_t largest_binding = 0;      // bytes of the largest tensor (or part of one) a kernel binds
+  std::string largest_binding_name;  // which: "embedding's input 0 f32[...]"
+  bool largest_binding_is_weight = false;  // a parameter's (else an activation, which batch x seq sizes)
+};
+// The device's binding limits (Backend::max_binding_bytes, binding_alignment): tensors beyond them are
+// recorded a part at a time, as on that device. {0, 1}: no limit.
+struct BindingLimits {
+  uint64_t max_bytes = 0, alignment = 1;
 };
 MemoryEstimate estimate_training_memory(const ModelConfig& cfg, int64_t batch, int64_t seq,
-                                        Precision precision = Precision::fp32, bool checkpoint_activations = false);
+                                        Precision precision = Precision::fp32, bool checkpoint_activations = false,
+                                        BindingLimits limits = {});
 // "512.0 MiB", "1.25 GiB".
 std::string format_bytes(uint64_t bytes);
 

@@ -65,17 +65,20 @@ struct Storage {
   Storage& operator=(const Storage&) = delete;
 };
 
-// A view of a whole allocation with a shape and dtype. Copying a Tensor shares the memory.
+// A contiguous view of an allocation with a shape and dtype: the whole allocation, or (rows()) a range of
+// its rows starting `offset` bytes in. Copying a Tensor shares the memory.
 class Tensor {
  public:
   Tensor() = default;
-  Tensor(std::shared_ptr<Storage> s, Shape shape, DType dtype);
+  Tensor(std::shared_ptr<Storage> s, Shape shape, DType dtype, size_t offset = 0);
 
   bool defined() const { return storage_ != nullptr; }
   const Shape& shape() const { return shape_; }
   DType dtype() const { return dtype_; }
   int64_t numel() const { return shape_.numel(); }
   size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype_); }
+  // Where the view starts in its allocation, in bytes (0 for a whole tensor).
+  size_t offset() const { return offset_; }
   Backend* backend() const { return storage_ ? storage_->backend : nullptr; }
   uint64_t id() const { return storage_ ? storage_->id : 0; }
   const std::shared_ptr<Storage>& storage() const { return storage_; }
@@ -83,13 +86,20 @@ class Tensor {
   Tensor reshape(Shape s) const;
   // Same memory seen as another dtype of the same element size (e.g. i32 <-> u32 <-> f32 bits).
   Tensor bitcast(DType t) const;
+  // Rows [first, first + count) of dimension 0, the same memory: how a tensor larger than a device binds
+  // in one kernel (Backend::max_binding_bytes) is processed a part at a time.
+  Tensor rows(int64_t first, int64_t count) const;
   std::string str() const;  // "f32[2, 3]"
-  bool same_memory(const Tensor& o) const { return storage_ && storage_ == o.storage_; }
+  // Whether the two views share a byte of memory.
+  bool same_memory(const Tensor& o) const {
+    return storage_ && storage_ == o.storage_ && offset_ < o.offset_ + o.nbytes() && o.offset_ < offset_ + nbytes();
+  }
 
  private:
   std::shared_ptr<Storage> storage_;
   Shape shape_;
   DType dtype_ = DType::f32;
+  size_t offset_ = 0;
 };
 
 }  // namespace edgetrain

@@ -1,6 +1,9 @@
 // Op functions over a Graph: allocate outputs, then record into the program or run eagerly.
 #include "edgetrain/graph.h"
 
+#include <algorithm>
+#include <numeric>
+
 namespace edgetrain {
 
 void Graph::call(Op op, std::vector<Tensor> in, std::vector<Tensor> out, std::vector<int64_t> ints,
@@ -8,6 +11,30 @@ void Graph::call(Op op, std::vector<Tensor> in, std::vector<Tensor> out, std::ve
   OpCall c{op, std::move(in), std::move(out), std::move(ints), std::move(floats)};
   if (program_) program_->record(std::move(c));
   else backend_.run(std::move(c));
+}
+
+int64_t rows_per_binding(const Backend& b, int64_t rows, uint64_t row_bytes, uint64_t view_row_bytes) {
+  const uint64_t limit = b.max_binding_bytes();
+  if (limit == 0 || uint64_t(rows) * row_bytes <= limit) return rows;
+  // A part starts at first * view_row_bytes: first must be a multiple of `unit` for that to be aligned.
+  const uint64_t align = std::max<uint64_t>(1, b.binding_alignment());
+  const uint64_t unit = align / std::gcd(align, std::max<uint64_t>(1, view_row_bytes));
+  const uint64_t fit = limit / std::max<uint64_t>(1, row_bytes) / unit * unit;
+  ET_CHECK_KIND(ErrorKind::unsupported, fit >= 1, b.name(), ": ", unit, " rows of ", row_bytes,
+                " bytes (the fewest a part may take at an aligned offset) exceed the ", limit,
+                " bytes one binding may cover");
+  return static_cast<int64_t>(fit);
+}
+
+std::vector<Tensor> binding_parts(const Backend& b, const Tensor& t) {
+  if (t.shape().rank() == 0 || t.shape()[0] == 0) return {t};
+  const int64_t n = t.shape()[0];
+  const uint64_t row = t.nbytes() / static_cast<uint64_t>(n);
+  const int64_t step = rows_per_binding(b, n, row, row);
+  if (step >= n) return {t};
+  std::vector<Tensor> parts;
+  for (int64_t first = 0; first < n; first += step) parts.push_back(t.rows(first, std::min(step, n - first)));
+  return parts;
 }
 
 Tensor Graph::alloc(Shape shape, DType dtype) {

@@ -182,10 +182,17 @@ Tensor Backend::from_host(Shape shape, DType dtype, const void* data, size_t byt
   return t;
 }
 
+uint64_t Backend::max_binding_bytes() const {
+  const uint64_t device = device_binding_bytes();
+  if (binding_cap_ == 0) return device;
+  return device == 0 ? binding_cap_ : std::min(device, binding_cap_);
+}
+
 void Backend::upload(const Tensor& t, const void* data, size_t bytes) {
   ET_CHECK(t.backend() == this, "upload: tensor ", t.str(), " belongs to another backend");
   ET_CHECK(bytes == t.nbytes(), "upload: ", bytes, " bytes given for tensor ", t.str(), " of ", t.nbytes(),
            " bytes");
+  ET_CHECK(t.offset() == 0, "upload: tensor ", t.str(), " is a view of part of its memory; upload the whole tensor");
   if (bytes) write(t.id(), data, bytes);
 }
 
@@ -193,6 +200,7 @@ void Backend::download(const Tensor& t, void* data, size_t bytes) {
   ET_CHECK(t.backend() == this, "download: tensor ", t.str(), " belongs to another backend");
   ET_CHECK(bytes == t.nbytes(), "download: ", bytes, " bytes asked of tensor ", t.str(), " of ", t.nbytes(),
            " bytes");
+  ET_CHECK(t.offset() == 0, "download: tensor ", t.str(), " is a view of part of its memory; download the whole tensor");
   if (bytes) read(t.id(), data, bytes);
 }
 

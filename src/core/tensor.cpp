@@ -1,6 +1,8 @@
 // Shapes, dtypes and tensor handles.
 #include "edgetrain/tensor.h"
 
+#include <algorithm>
+
 #include "edgetrain/backend.h"
 
 namespace edgetrain {
@@ -78,21 +80,30 @@ Storage::~Storage() {
   if (backend && owns && id) backend->free_storage(id, counted ? bytes : 0);
 }
 
-Tensor::Tensor(std::shared_ptr<Storage> s, Shape shape, DType dtype)
-    : storage_(std::move(s)), shape_(shape), dtype_(dtype) {
-  ET_CHECK(storage_ && nbytes() <= storage_->bytes, "tensor ", str(), " needs ", nbytes(),
-           " bytes but its storage has ", storage_ ? storage_->bytes : 0);
+Tensor::Tensor(std::shared_ptr<Storage> s, Shape shape, DType dtype, size_t offset)
+    : storage_(std::move(s)), shape_(shape), dtype_(dtype), offset_(offset) {
+  ET_CHECK(storage_ && offset_ + nbytes() <= storage_->bytes, "tensor ", str(), " at byte ", offset_, " needs ",
+           nbytes(), " bytes but its storage has ", storage_ ? storage_->bytes : 0);
 }
 
 Tensor Tensor::reshape(Shape s) const {
   ET_CHECK(s.numel() == numel(), "cannot reshape ", str(), " to ", s.str(), ": element counts differ");
-  return Tensor(storage_, s, dtype_);
+  return Tensor(storage_, s, dtype_, offset_);
+}
+
+Tensor Tensor::rows(int64_t first, int64_t count) const {
+  ET_CHECK(shape_.rank() >= 1 && first >= 0 && count >= 0 && first + count <= shape_[0], "rows ", first, " + ",
+           count, " outside ", str());
+  Shape s = shape_;
+  s[0] = count;
+  const size_t row_bytes = static_cast<size_t>(shape_.numel() / std::max<int64_t>(shape_[0], 1)) * dtype_size(dtype_);
+  return Tensor(storage_, s, dtype_, offset_ + static_cast<size_t>(first) * row_bytes);
 }
 
 Tensor Tensor::bitcast(DType t) const {
   ET_CHECK(dtype_size(t) == dtype_size(dtype_), "cannot bitcast ", str(), " to ", dtype_name(t),
            ": element sizes differ");
-  return Tensor(storage_, shape_, t);
+  return Tensor(storage_, shape_, t, offset_);
 }
 
 std::string Tensor::str() const { return std::string(dtype_name(dtype_)) + shape_.str(); }

@@ -74,7 +74,7 @@ void CpuBackend::read(uint64_t id, void* data, size_t bytes) {
 
 void* CpuBackend::host_ptr(const Tensor& t) {
   std::lock_guard<std::mutex> lock(mu_);
-  return blocks_.at(t.id()).ptr;
+  return static_cast<char*>(blocks_.at(t.id()).ptr) + t.offset();
 }
 
 ref::Call CpuBackend::resolve(const OpCall& c, const std::vector<float>& slots) {

@@ -4,6 +4,7 @@
 // The caches hold only the n_kv_heads key/value heads, as rows [position, KV * hd]: their first L rows are
 // the [1, L, KV, hd] keys and values of the attention op, whose T queries are the last T of those L
 // positions (so query t sees the cached positions and the new ones up to itself).
+#include <algorithm>
 #include <cmath>
 
 #include "model/model_impl.h"
@@ -40,7 +41,7 @@ std::vector<float> Model::next_logits(const std::vector<int32_t>& new_tokens) {
                     {cfg_.lora_alpha / static_cast<float>(cfg_.lora_rank)});
     return y;
   };
-  Tensor x = g.embedding(m.emb->value, tokens);  // [T, D]
+  Tensor x = embed(g, m.emb->value, tokens);  // [T, D]
   for (size_t i = 0; i < m.layers.size(); ++i) {
     const Impl::Layer& Ly = m.layers[i];
     Tensor h = g.rms_norm(x, Ly.attn_norm->value, cfg_.norm_eps).first;
@@ -60,11 +61,22 @@ std::vector<float> Model::next_logits(const std::vector<int32_t>& new_tokens) {
     Tensor h2 = g.rms_norm(x2, Ly.ffn_norm->value, cfg_.norm_eps).first;
     x = g.add(x2, lin(g.silu_mul(lin(h2, Ly.gate), lin(h2, Ly.up)), Ly.down));
   }
-  Tensor logits = g.linear(g.rms_norm(x, m.norm->value, cfg_.norm_eps).first, m.head->value);  // [T, V]
+  // [T, V] in parts of the vocabulary when the logits exceed one binding (vocab.cpp)
+  const std::vector<Tensor> parts = head_logits(g, m.head->value, g.rms_norm(x, m.norm->value, cfg_.norm_eps).first);
   prog->finalize();
   prog->replay();
   m.cache_len = L;
-  return backend_.to_vector<float>(logits);
+  if (parts.size() == 1) return backend_.to_vector<float>(parts[0]);
+  const int64_t V = cfg_.vocab;
+  std::vector<float> logits(static_cast<size_t>(T * V));
+  int64_t first = 0;
+  for (const Tensor& p : parts) {
+    const int64_t n = p.shape()[1];
+    const std::vector<float> v = backend_.to_vector<float>(p);
+    for (int64_t t = 0; t < T; ++t) std::copy_n(v.begin() + t * n, n, logits.begin() + t * V + first);
+    first += n;
+  }
+  return logits;
 }
 
 }  // namespace edgetrain

@@ -19,13 +19,16 @@ class MeasuringBackend : public Backend {
   bool supports(Op) const override { return true; }
   std::unique_ptr<Program> new_program() override { return std::make_unique<NullProgram>(*this); }
   void release(uint64_t) override {}
-  uint64_t largest = 0;  // bytes of the largest single tensor
+  uint64_t binding_alignment() const override { return limits.alignment; }
+  BindingLimits limits;
+  // The largest tensor any recorded call binds, and which.
+  uint64_t largest = 0;
+  std::string largest_name;
+  std::shared_ptr<Storage> largest_storage;
 
  protected:
-  uint64_t allocate(size_t bytes) override {
-    largest = std::max<uint64_t>(largest, bytes);
-    return ++next_id_;
-  }
+  uint64_t device_binding_bytes() const override { return limits.max_bytes; }
+  uint64_t allocate(size_t) override { return ++next_id_; }
   void write(uint64_t, const void*, size_t) override {}
   void read(uint64_t, void* data, size_t bytes) override { std::memset(data, 0, bytes); }
 
@@ -35,6 +38,20 @@ class MeasuringBackend : public Backend {
     using Program::Program;
 
    protected:
+    void on_finalize() override {
+      auto& mb = static_cast<MeasuringBackend&>(backend());
+      for (const OpCall& c : calls())
+        for (int out = 0; out < 2; ++out) {
+          const std::vector<Tensor>& ts = out ? c.out : c.in;
+          for (size_t i = 0; i < ts.size(); ++i)
+            if (ts[i].defined() && ts[i].nbytes() > mb.largest) {
+              mb.largest = ts[i].nbytes();
+              mb.largest_name = std::string(op_name(c.op)) + (out ? "'s output " : "'s input ") + std::to_string(i) +
+                                " " + ts[i].str();
+              mb.largest_storage = ts[i].storage();
+            }
+        }
+    }
     void execute() override {}
   };
   uint64_t next_id_ = 0;
@@ -43,8 +60,9 @@ class MeasuringBackend : public Backend {
 }  // namespace
 
 MemoryEstimate estimate_training_memory(const ModelConfig& cfg, int64_t batch, int64_t seq, Precision precision,
-                                        bool checkpoint_activations) {
+                                        bool checkpoint_activations, BindingLimits limits) {
   MeasuringBackend b;
+  b.limits = limits;
   Model m(b, cfg);
   m.set_precision(precision);
   m.set_activation_checkpointing(checkpoint_activations);
@@ -54,10 +72,6 @@ MemoryEstimate estimate_training_memory(const ModelConfig& cfg, int64_t batch, i
       if (t->defined()) e.weights += t->nbytes();
     for (const Tensor* t : {&p.grad, &p.m, &p.v})
       if (t->defined()) e.optimizer += t->nbytes();
-    if (p.value.nbytes() > e.largest_tensor) {
-      e.largest_tensor = p.value.nbytes();
-      e.largest_tensor_name = p.name;
-    }
   }
   const uint64_t params = b.tensor_memory().in_use;  // rope frequencies and the like count as weights too
   e.weights += params - e.weights - e.optimizer;
@@ -71,10 +85,11 @@ MemoryEstimate estimate_training_memory(const ModelConfig& cfg, int64_t batch, i
   m.evaluate(tokens, labels, batch, seq);
   e.evaluation = b.tensor_memory().in_use - after_step;
   e.total = b.tensor_memory().peak;
-  if (b.largest > e.largest_tensor) {  // an activation (the logits, usually) is the largest
-    e.largest_tensor = b.largest;
-    e.largest_tensor_name = "an activation of the step";
-  }
+  e.largest_binding = b.largest;
+  e.largest_binding_name = b.largest_name;
+  for (const Param& p : m.params())
+    for (const Tensor* t : {&p.value, &p.codes, &p.scales, &p.grad, &p.m, &p.v})
+      e.largest_binding_is_weight |= t->defined() && t->storage() == b.largest_storage;
   return e;
 }
 

@@ -56,4 +56,20 @@ struct Model::Impl {
   int64_t cache_len = 0;
 };
 
+// The vocabulary's tensors — the embedding table and head [V, D], the logits [R, V] — taken a part of the
+// vocabulary at a time where they exceed one kernel binding (vocab.cpp). With one part (every device whose
+// bindings hold them) these are the plain embedding / linear / fused_ce calls.
+Tensor embed(Graph& g, const Tensor& table, const Tensor& tokens);
+// grad (+)= the scatter-add of dx at tokens (accumulate: add to what grad holds).
+void embed_backward(Graph& g, const Tensor& dx, const Tensor& tokens, const Tensor& grad, bool accumulate);
+struct HeadLoss {
+  Tensor loss;  // [] the mean cross-entropy over n_valid labels
+  Tensor dh;    // [R, D] its gradient at the head's input (train only)
+};
+// The head h [R, D] -> logits -> cross-entropy against labels; train: the head's weight gradient into
+// head.grad (when trainable) and dh.
+HeadLoss head_loss(Graph& g, const Param& head, const Tensor& h, const Tensor& labels, Scalar n_valid, bool train);
+// The logits of h [R, D] as parts [R, rows] of the vocabulary, in order.
+std::vector<Tensor> head_logits(Graph& g, const Tensor& head, const Tensor& h);
+
 }  // namespace edgetrain

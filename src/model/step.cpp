@@ -150,7 +150,7 @@ class Recorder {
   // Records forward (and backward when train) for one micro-batch; returns the loss tensor.
   Tensor step(const Tensor& tokens, const Tensor& labels, Scalar n_valid, int64_t B, int64_t T, bool train) {
     const int64_t R = B * T;
-    Tensor x = g_.embedding(m_.emb->value, tokens);  // [R, D]
+    Tensor x = embed(g_, m_.emb->value, tokens).reshape(Shape{R, cfg_.dim});
     const bool checkpoint = train && checkpoint_;
     std::vector<BlockSaved> saved(m_.layers.size());
     std::vector<Tensor> inputs(m_.layers.size());  // checkpointing: each block's input
@@ -160,19 +160,15 @@ class Recorder {
       x = block_forward(x, m_.layers[i], B, T, checkpoint ? dropped : saved[i]);
     }
     auto [hf, rstdf] = g_.rms_norm(x, m_.norm->value, cfg_.norm_eps);
-    Tensor logits = g_.linear(hf, m_.head->value);  // [R, V], fp32 head
-    auto [loss, dlogits] = g_.fused_ce(logits, labels, n_valid, /*in_place=*/true);
-    if (!train) return loss;
-    if (m_.head->trainable) g_.linear_dW_into(dlogits, hf, m_.head->grad, true);
-    Tensor dhf = g_.mm(dlogits, m_.head->value);  // [R, D]
-    Tensor dx = rms_norm_backward(dhf, x, m_.norm, rstdf);
+    HeadLoss head = head_loss(g_, *m_.head, hf, labels, n_valid, train);
+    if (!train) return head.loss;
+    Tensor dx = rms_norm_backward(head.dh, x, m_.norm, rstdf);
     for (size_t i = m_.layers.size(); i-- > 0;) {
       if (checkpoint) block_forward(inputs[i], m_.layers[i], B, T, saved[i], /*recompute=*/true);
       dx = block_backward(dx, m_.layers[i], B, T, saved[i]);
     }
-    if (m_.emb->trainable) g_.call(Op::embedding_backward, {dx, tokens}, {m_.emb->grad}, {1});
-    (void)R;
-    return loss;
+    if (m_.emb->trainable) embed_backward(g_, dx, tokens, m_.emb->grad, /*accumulate=*/true);
+    return head.loss;
   }
 
  private:
@@ -281,11 +277,14 @@ float Model::evaluate(const std::vector<int32_t>& tokens, const std::vector<int3
   return loss;
 }
 
+// A parameter larger than one binding (a 128K-token embedding on a 128 MiB device) is updated a part of its
+// rows at a time: its gradient's parts are normed, clipped and zeroed like separate tensors.
 static void record_optimizer(Model& model, Model::Impl& m) {
   Backend& b = model.backend();
   std::vector<Tensor> grads;
   for (Param& p : model.params())
-    if (p.trainable) grads.push_back(p.grad);
+    if (p.trainable)
+      for (const Tensor& part : binding_parts(b, p.grad)) grads.push_back(part);
   ET_CHECK(!grads.empty(), "model: nothing to train (every parameter is frozen)");
 
   m.norm_prog = b.new_program();
@@ -319,8 +318,11 @@ static void record_optimizer(Model& model, Model::Impl& m) {
     for (const Tensor& gr : grads) g.call(Op::mul, {gr, coef}, {gr});
     for (Param& q : model.params()) {
       if (!q.trainable) continue;
-      g.adamw_step(q.value, q.m, q.v, q.grad, m.lr, m.beta1, m.beta2, m.eps, q.decay ? m.weight_decay : Scalar(0.0f),
-                   m.bc1, m.bc2);
+      const std::vector<Tensor> value = binding_parts(b, q.value), mom = binding_parts(b, q.m),
+                                vel = binding_parts(b, q.v), grad = binding_parts(b, q.grad);
+      for (size_t i = 0; i < value.size(); ++i)
+        g.adamw_step(value[i], mom[i], vel[i], grad[i], m.lr, m.beta1, m.beta2, m.eps,
+                     q.decay ? m.weight_decay : Scalar(0.0f), m.bc1, m.bc2);
       if (q.quantized()) g.q4gsw_requant(q.value, q.scales, model.config().group_size, q.codes);
     }
     for (const Tensor& gr : grads) g.fill(gr, 0.0f);

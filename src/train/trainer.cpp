@@ -105,13 +105,14 @@ StepOutcome TrainRun::train_step(int64_t step) {
 // unsupported, so a --backend list moves on to a device that may hold it.
 static MemoryEstimate check_memory(Backend& b, const ModelConfig& cfg, int64_t batch, int64_t seq, Precision p,
                                    bool checkpoint) {
-  const MemoryEstimate e = estimate_training_memory(cfg, batch, seq, p, checkpoint);
+  const BindingLimits limits{b.max_binding_bytes(), b.binding_alignment()};
+  const MemoryEstimate e = estimate_training_memory(cfg, batch, seq, p, checkpoint, limits);
   const uint64_t have = b.memory_capacity();
   if (have != 0 && e.total > have) {
     // What would fit instead: recomputed activations first (same batch, same results), then qlora.
     std::string hint = "lower --batch or --seq (--accum keeps the tokens per step)";
     if (!checkpoint) {
-      const uint64_t with = estimate_training_memory(cfg, batch, seq, p, true).total;
+      const uint64_t with = estimate_training_memory(cfg, batch, seq, p, true, limits).total;
       hint = "--checkpoint-activations (" + format_bytes(with) + (with <= have ? ", fits" : ", still too much") +
              "), or " + hint;
     }
@@ -120,11 +121,12 @@ static MemoryEstimate check_memory(Backend& b, const ModelConfig& cfg, int64_t b
                 ", gradients and AdamW ", format_bytes(e.optimizer), ", activations of batch ", batch, " x seq ", seq,
                 ": ", format_bytes(e.step + e.evaluation), ") but ", b.name(), " has ", format_bytes(have), "; ", hint);
   }
-  const uint64_t bind = b.max_tensor_bytes();
-  ET_CHECK_KIND(ErrorKind::unsupported, bind == 0 || e.largest_tensor <= bind, "training needs a tensor of ",
-                format_bytes(e.largest_tensor), " (", e.largest_tensor_name, ") but ", b.name(),
+  // The vocabulary's tensors are taken in parts that fit (model vocab.cpp); any other tensor is bound whole.
+  const uint64_t bind = limits.max_bytes;
+  ET_CHECK_KIND(ErrorKind::unsupported, bind == 0 || e.largest_binding <= bind, "training binds a tensor of ",
+                format_bytes(e.largest_binding), " (", e.largest_binding_name, ") but ", b.name(),
                 " binds at most ", format_bytes(bind), " to a kernel",
-                e.largest_tensor_name.rfind("an activation", 0) == 0 ? "; lower --batch or --seq" : "");
+                e.largest_binding_is_weight ? "" : "; lower --batch or --seq");
   return e;
 }
 

@@ -93,6 +93,7 @@ Limits read_limits(VkPhysicalDevice pd) {
   l.max_shared_bytes = lim.maxComputeSharedMemorySize;
   l.subgroup_size = sub.subgroupSize ? sub.subgroupSize : 1;
   l.max_storage_range = lim.maxStorageBufferRange;
+  l.storage_offset_alignment = lim.minStorageBufferOffsetAlignment;
   l.max_storage_buffers = lim.maxPerStageDescriptorStorageBuffers;
   VkPhysicalDeviceMemoryProperties mp;
   vkGetPhysicalDeviceMemoryProperties(pd, &mp);

@@ -24,6 +24,7 @@ struct Limits {
   uint32_t max_shared_bytes = 16384;
   uint32_t subgroup_size = 32;
   VkDeviceSize max_storage_range = 1u << 27;
+  VkDeviceSize storage_offset_alignment = 256;  // minStorageBufferOffsetAlignment: where a view may start
   uint32_t max_storage_buffers = 4;  // maxPerStageDescriptorStorageBuffers: buffers one kernel may bind
   VkDeviceSize device_local_heap = 0;  // bytes of the largest device-local heap
   // VK_NV_cooperative_matrix with 16x16x16 fp16 x fp16 -> fp32 subgroup tiles, shaderFloat16 and the Vulkan

@@ -195,18 +195,24 @@ void VulkanProgram::on_finalize() {
                     " bytes exceeds this device's maxStorageBufferRange (", max_range, " bytes) in call ", call.str());
       infos.push_back({b, 0, VK_WHOLE_SIZE});
     };
+    // A view (Tensor::rows) binds its own range of the buffer: how a tensor larger than one binding is
+    // taken a part at a time.
+    auto add_tensor = [&](const Tensor& t, const char* what) {
+      const DeviceBuffer& db = vb_.buffer(t.id());
+      if ((t.offset() == 0 && t.nbytes() + 16 > db.size) || t.nbytes() == 0)
+        return add(db.buffer, db.size, what + (" " + t.str()));
+      const VkDeviceSize range = std::min<VkDeviceSize>((t.nbytes() + 3) / 4 * 4, db.size - t.offset());
+      ET_CHECK(t.offset() % ctx.limits().storage_offset_alignment == 0, "vulkan: ", what, " ", t.str(), " starts at byte ",
+               t.offset(), ", not a multiple of minStorageBufferOffsetAlignment ", ctx.limits().storage_offset_alignment);
+      ET_CHECK_KIND(ErrorKind::unsupported, range <= max_range, "vulkan: ", what, " ", t.str(), " of ", range,
+                    " bytes exceeds this device's maxStorageBufferRange (", max_range, " bytes) in call ", call.str());
+      infos.push_back({db.buffer, t.offset(), range});
+    };
     for (const Tensor& t : call.in) {
-      if (!t.defined()) {
-        add(vb_.dummy().buffer, 16, "dummy");
-        continue;
-      }
-      const DeviceBuffer& db = vb_.buffer(t.id());
-      add(db.buffer, db.size, "input " + t.str());
+      if (!t.defined()) add(vb_.dummy().buffer, 16, "dummy");
+      else add_tensor(t, "input");
     }
-    for (const Tensor& t : call.out) {
-      const DeviceBuffer& db = vb_.buffer(t.id());
-      add(db.buffer, db.size, "output " + t.str());
-    }
+    for (const Tensor& t : call.out) add_tensor(t, "output");
     add(scalars_dev_.buffer, scalars_dev_.size, "scalar block");
     for (size_t s : enc[c].scratch_bytes) {
       scratch_.push_back(vb_.memory().create(s));

@@ -25,7 +25,7 @@ class VulkanBackend : public Backend {
   bool supports(Op op) const override { return encoder_for(op) != nullptr; }
   Fp16Speed fp16_speed() const override;
   uint64_t memory_capacity() const override { return ctx_->limits().device_local_heap; }
-  uint64_t max_tensor_bytes() const override { return ctx_->limits().max_storage_range; }
+  uint64_t binding_alignment() const override { return ctx_->limits().storage_offset_alignment; }
   uint32_t max_call_bindings() const override { return ctx_->limits().max_storage_buffers; }
   std::unique_ptr<Program> new_program() override;
   void release(uint64_t id) override;
@@ -42,6 +42,7 @@ class VulkanBackend : public Backend {
   Profiler* profiler() const { return prof_.get(); }  // nullptr unless EDGETRAIN_PROFILE is set
 
  protected:
+  uint64_t device_binding_bytes() const override { return ctx_->limits().max_storage_range; }
   uint64_t allocate(size_t bytes) override;
   void write(uint64_t id, const void* data, size_t bytes) override;
   void read(uint64_t id, void* data, size_t bytes) override;

@@ -114,6 +114,21 @@ void WebGpuProgram::on_finalize() {
     d.QueueWriteBuffer(ctx.queue, ubuf, 0, uniform.data(), uniform.size());
   }
 
+  // A view (Tensor::rows) binds its own range of the buffer: how a tensor larger than one binding is
+  // taken a part at a time. A whole tensor binds the whole buffer.
+  auto bind_tensor = [&](wgpu::BindGroupEntry& e, const Tensor& t, const OpCall& c) {
+    e.buffer = b_.buffer(t.id());
+    const uint64_t whole = b_.buffer_size(t.id());
+    ET_CHECK_KIND(ErrorKind::unsupported, round4(t.nbytes()) <= ctx.limits.maxStorageBufferBindingSize, "webgpu: ",
+                  t.str(), " (", t.nbytes(), " bytes) exceeds the device's maxStorageBufferBindingSize ",
+                  ctx.limits.maxStorageBufferBindingSize, " in call ", c.str());
+    if (t.offset() == 0 && (t.nbytes() + 4 > whole || whole <= ctx.limits.maxStorageBufferBindingSize)) return;
+    ET_CHECK(t.offset() % ctx.limits.minStorageBufferOffsetAlignment == 0, "webgpu: ", t.str(), " starts at byte ",
+             t.offset(), ", not a multiple of minStorageBufferOffsetAlignment ",
+             ctx.limits.minStorageBufferOffsetAlignment);
+    e.offset = t.offset();
+    e.size = round4(t.nbytes());
+  };
   for (size_t pi = 0; pi < pending.size(); ++pi) {
     const Pending& p = pending[pi];
     const OpCall& c = calls()[p.call];
@@ -127,9 +142,10 @@ void WebGpuProgram::on_finalize() {
       e.size = wgpu::kWholeSize;
       switch (bd.src) {
         case Src::input:
-          e.buffer = c.in.at(bd.index).defined() ? b_.buffer(c.in[bd.index].id()) : b_.dummy();
+          if (c.in.at(bd.index).defined()) bind_tensor(e, c.in[bd.index], c);
+          else e.buffer = b_.dummy();
           break;
-        case Src::output: e.buffer = b_.buffer(c.out.at(bd.index).id()); break;
+        case Src::output: bind_tensor(e, c.out.at(bd.index), c); break;
         case Src::scratch: e.buffer = scratch.at(p.scratch_base + bd.index); break;
         case Src::scalars: e.buffer = scalars_; break;
         case Src::dummy: e.buffer = b_.dummy(); break;
@@ -230,9 +246,6 @@ wgpu::Buffer WebGpuBackend::create_buffer(uint64_t bytes, wgpu::Flags usage, con
 
 uint64_t WebGpuBackend::allocate(size_t bytes) {
   std::lock_guard<std::mutex> lock(mu_);
-  ET_CHECK_KIND(ErrorKind::unsupported, round4(bytes) <= ctx_->limits.maxStorageBufferBindingSize,
-                "webgpu: a tensor of ", bytes, " bytes exceeds the device's maxStorageBufferBindingSize ",
-                ctx_->limits.maxStorageBufferBindingSize);
   wgpu::Buffer b = create_buffer(bytes, wgpu::kUsageStorage | wgpu::kUsageCopySrc | wgpu::kUsageCopyDst, "tensor");
   uint64_t id = next_id_++;
   buffers_[id] = {b, round4(bytes)};

@@ -37,7 +37,7 @@ class WebGpuBackend : public Backend {
                    "multiplied on the fp32 units"};
   }
   // WebGPU does not say how much memory the device has: memory_capacity() stays unknown.
-  uint64_t max_tensor_bytes() const override { return ctx_->limits.maxStorageBufferBindingSize; }
+  uint64_t binding_alignment() const override { return ctx_->limits.minStorageBufferOffsetAlignment; }
   std::unique_ptr<Program> new_program() override;
   void release(uint64_t id) override;
 
@@ -58,6 +58,7 @@ class WebGpuBackend : public Backend {
   void compile_check(const std::string& name, const std::string& wgsl);
 
  protected:
+  uint64_t device_binding_bytes() const override { return ctx_->limits.maxStorageBufferBindingSize; }
   uint64_t allocate(size_t bytes) override;
   void write(uint64_t id, const void* data, size_t bytes) override;
   void read(uint64_t id, void* data, size_t bytes) override;

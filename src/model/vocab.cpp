@@ -1,0 +1,87 @@
+// The vocabulary a part at a time. A Llama-3 table is 128,256 x 2,048 fp32 = 1 GiB and its logits at
+// batch 4 x seq 1,024 2 GiB, while lavapipe, WebGPU's default and many phones bind at most 128 MiB to one
+// kernel. Each part takes `rows` consecutive tokens of the vocabulary, chosen so that its rows of the table
+// (a view: Tensor::rows) and its logits [R, rows] (a tensor of its own) each fit one binding:
+//   embedding:    every part writes the rows of x whose token it holds (embedding's ints {first, total});
+//   logits:       a linear per part; the cross-entropy needs each row's logsumexp over the whole vocabulary
+//                 first: logsumexp_rows accumulates it part by part, then fused_ce_part takes each part's
+//                 share of the loss and writes its dlogits in place;
+//   backward:     the head's gradient per part (a view of head.grad), dh the sum of the parts' products,
+//                 embedding_backward per part (ints {accumulate, first}).
+// The optimizer updates such parameters by the same row parts (record_optimizer, binding_parts).
+#include <algorithm>
+
+#include "model/model_impl.h"
+
+namespace edgetrain {
+namespace {
+
+// Rows of the vocabulary per part for a batch of R rows: the table's rows [.., D] and the logits' columns
+// [R, ..] both fit one binding. V when everything fits (the common case: one part, the plain ops).
+int64_t vocab_part_rows(const Backend& b, int64_t V, int64_t D, int64_t R) {
+  const uint64_t row = 4 * static_cast<uint64_t>(std::max(D, R)), table_row = 4 * static_cast<uint64_t>(D);
+  return rows_per_binding(b, V, row, table_row);
+}
+
+}  // namespace
+
+Tensor embed(Graph& g, const Tensor& table, const Tensor& tokens) {
+  const int64_t V = table.shape()[0], D = table.shape()[1];
+  const int64_t rows = rows_per_binding(g.backend(), V, 4 * static_cast<uint64_t>(D), 4 * static_cast<uint64_t>(D));
+  if (rows >= V) return g.embedding(table, tokens);  // [..., D]
+  Tensor x = g.alloc(Shape{tokens.numel(), D}, DType::f32);  // every row written by the part holding its token
+  for (int64_t first = 0; first < V; first += rows)
+    g.call(Op::embedding, {table.rows(first, std::min(rows, V - first)), tokens}, {x}, {first, V});
+  return x;
+}
+
+void embed_backward(Graph& g, const Tensor& dx, const Tensor& tokens, const Tensor& grad, bool accumulate) {
+  const int64_t V = grad.shape()[0], D = grad.shape()[1];
+  const int64_t rows = rows_per_binding(g.backend(), V, 4 * static_cast<uint64_t>(D), 4 * static_cast<uint64_t>(D));
+  for (int64_t first = 0; first < V; first += rows) {
+    const Tensor part = rows >= V ? grad : grad.rows(first, std::min(rows, V - first));
+    g.call(Op::embedding_backward, {dx, tokens}, {part}, {accumulate ? 1 : 0, first});
+  }
+}
+
+std::vector<Tensor> head_logits(Graph& g, const Tensor& head, const Tensor& h) {
+  const int64_t V = head.shape()[0], D = head.shape()[1], R = h.shape().rows();
+  const int64_t rows = vocab_part_rows(g.backend(), V, D, R);
+  if (rows >= V) return {g.linear(h, head)};
+  std::vector<Tensor> parts;
+  for (int64_t first = 0; first < V; first += rows) parts.push_back(g.linear(h, head.rows(first, std::min(rows, V - first))));
+  return parts;
+}
+
+HeadLoss head_loss(Graph& g, const Param& head, const Tensor& h, const Tensor& labels, Scalar n_valid, bool train) {
+  const int64_t V = head.value.shape()[0], D = head.value.shape()[1], R = h.shape().rows();
+  const int64_t rows = vocab_part_rows(g.backend(), V, D, R);
+  HeadLoss out;
+  if (rows >= V) {
+    Tensor logits = g.linear(h, head.value);  // [R, V], fp32 head
+    Tensor dlogits;
+    std::tie(out.loss, dlogits) = g.fused_ce(logits, labels, n_valid, /*in_place=*/true);
+    if (!train) return out;
+    if (head.trainable) g.linear_dW_into(dlogits, h, head.grad, true);
+    out.dh = g.mm(dlogits, head.value);  // [R, D]
+    return out;
+  }
+  const std::vector<Tensor> logits = head_logits(g, head.value, h);
+  Tensor lse = g.alloc(Shape{R}, DType::f32);
+  for (size_t c = 0; c < logits.size(); ++c) g.call(Op::logsumexp_rows, {logits[c]}, {lse}, {c > 0 ? 1 : 0});
+  out.loss = g.alloc(Shape{}, DType::f32);
+  for (size_t c = 0; c < logits.size(); ++c)  // dlogits in place of each part's logits
+    g.call(Op::fused_ce_part, {logits[c], labels, lse}, {out.loss, logits[c]},
+           {static_cast<int64_t>(c) * rows, V, c > 0 ? 1 : 0}, {n_valid});
+  if (!train) return out;
+  for (size_t c = 0; c < logits.size(); ++c) {
+    const int64_t first = static_cast<int64_t>(c) * rows, n = logits[c].shape()[1];
+    if (head.trainable) g.linear_dW_into(logits[c], h, head.grad.rows(first, n), true);
+    Tensor dh = g.mm(logits[c], head.value.rows(first, n));
+    if (c == 0) out.dh = dh;
+    else g.call(Op::add, {out.dh, dh}, {out.dh}, {}, {1.0f});
+  }
+  return out;
+}
+
+}  // namespace edgetrain
