@@ -223,6 +223,7 @@ struct MemoryEstimate {
   uint64_t largest_binding = 0;      // bytes of the largest tensor (or part of one) a kernel binds
   std::string largest_binding_name;  // which: "embedding's input 0 f32[...]"
   bool largest_binding_is_weight = false;  // a parameter's (else an activation, which batch x seq sizes)
+  int64_t vocab_parts = 1;  // the vocabulary's tensors are taken in this many parts (1: whole; model vocab.cpp)
 };
 // The device's binding limits (Backend::max_binding_bytes, binding_alignment): tensors beyond them are
 // recorded a part at a time, as on that device. {0, 1}: no limit.
@@ -232,7 +233,7 @@ struct BindingLimits {
 MemoryEstimate estimate_training_memory(const ModelConfig& cfg, int64_t batch, int64_t seq,
                                         Precision precision = Precision::fp32, bool checkpoint_activations = false,
                                         BindingLimits limits = {});
-// "512.0 MiB", "1.25 GiB".
+// "12.0 KiB", "512.0 MiB", "1.25 GiB".
 std::string format_bytes(uint64_t bytes);
 
 }  // namespace edgetrain

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "edgetrain/model.h"
+#include "model/model_impl.h"
 
 namespace edgetrain {
 namespace {
@@ -85,6 +86,7 @@ MemoryEstimate estimate_training_memory(const ModelConfig& cfg, int64_t batch, i
   m.evaluate(tokens, labels, batch, seq);
   e.evaluation = b.tensor_memory().in_use - after_step;
   e.total = b.tensor_memory().peak;
+  e.vocab_parts = vocab_parts(b, cfg.vocab, cfg.dim, batch * seq);
   e.largest_binding = b.largest;
   e.largest_binding_name = b.largest_name;
   for (const Param& p : m.params())
@@ -96,7 +98,8 @@ MemoryEstimate estimate_training_memory(const ModelConfig& cfg, int64_t batch, i
 std::string format_bytes(uint64_t bytes) {
   char buf[32];
   if (bytes >= (1ull << 30)) std::snprintf(buf, sizeof buf, "%.2f GiB", bytes / double(1ull << 30));
-  else std::snprintf(buf, sizeof buf, "%.1f MiB", bytes / double(1ull << 20));
+  else if (bytes >= (1ull << 20)) std::snprintf(buf, sizeof buf, "%.1f MiB", bytes / double(1ull << 20));
+  else std::snprintf(buf, sizeof buf, "%.1f KiB", bytes / 1024.0);
   return buf;
 }
 

@@ -69,6 +69,8 @@ struct HeadLoss {
 // The head h [R, D] -> logits -> cross-entropy against labels; train: the head's weight gradient into
 // head.grad (when trainable) and dh.
 HeadLoss head_loss(Graph& g, const Param& head, const Tensor& h, const Tensor& labels, Scalar n_valid, bool train);
+// How many parts a step of R rows takes the vocabulary in on this backend (1: the plain ops).
+int64_t vocab_parts(const Backend& b, int64_t V, int64_t D, int64_t R);
 // The logits of h [R, D] as parts [R, rows] of the vocabulary, in order.
 std::vector<Tensor> head_logits(Graph& g, const Tensor& head, const Tensor& h);
 

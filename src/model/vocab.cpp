@@ -25,6 +25,11 @@ int64_t vocab_part_rows(const Backend& b, int64_t V, int64_t D, int64_t R) {
 
 }  // namespace
 
+int64_t vocab_parts(const Backend& b, int64_t V, int64_t D, int64_t R) {
+  const int64_t rows = vocab_part_rows(b, V, D, R);
+  return (V + rows - 1) / rows;
+}
+
 Tensor embed(Graph& g, const Tensor& table, const Tensor& tokens) {
   const int64_t V = table.shape()[0], D = table.shape()[1];
   const int64_t rows = rows_per_binding(g.backend(), V, 4 * static_cast<uint64_t>(D), 4 * static_cast<uint64_t>(D));

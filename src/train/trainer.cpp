@@ -137,6 +137,9 @@ static void print_memory(const MemoryEstimate& e, const Backend& b, bool checkpo
               format_bytes(e.step + e.evaluation).c_str(), checkpoint ? ", recomputed per block" : "");
   if (have) std::printf(" of %s's %s", b.name().c_str(), format_bytes(have).c_str());
   std::printf("\n");
+  if (e.vocab_parts > 1)
+    std::printf("  vocabulary in %ld parts: %s binds at most %s to a kernel\n", static_cast<long>(e.vocab_parts),
+                b.name().c_str(), format_bytes(b.max_binding_bytes()).c_str());
 }
 
 
