@@ -355,10 +355,14 @@ void run_step(Backend& b, const Flags& f, const Peer& peer, Report& rep, Precisi
     const uint64_t est_step = est.weights + est.optimizer + est.step;  // bench records no evaluation program
     std::printf("  peak tensor memory %s (estimated before the run: %s)\n", format_bytes(peak).c_str(),
                 format_bytes(est_step).c_str());
+    std::printf("  largest tensor a call binds %s (%s)", format_bytes(est.largest_binding).c_str(),
+                est.largest_binding_name.c_str());
     if (est.vocab_parts > 1)
-      std::printf("  vocabulary in %ld parts: bindings of at most %s\n", static_cast<long>(est.vocab_parts),
+      std::printf("; vocabulary in %ld parts: bindings of at most %s", static_cast<long>(est.vocab_parts),
                   format_bytes(b.max_binding_bytes()).c_str());
+    std::printf("\n");
     e["vocab_parts"] = est.vocab_parts;
+    e["largest_binding_bytes"] = est.largest_binding;
     e["peak_tensor_bytes"] = peak;
     e["estimated_bytes"] = est_step;
     // The host round trip of the gradients that a data-parallel step adds besides the all-reduce
