@@ -92,6 +92,30 @@ TEST(VocabParts, EstimateBindsWithinTheDeviceLimit) {
   EXPECT_LE(parts.largest_binding, 20u << 10) << parts.largest_binding_name;
 }
 
+// On a capped backend a run allocates exactly what the estimate, recording with the same limits, counted.
+TEST(VocabParts, EstimateEqualsWhatACappedRunAllocates) {
+  ModelConfig cfg = ModelConfig::preset("tiny");
+  cfg.vocab = 301;
+  const int64_t B = 2, T = 8;
+  for (const std::string& name : test_backends()) {
+    SCOPED_TRACE(name);
+    auto dev = capped_backend(name, 8u << 10);
+    const MemoryEstimate e =
+        estimate_training_memory(cfg, B, T, Precision::fp32, false, {dev->max_binding_bytes(), dev->binding_alignment()});
+    EXPECT_EQ(e.vocab_parts, table_parts(*dev, cfg.vocab, cfg.dim, B * T));
+    EXPECT_GE(e.vocab_parts, 2);
+    const uint64_t before = dev->tensor_memory().in_use;
+    Model m(*dev, cfg);
+    m.init(3);
+    const Batch bt = make_batch(7, cfg.vocab);
+    m.accumulate(bt.tokens, bt.labels, B, T, B * T);
+    m.update(OptimConfig{}, 1);
+    EXPECT_EQ(e.weights + e.optimizer + e.step, dev->tensor_memory().in_use - before);
+    m.evaluate(bt.tokens, bt.labels, B, T);
+    EXPECT_EQ(e.total, dev->tensor_memory().in_use - before);
+  }
+}
+
 // Lavapipe binds at most 128 MiB: a 33,000 x 1,024 fp32 table (129 MiB), as embedding and as its own head,
 // trains there as on the CPU.
 TEST(VocabParts, TableLargerThanLavapipesBindingTrains) {
