@@ -20,8 +20,7 @@ layout(push_constant) uniform Push {
   uint R, V, n_valid_idx;
 } pc;
 
-shared float sm[WG];
-shared float sl[WG];
+#include "online_softmax.glsl"
 shared float s_xy;
 
 void main() {
@@ -30,31 +29,12 @@ void main() {
   const uint lane = gl_LocalInvocationID.x, base = r * pc.V;
   const int y = Labels[r];
   float m = -3.4028235e38, l = 0.0;
-  if (y >= 0 && uint(y) < pc.V) {
-    for (uint j = lane; j < pc.V; j += WG) {
-      float x = Lg[base + j];
-      if (x > m) {
-        l = l * exp(m - x) + 1.0;
-        m = x;
-      } else {
-        l += exp(x - m);
-      }
-    }
-  }
-  sm[lane] = m;
-  sl[lane] = l;
-  barrier();
-  for (uint s = WG / 2; s > 0; s >>= 1) {
-    if (lane < s) {
-      float ma = sm[lane], mb = sm[lane + s], mm = max(ma, mb);
-      sl[lane] = sl[lane] * exp(ma - mm) + sl[lane + s] * exp(mb - mm);
-      sm[lane] = mm;
-    }
-    barrier();
-  }
+  if (y >= 0 && uint(y) < pc.V)
+    for (uint j = lane; j < pc.V; j += WG) online_add(m, l, Lg[base + j]);
+  const vec2 row = wg_online_merge(m, l, lane);
   if (lane == 0 && y >= 0 && uint(y) < pc.V) s_xy = Lg[base + uint(y)];  // before anyone writes dlogits
   barrier();
-  const float mu = sm[0], z = sl[0], nv = Sc[pc.n_valid_idx];
+  const float mu = row.x, z = row.y, nv = Sc[pc.n_valid_idx];
   if (y < 0) {
     for (uint j = lane; j < pc.V; j += WG) D[base + j] = 0.0;
     if (lane == 0) RowLoss[r] = 0.0;

@@ -16,36 +16,17 @@ layout(push_constant) uniform Push {
   uint R, V, accumulate;
 } pc;
 
-shared float sm[WG];
-shared float sl[WG];
+#include "online_softmax.glsl"
 
 void main() {
   const uint r = linear_group_id();
   if (r >= pc.R) return;  // uniform across the workgroup
   const uint lane = gl_LocalInvocationID.x, base = r * pc.V;
   float m = -3.4028235e38, l = 0.0;
-  for (uint j = lane; j < pc.V; j += WG) {
-    float x = X[base + j];
-    if (x > m) {
-      l = l * exp(m - x) + 1.0;
-      m = x;
-    } else {
-      l += exp(x - m);
-    }
-  }
-  sm[lane] = m;
-  sl[lane] = l;
-  barrier();
-  for (uint s = WG / 2; s > 0; s >>= 1) {
-    if (lane < s) {
-      float ma = sm[lane], mb = sm[lane + s], mm = max(ma, mb);
-      sl[lane] = sl[lane] * exp(ma - mm) + sl[lane + s] * exp(mb - mm);
-      sm[lane] = mm;
-    }
-    barrier();
-  }
+  for (uint j = lane; j < pc.V; j += WG) online_add(m, l, X[base + j]);
+  const vec2 row = wg_online_merge(m, l, lane);
   if (lane != 0) return;
-  const float mu = sm[0], z = sl[0];
+  const float mu = row.x, z = row.y;
   float v = mu + log(z);
   if (pc.accumulate != 0u) {
     const float old = Lse[r];

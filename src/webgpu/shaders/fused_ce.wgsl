@@ -4,9 +4,8 @@
 // the row's loss term to `partial`; grad_norm.wgsl (a plain sum) adds them. Labels < 0 ignore the row
 // (zeros), labels >= V give a NaN row and loss. Parameters, bindings and IN_PLACE: fused_ce_io.wgsl.
 #include "fused_ce_io.wgsl"
+#include "online_softmax.wgsl"
 override WG: u32 = 256u;
-var<workgroup> wm: array<f32, WG>;
-var<workgroup> wl: array<f32, WG>;
 var<workgroup> xy: f32;
 
 @compute @workgroup_size(WG)
@@ -18,32 +17,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   let y = labels[r];
   let inv_n = 1.0 / scalars[p.n_valid_idx];
   if (label_outside(r, base, y, li)) { return; }
-  var m = -3.4e38;
-  var l = 0.0;
-  for (var j = li; j < p.V; j += WG) {
-    let x = ld(base + j);
-    if (x > m) {
-      l = l * exp(m - x) + 1.0;
-      m = x;
-    } else {
-      l += exp(x - m);
-    }
-  }
-  wm[li] = m;
-  wl[li] = l;
+  var s = online_empty();
+  for (var j = li; j < p.V; j += WG) { s = online_add(s, ld(base + j)); }
   if (li == 0u) { xy = ld(base + u32(y)); }
-  workgroupBarrier();
-  for (var s = WG / 2u; s > 0u; s /= 2u) {
-    if (li < s) {
-      let ma = wm[li];
-      let mb = wm[li + s];
-      let mx = max(ma, mb);
-      wl[li] = wl[li] * exp(ma - mx) + wl[li + s] * exp(mb - mx);
-      wm[li] = mx;
-    }
-    workgroupBarrier();
-  }
-  let lse = wm[0] + log(wl[0]);
+  let row = wg_online_merge(s, li);  // its barriers also order the read of x[y] before the xt below
+  let lse = row.x + log(row.y);
   let xt = xy;
   storageBarrier();  // every read of x[y] happens before any lane overwrites it in place
   workgroupBarrier();

@@ -2,13 +2,12 @@
 // with an online softmax (running max m, sum l of exp(x - m)), merge (m, l) pairs in a tree, and lane 0
 // writes lse = m + log(l), merged with the row's old lse when accumulating (one more term, exp(lse_old),
 // scaled by the larger maximum): one call per vocabulary part gives the whole row's.
+#include "online_softmax.wgsl"
 override WG: u32 = 256u;
 struct Params { R: u32, V: u32, accumulate: u32, pad: u32 }
 @group(0) @binding(0) var<storage, read> x: array<f32>;
 @group(0) @binding(1) var<storage, read_write> lse: array<f32>;
 @group(0) @binding(2) var<uniform> p: Params;
-var<workgroup> wm: array<f32, WG>;
-var<workgroup> wl: array<f32, WG>;
 
 fn is_nan(v: f32) -> bool {
   let b = bitcast<u32>(v);
@@ -21,33 +20,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   let r = wid.y * nwg.x + wid.x;
   if (r >= p.R) { return; }  // uniform per workgroup
   let base = r * p.V;
-  var m = -3.4e38;
-  var l = 0.0;
-  for (var j = li; j < p.V; j += WG) {
-    let v = x[base + j];
-    if (v > m) {
-      l = l * exp(m - v) + 1.0;
-      m = v;
-    } else {
-      l += exp(v - m);
-    }
-  }
-  wm[li] = m;
-  wl[li] = l;
-  workgroupBarrier();
-  for (var s = WG / 2u; s > 0u; s /= 2u) {
-    if (li < s) {
-      let ma = wm[li];
-      let mb = wm[li + s];
-      let mx = max(ma, mb);
-      wl[li] = wl[li] * exp(ma - mx) + wl[li + s] * exp(mb - mx);
-      wm[li] = mx;
-    }
-    workgroupBarrier();
-  }
+  var s = online_empty();
+  for (var j = li; j < p.V; j += WG) { s = online_add(s, x[base + j]); }
+  let row = wg_online_merge(s, li);
   if (li != 0u) { return; }
-  let mu = wm[0];
-  let z = wl[0];
+  let mu = row.x;
+  let z = row.y;
   var v = mu + log(z);
   if (p.accumulate != 0u) {
     let old = lse[r];
