@@ -163,28 +163,42 @@ struct Stats {
 };
 
 // Compares edgetrain's logits rows [rows, V] (as log-softmax) with llama.cpp's log-probability rows;
-// returns each row's largest |difference|.
+// returns each row's largest |difference|. With max_shift, up to one constant per row: node-llama-cpp
+// normalizes the probabilities it hands out with a float sum over the vocabulary (llama/addon/AddonContext.cpp: `float sum = 0.0f; ... sum += prob;`), whose
+// rounding error grows with the vocabulary: over 128,256 terms it shifts a whole row of llama.cpp's
+// log-probabilities by log(sum_fp32 / sum), measured up to 2e-3 (1.4e-4 R, 9 times kF32) where edgetrain's
+// logits agree to 1e-5 R. So each row is compared after removing that shift, read off at edgetrain's top
+// token (log p = -log(sum) there in llama.cpp, exp(0) being exact), and the shift itself must stay within the
+// bound of a float sum of n positive terms, (n - 1) 2^-24 relative; *max_shift gets the largest.
 std::vector<double> compare_rows(const std::vector<float>& logits, int64_t V, const std::vector<std::vector<double>>& ref,
-                                 int64_t first_pos, Tol tol, Stats& s) {
+                                 int64_t first_pos, Tol tol, Stats& s, double* max_shift = nullptr) {
   std::vector<double> row_max(ref.size(), INFINITY);
   if (logits.size() != ref.size() * static_cast<size_t>(V)) {
     ADD_FAILURE() << "llama.cpp gave " << ref.size() << " rows for " << logits.size() / V << " positions";
     return row_max;
   }
+  const double shift_bound = static_cast<double>(V - 1) * std::ldexp(1.0, -24) + 1e-6;
   for (size_t r = 0; r < ref.size(); ++r) {
     const float* row = logits.data() + r * static_cast<size_t>(V);
     const std::vector<double> ours = log_softmax(row, V);
     const double range = range_of(row, V);
+    const size_t top = static_cast<size_t>(std::max_element(row, row + V) - row);
+    const double shift = max_shift ? ref[r][top] - ours[top] : 0.0;
+    if (max_shift) *max_shift = std::max(*max_shift, std::fabs(shift));
+    EXPECT_LE(std::fabs(shift), shift_bound) << "position " << first_pos + static_cast<int64_t>(r)
+                                             << ": llama.cpp's log-probabilities are shifted by more than its float "
+                                                "normalization can account for";
     row_max[r] = 0;
     for (int64_t v = 0; v < V; ++v) {
-      const double a = ref[r][static_cast<size_t>(v)], b = ours[static_cast<size_t>(v)];
+      const double a = ref[r][static_cast<size_t>(v)] - shift, b = ours[static_cast<size_t>(v)];
       const double d = std::fabs(a - b);  // inf when llama.cpp's probability underflowed: counts as outside
       row_max[r] = std::max(row_max[r], d);
       if (d > s.max_abs) {
         s.max_abs = d;
         std::ostringstream w;
         w << "position " << first_pos + static_cast<int64_t>(r) << ", token " << v << ": llama.cpp " << a
-          << ", edgetrain " << b << " (logit range " << range << ")";
+          << (max_shift ? " (shifted by " + std::to_string(-shift) + ")" : std::string()) << ", edgetrain " << b
+          << " (logit range " << range << ")";
         s.worst = w.str();
       }
       s.max_rel = std::max(s.max_rel, d / std::fabs(b));
@@ -682,52 +696,6 @@ bool valid_utf8(const std::string& s) {
   return true;
 }
 
-// compare_rows up to one constant per row. node-llama-cpp normalizes the probabilities it hands out with a
-// float sum over the vocabulary (llama/addon/AddonContext.cpp: `float sum = 0.0f; ... sum += prob;`), whose
-// rounding error grows with the vocabulary: over 128,256 terms it shifts a whole row of llama.cpp's
-// log-probabilities by log(sum_fp32 / sum), measured up to 2e-3 (1.4e-4 R, 9 times kF32) where edgetrain's
-// logits agree to 1e-5 R. So each row is compared after removing that shift, read off at edgetrain's top
-// token (log p = -log(sum) there in llama.cpp, exp(0) being exact), and the shift itself must stay within the
-// bound of a float sum of n positive terms, (n - 1) 2^-24 relative. Returns each row's largest |difference|.
-std::vector<double> compare_rows_shifted(const std::vector<float>& logits, int64_t V,
-                                         const std::vector<std::vector<double>>& ref, int64_t first_pos, Tol tol,
-                                         Stats& s, double& max_shift) {
-  std::vector<double> row_max(ref.size(), INFINITY);
-  if (logits.size() != ref.size() * static_cast<size_t>(V)) {
-    ADD_FAILURE() << "llama.cpp gave " << ref.size() << " rows for " << logits.size() / V << " positions";
-    return row_max;
-  }
-  const double shift_bound = static_cast<double>(V - 1) * std::ldexp(1.0, -24) + 1e-6;
-  for (size_t r = 0; r < ref.size(); ++r) {
-    const float* row = logits.data() + r * static_cast<size_t>(V);
-    const std::vector<double> ours = log_softmax(row, V);
-    const double range = range_of(row, V);
-    const size_t top = static_cast<size_t>(std::max_element(row, row + V) - row);
-    const double shift = ref[r][top] - ours[top];
-    max_shift = std::max(max_shift, std::fabs(shift));
-    EXPECT_LE(std::fabs(shift), shift_bound) << "position " << first_pos + static_cast<int64_t>(r)
-                                             << ": llama.cpp's log-probabilities are shifted by more than its float "
-                                                "normalization can account for";
-    row_max[r] = 0;
-    for (int64_t v = 0; v < V; ++v) {
-      const double a = ref[r][static_cast<size_t>(v)] - shift, b = ours[static_cast<size_t>(v)];
-      const double d = std::fabs(a - b);  // inf when llama.cpp's probability underflowed: counts as outside
-      row_max[r] = std::max(row_max[r], d);
-      if (d > s.max_abs) {
-        s.max_abs = d;
-        std::ostringstream w;
-        w << "position " << first_pos + static_cast<int64_t>(r) << ", token " << v << ": llama.cpp " << a
-          << " (shifted by " << -shift << "), edgetrain " << b << " (logit range " << range << ")";
-        s.worst = w.str();
-      }
-      s.max_rel = std::max(s.max_rel, d / std::fabs(b));
-      s.max_of_range = std::max(s.max_of_range, d / range);
-      s.outside += !(d <= tol.at(range));
-      ++s.compared;
-    }
-  }
-  return row_max;
-}
 
 // The CLI, its output (stdout and stderr) kept in `dir`/log<n>.txt.
 struct Cli {
@@ -775,7 +743,7 @@ void expect_llamacpp_agrees_cli(Cli& cli, const std::string& ckpt, const std::st
   m->reset_cache();
   const std::vector<float> prompt_logits = m->next_logits(ids);
   double max_shift = 0;
-  const std::vector<double> prompt_dev = compare_rows_shifted(prompt_logits, V, ref.logprobs, 0, kF32, s, max_shift);
+  const std::vector<double> prompt_dev = compare_rows(prompt_logits, V, ref.logprobs, 0, kF32, s, &max_shift);
   std::ostringstream argmax_differs;
   for (size_t i = 0; i < ids.size(); ++i) {
     const float* row = prompt_logits.data() + i * static_cast<size_t>(V);
@@ -797,9 +765,8 @@ void expect_llamacpp_agrees_cli(Cli& cli, const std::string& ckpt, const std::st
     if (i > 0) {
       dev = INFINITY;
       if (std::equal(ours.begin(), ours.end(), ref.generated.begin()))
-        dev = compare_rows_shifted(std::vector<float>(row, row + V), V,
-                                   {ref.generated_logprobs.at(static_cast<size_t>(i - 1))},
-                                   static_cast<int64_t>(ids.size()) + i - 1, kF32, s, max_shift)[0];
+        dev = compare_rows(std::vector<float>(row, row + V), V, {ref.generated_logprobs.at(static_cast<size_t>(i - 1))},
+                           static_cast<int64_t>(ids.size()) + i - 1, kF32, s, &max_shift)[0];
     }
     if (certain == ours.size() && top2_gap(row, V) > 2 * dev) ++certain;
     ours.push_back(static_cast<int32_t>(std::max_element(row, row + V) - row));
