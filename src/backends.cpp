@@ -3,9 +3,8 @@
 // instead of them).
 #include "edgetrain/backends.h"
 
-#include <cstdlib>
-
 #include <cstdio>
+#include <cstdlib>
 #include <mutex>
 
 namespace edgetrain {

@@ -149,8 +149,7 @@ class Recorder {
 
   // Records forward (and backward when train) for one micro-batch; returns the loss tensor.
   Tensor step(const Tensor& tokens, const Tensor& labels, Scalar n_valid, int64_t B, int64_t T, bool train) {
-    const int64_t R = B * T;
-    Tensor x = embed(g_, m_.emb->value, tokens).reshape(Shape{R, cfg_.dim});
+    Tensor x = embed(g_, m_.emb->value, tokens);  // [B*T, D]
     const bool checkpoint = train && checkpoint_;
     std::vector<BlockSaved> saved(m_.layers.size());
     std::vector<Tensor> inputs(m_.layers.size());  // checkpointing: each block's input

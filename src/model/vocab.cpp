@@ -17,10 +17,26 @@ namespace edgetrain {
 namespace {
 
 // Rows of the vocabulary per part for a batch of R rows: the table's rows [.., D] and the logits' columns
-// [R, ..] both fit one binding. V when everything fits (the common case: one part, the plain ops).
+// [R, ..] both fit one binding (R = 0: the table alone). V when everything fits (the common case: one
+// part, the plain ops).
 int64_t vocab_part_rows(const Backend& b, int64_t V, int64_t D, int64_t R) {
   const uint64_t row = 4 * static_cast<uint64_t>(std::max(D, R)), table_row = 4 * static_cast<uint64_t>(D);
   return rows_per_binding(b, V, row, table_row);
+}
+
+// A part of a [V, D] table (the embedding, the head or a gradient of theirs): its first token and its rows.
+struct TablePart {
+  int64_t first;
+  Tensor rows;
+};
+
+// The table in parts for a batch of R rows (vocab_part_rows); one part, the whole table, when it fits.
+std::vector<TablePart> table_parts(const Backend& b, const Tensor& table, int64_t R) {
+  const int64_t V = table.shape()[0], rows = vocab_part_rows(b, V, table.shape()[1], R);
+  if (rows >= V) return {{0, table}};
+  std::vector<TablePart> parts;
+  for (int64_t first = 0; first < V; first += rows) parts.push_back({first, table.rows(first, std::min(rows, V - first))});
+  return parts;
 }
 
 }  // namespace
@@ -31,38 +47,30 @@ int64_t vocab_parts(const Backend& b, int64_t V, int64_t D, int64_t R) {
 }
 
 Tensor embed(Graph& g, const Tensor& table, const Tensor& tokens) {
+  const std::vector<TablePart> parts = table_parts(g.backend(), table, 0);
+  if (parts.size() == 1) return g.embedding(table, tokens);  // [..., D]
   const int64_t V = table.shape()[0], D = table.shape()[1];
-  const int64_t rows = rows_per_binding(g.backend(), V, 4 * static_cast<uint64_t>(D), 4 * static_cast<uint64_t>(D));
-  if (rows >= V) return g.embedding(table, tokens);  // [..., D]
   Tensor x = g.alloc(Shape{tokens.numel(), D}, DType::f32);  // every row written by the part holding its token
-  for (int64_t first = 0; first < V; first += rows)
-    g.call(Op::embedding, {table.rows(first, std::min(rows, V - first)), tokens}, {x}, {first, V});
+  for (const TablePart& p : parts) g.call(Op::embedding, {p.rows, tokens}, {x}, {p.first, V});
   return x;
 }
 
 void embed_backward(Graph& g, const Tensor& dx, const Tensor& tokens, const Tensor& grad, bool accumulate) {
-  const int64_t V = grad.shape()[0], D = grad.shape()[1];
-  const int64_t rows = rows_per_binding(g.backend(), V, 4 * static_cast<uint64_t>(D), 4 * static_cast<uint64_t>(D));
-  for (int64_t first = 0; first < V; first += rows) {
-    const Tensor part = rows >= V ? grad : grad.rows(first, std::min(rows, V - first));
-    g.call(Op::embedding_backward, {dx, tokens}, {part}, {accumulate ? 1 : 0, first});
-  }
+  for (const TablePart& p : table_parts(g.backend(), grad, 0))
+    g.call(Op::embedding_backward, {dx, tokens}, {p.rows}, {accumulate ? 1 : 0, p.first});
 }
 
 std::vector<Tensor> head_logits(Graph& g, const Tensor& head, const Tensor& h) {
-  const int64_t V = head.shape()[0], D = head.shape()[1], R = h.shape().rows();
-  const int64_t rows = vocab_part_rows(g.backend(), V, D, R);
-  if (rows >= V) return {g.linear(h, head)};
-  std::vector<Tensor> parts;
-  for (int64_t first = 0; first < V; first += rows) parts.push_back(g.linear(h, head.rows(first, std::min(rows, V - first))));
-  return parts;
+  std::vector<Tensor> logits;
+  for (const TablePart& p : table_parts(g.backend(), head, h.shape().rows())) logits.push_back(g.linear(h, p.rows));
+  return logits;
 }
 
 HeadLoss head_loss(Graph& g, const Param& head, const Tensor& h, const Tensor& labels, Scalar n_valid, bool train) {
-  const int64_t V = head.value.shape()[0], D = head.value.shape()[1], R = h.shape().rows();
-  const int64_t rows = vocab_part_rows(g.backend(), V, D, R);
+  const int64_t V = head.value.shape()[0], R = h.shape().rows();
+  const std::vector<TablePart> parts = table_parts(g.backend(), head.value, R);
   HeadLoss out;
-  if (rows >= V) {
+  if (parts.size() == 1) {
     Tensor logits = g.linear(h, head.value);  // [R, V], fp32 head
     Tensor dlogits;
     std::tie(out.loss, dlogits) = g.fused_ce(logits, labels, n_valid, /*in_place=*/true);
@@ -71,18 +79,19 @@ HeadLoss head_loss(Graph& g, const Param& head, const Tensor& h, const Tensor& l
     out.dh = g.mm(dlogits, head.value);  // [R, D]
     return out;
   }
-  const std::vector<Tensor> logits = head_logits(g, head.value, h);
+  std::vector<Tensor> logits;
+  for (const TablePart& p : parts) logits.push_back(g.linear(h, p.rows));
   Tensor lse = g.alloc(Shape{R}, DType::f32);
-  for (size_t c = 0; c < logits.size(); ++c) g.call(Op::logsumexp_rows, {logits[c]}, {lse}, {c > 0 ? 1 : 0});
+  for (size_t c = 0; c < parts.size(); ++c) g.call(Op::logsumexp_rows, {logits[c]}, {lse}, {c > 0 ? 1 : 0});
   out.loss = g.alloc(Shape{}, DType::f32);
-  for (size_t c = 0; c < logits.size(); ++c)  // dlogits in place of each part's logits
-    g.call(Op::fused_ce_part, {logits[c], labels, lse}, {out.loss, logits[c]},
-           {static_cast<int64_t>(c) * rows, V, c > 0 ? 1 : 0}, {n_valid});
+  for (size_t c = 0; c < parts.size(); ++c)  // dlogits in place of each part's logits
+    g.call(Op::fused_ce_part, {logits[c], labels, lse}, {out.loss, logits[c]}, {parts[c].first, V, c > 0 ? 1 : 0},
+           {n_valid});
   if (!train) return out;
-  for (size_t c = 0; c < logits.size(); ++c) {
-    const int64_t first = static_cast<int64_t>(c) * rows, n = logits[c].shape()[1];
-    if (head.trainable) g.linear_dW_into(logits[c], h, head.grad.rows(first, n), true);
-    Tensor dh = g.mm(logits[c], head.value.rows(first, n));
+  for (size_t c = 0; c < parts.size(); ++c) {
+    const TablePart& p = parts[c];
+    if (head.trainable) g.linear_dW_into(logits[c], h, head.grad.rows(p.first, p.rows.shape()[0]), true);
+    Tensor dh = g.mm(logits[c], p.rows);
     if (c == 0) out.dh = dh;
     else g.call(Op::add, {out.dh, dh}, {out.dh}, {}, {1.0f});
   }
