@@ -43,21 +43,30 @@ TEST(MemoryEstimate, EqualsWhatARunAllocatesOnEveryBackend) {
     Backend& b = backend_for_tests(name);
     for (const Case& s : cases()) for (bool ckpt : {false, true}) {
       SCOPED_TRACE(name + ", " + s.what + (ckpt ? ", checkpointed activations" : ""));
-      const MemoryEstimate e = estimate_training_memory(s.cfg, B, T, s.precision, ckpt);
-      const uint64_t before = b.tensor_memory().in_use;
+      const MemoryEstimate e = estimate_training_memory(s.cfg, B, T, s.precision, ckpt, target_device(b));
+      Backend& host = b.host_storage();
+      const uint64_t before = b.tensor_memory().in_use, host_before = host.tensor_memory().in_use;
       {
         Model m(b, s.cfg);
         m.set_precision(s.precision);
         m.set_activation_checkpointing(ckpt);
         m.init(3);
-        uint64_t weights = 0, optimizer = 0;
+        uint64_t weights = 0, optimizer = 0, on_host = 0;
         for (const Param& p : m.params()) {
-          for (const Tensor* t : {&p.value, &p.codes, &p.scales}) weights += t->defined() ? t->nbytes() : 0;
+          for (const Tensor* t : {&p.value, &p.codes, &p.scales})
+            (t->backend() == &b ? weights : on_host) += t->defined() ? t->nbytes() : 0;
           for (const Tensor* t : {&p.grad, &p.m, &p.v}) optimizer += t->defined() ? t->nbytes() : 0;
         }
         EXPECT_EQ(e.optimizer, optimizer);
         EXPECT_GE(e.weights, weights);  // plus rope frequencies where the config has them
         EXPECT_EQ(e.weights + e.optimizer, b.tensor_memory().in_use - before);
+        // A device keeps a qlora model's frozen masters in host memory, the CPU in itself.
+        const bool frozen_off_device = &host != &b && s.cfg.mode == TrainMode::qlora;
+        EXPECT_EQ(on_host > 0, frozen_off_device);
+        EXPECT_EQ(e.host, on_host);
+        if (&host != &b) {
+          EXPECT_EQ(host.tensor_memory().in_use - host_before, on_host);
+        }
         Rng rng(5);
         std::vector<int32_t> tokens(B * T), labels(B * T);
         for (size_t i = 0; i < tokens.size(); ++i) {
@@ -73,6 +82,7 @@ TEST(MemoryEstimate, EqualsWhatARunAllocatesOnEveryBackend) {
         EXPECT_GT(e.evaluation, 0u);
       }
       EXPECT_EQ(b.tensor_memory().in_use, before) << "the model's tensors were all released";
+      EXPECT_EQ(b.host_storage().tensor_memory().in_use, host_before);
     }
   }
 }

@@ -101,7 +101,7 @@ TEST(VocabParts, EstimateEqualsWhatACappedRunAllocates) {
     SCOPED_TRACE(name);
     auto dev = capped_backend(name, 8u << 10);
     const MemoryEstimate e =
-        estimate_training_memory(cfg, B, T, Precision::fp32, false, {dev->max_binding_bytes(), dev->binding_alignment()});
+        estimate_training_memory(cfg, B, T, Precision::fp32, false, target_device(*dev));
     EXPECT_EQ(e.vocab_parts, table_parts(*dev, cfg.vocab, cfg.dim, B * T));
     EXPECT_GE(e.vocab_parts, 2);
     const uint64_t before = dev->tensor_memory().in_use;

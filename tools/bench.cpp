@@ -351,10 +351,13 @@ void run_step(Backend& b, const Flags& f, const Peer& peer, Report& rep, Precisi
     // train prints before a run is beside it).
     const uint64_t peak = b.tensor_memory().peak;
     const MemoryEstimate est = estimate_training_memory(cfg, f.batch, seq, precision, f.checkpoint_activations,
-                                                        {b.max_binding_bytes(), b.binding_alignment()});
+                                                        target_device(b));
     const uint64_t est_step = est.weights + est.optimizer + est.step;  // bench records no evaluation program
-    std::printf("  peak tensor memory %s (estimated before the run: %s)\n", format_bytes(peak).c_str(),
+    std::printf("  peak tensor memory %s (estimated before the run: %s)", format_bytes(peak).c_str(),
                 format_bytes(est_step).c_str());
+    const uint64_t host_peak = &b.host_storage() != &b ? b.host_storage().tensor_memory().peak : 0;
+    if (host_peak) std::printf("; frozen fp32 masters in host memory %s", format_bytes(host_peak).c_str());
+    std::printf("\n");
     std::printf("  largest tensor a call binds %s (%s)", format_bytes(est.largest_binding).c_str(),
                 est.largest_binding_name.c_str());
     if (est.vocab_parts > 1)
@@ -364,6 +367,7 @@ void run_step(Backend& b, const Flags& f, const Peer& peer, Report& rep, Precisi
     e["vocab_parts"] = est.vocab_parts;
     e["largest_binding_bytes"] = est.largest_binding;
     e["peak_tensor_bytes"] = peak;
+    e["host_tensor_bytes"] = host_peak;
     e["estimated_bytes"] = est_step;
     // The host round trip of the gradients that a data-parallel step adds besides the all-reduce
     // (download and upload in sum_gradients' buckets; the values go back unchanged).

@@ -126,6 +126,11 @@ class Backend {
   // (32 on lavapipe, fewer on some phones). A call binds its inputs, outputs, the scalar block and its
   // scratch buffers; ops that take any number of inputs (grad_norm) are split by Graph to stay under it.
   virtual uint32_t max_call_bindings() const { return 0; }
+  // Where a model keeps tensors no kernel reads: a qlora model's frozen fp32 masters (its steps read the
+  // 4-bit codes; the masters stay for checkpoints, export and a later change of mode — 3.9 GB of a
+  // Llama-3.2-1B). A device backend keeps them in host memory (a CPU backend made on first use), the CPU
+  // backend in itself. upload/download here take its tensors too; programs refuse them.
+  virtual Backend& host_storage();
   // Bytes of the tensors alive on this backend now, and the most alive at once since it was created:
   // what the model, its recorded programs and their activations take (a backend's own staging buffers and
   // pipelines are not counted).
@@ -141,7 +146,7 @@ class Backend {
   Tensor from_vector(Shape shape, DType dtype, const std::vector<T>& v) {
     return from_host(shape, dtype, v.data(), v.size() * sizeof(T));
   }
-  // bytes must equal t.nbytes(); t must belong to this backend.
+  // bytes must equal t.nbytes(); t must belong to this backend or to its host_storage().
   void upload(const Tensor& t, const void* data, size_t bytes);
   void download(const Tensor& t, void* data, size_t bytes);
   template <typename T>
@@ -172,6 +177,7 @@ class Backend {
  private:
   TensorMemory tensor_memory_;
   uint64_t binding_cap_ = 0;
+  std::unique_ptr<Backend> host_storage_;
 };
 
 // Validates a call against the catalogue: argument counts, dtypes, shapes, aliasing. Throws Error with a

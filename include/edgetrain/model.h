@@ -220,19 +220,25 @@ struct MemoryEstimate {
   uint64_t step = 0;        // activations and workspaces of the recorded training step and update
   uint64_t evaluation = 0;  // those of the recorded evaluation program
   uint64_t total = 0;       // all of them alive together (a run keeps every program)
+  // Kept in host memory instead, not in the figures above: a qlora model's frozen fp32 masters on a device
+  // (Backend::host_storage).
+  uint64_t host = 0;
   uint64_t largest_binding = 0;      // bytes of the largest tensor (or part of one) a kernel binds
   std::string largest_binding_name;  // which: "embedding's input 0 f32[...]"
   bool largest_binding_is_weight = false;  // a parameter's (else an activation, which batch x seq sizes)
   int64_t vocab_parts = 1;  // the vocabulary's tensors are taken in this many parts (1: whole; model vocab.cpp)
 };
-// The device's binding limits (Backend::max_binding_bytes, binding_alignment): tensors beyond them are
-// recorded a part at a time, as on that device. {0, 1}: no limit.
-struct BindingLimits {
-  uint64_t max_bytes = 0, alignment = 1;
+// The device estimated for: its binding limits (Backend::max_binding_bytes, binding_alignment: tensors
+// beyond them are recorded a part at a time, as on that device; 0: no limit) and whether it keeps frozen
+// masters in host memory (Backend::host_storage is not the backend itself). {}: the CPU's.
+struct TargetDevice {
+  uint64_t max_binding_bytes = 0, binding_alignment = 1;
+  bool frozen_on_host = false;
 };
+TargetDevice target_device(Backend& b);
 MemoryEstimate estimate_training_memory(const ModelConfig& cfg, int64_t batch, int64_t seq,
                                         Precision precision = Precision::fp32, bool checkpoint_activations = false,
-                                        BindingLimits limits = {});
+                                        TargetDevice device = {});
 // "12.0 KiB", "512.0 MiB", "1.25 GiB".
 std::string format_bytes(uint64_t bytes);
 

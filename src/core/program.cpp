@@ -3,6 +3,7 @@
 #include <map>
 
 #include "edgetrain/backend.h"
+#include "edgetrain/backends.h"
 
 namespace edgetrain {
 
@@ -188,7 +189,17 @@ uint64_t Backend::max_binding_bytes() const {
   return device == 0 ? binding_cap_ : std::min(device, binding_cap_);
 }
 
+Backend& Backend::host_storage() {
+  if (!host_storage_) {
+    BackendOptions one_thread;  // only memory and copies: no kernels run there
+    one_thread.threads = 1;
+    host_storage_ = make_cpu_backend(one_thread);
+  }
+  return *host_storage_;
+}
+
 void Backend::upload(const Tensor& t, const void* data, size_t bytes) {
+  if (t.backend() != this && t.backend() == &host_storage()) return host_storage().upload(t, data, bytes);
   ET_CHECK(t.backend() == this, "upload: tensor ", t.str(), " belongs to another backend");
   ET_CHECK(bytes == t.nbytes(), "upload: ", bytes, " bytes given for tensor ", t.str(), " of ", t.nbytes(),
            " bytes");
@@ -197,6 +208,7 @@ void Backend::upload(const Tensor& t, const void* data, size_t bytes) {
 }
 
 void Backend::download(const Tensor& t, void* data, size_t bytes) {
+  if (t.backend() != this && t.backend() == &host_storage()) return host_storage().download(t, data, bytes);
   ET_CHECK(t.backend() == this, "download: tensor ", t.str(), " belongs to another backend");
   ET_CHECK(bytes == t.nbytes(), "download: ", bytes, " bytes asked of tensor ", t.str(), " of ", t.nbytes(),
            " bytes");

@@ -28,6 +28,7 @@ class CpuBackend : public Backend {
   std::string device_name() const override;
   bool supports(Op) const override { return true; }
   uint64_t memory_capacity() const override;
+  Backend& host_storage() override { return *this; }  // its memory is the host's
   std::unique_ptr<Program> new_program() override;
   void release(uint64_t id) override;
 

@@ -20,15 +20,22 @@ class MeasuringBackend : public Backend {
   bool supports(Op) const override { return true; }
   std::unique_ptr<Program> new_program() override { return std::make_unique<NullProgram>(*this); }
   void release(uint64_t) override {}
-  uint64_t binding_alignment() const override { return limits.alignment; }
-  BindingLimits limits;
+  uint64_t binding_alignment() const override { return device.binding_alignment; }
+  // Frozen masters count apart, on a second measuring backend, where the device keeps them on the host.
+  Backend& host_storage() override {
+    if (!device.frozen_on_host) return *this;
+    if (!host) host = std::make_unique<MeasuringBackend>();
+    return *host;
+  }
+  TargetDevice device;
+  std::unique_ptr<MeasuringBackend> host;
   // The largest tensor any recorded call binds, and which.
   uint64_t largest = 0;
   std::string largest_name;
   std::shared_ptr<Storage> largest_storage;
 
  protected:
-  uint64_t device_binding_bytes() const override { return limits.max_bytes; }
+  uint64_t device_binding_bytes() const override { return device.max_binding_bytes; }
   uint64_t allocate(size_t) override { return ++next_id_; }
   void write(uint64_t, const void*, size_t) override {}
   void read(uint64_t, void* data, size_t bytes) override { std::memset(data, 0, bytes); }
@@ -60,20 +67,23 @@ class MeasuringBackend : public Backend {
 
 }  // namespace
 
+TargetDevice target_device(Backend& b) { return {b.max_binding_bytes(), b.binding_alignment(), &b.host_storage() != &b}; }
+
 MemoryEstimate estimate_training_memory(const ModelConfig& cfg, int64_t batch, int64_t seq, Precision precision,
-                                        bool checkpoint_activations, BindingLimits limits) {
+                                        bool checkpoint_activations, TargetDevice device) {
   MeasuringBackend b;
-  b.limits = limits;
+  b.device = device;
   Model m(b, cfg);
   m.set_precision(precision);
   m.set_activation_checkpointing(checkpoint_activations);
   MemoryEstimate e;
   for (const Param& p : m.params()) {
     for (const Tensor* t : {&p.value, &p.codes, &p.scales})
-      if (t->defined()) e.weights += t->nbytes();
+      if (t->defined() && t->backend() == &b) e.weights += t->nbytes();
     for (const Tensor* t : {&p.grad, &p.m, &p.v})
       if (t->defined()) e.optimizer += t->nbytes();
   }
+  if (b.host) e.host = b.host->tensor_memory().peak;
   const uint64_t params = b.tensor_memory().in_use;  // rope frequencies and the like count as weights too
   e.weights += params - e.weights - e.optimizer;
   // One micro-batch of training, its update, and the evaluation at the same shape: every program a run

@@ -44,7 +44,8 @@ Model::Model(Backend& b, const ModelConfig& cfg) : backend_(b), cfg_(cfg), impl_
   auto add = [&](const std::string& name, Shape shape, bool trainable, bool decay, bool q4) -> Param* {
     Param p;
     p.name = name;
-    p.value = b.zeros(shape, DType::f32);
+    // A frozen 4-bit linear's master: no kernel reads it (the steps read the codes), so it stays off the device.
+    p.value = (q4 && !trainable ? b.host_storage() : b).zeros(shape, DType::f32);
     p.trainable = trainable;
     p.decay = decay;
     if (trainable) {

@@ -105,14 +105,14 @@ StepOutcome TrainRun::train_step(int64_t step) {
 // unsupported, so a --backend list moves on to a device that may hold it.
 static MemoryEstimate check_memory(Backend& b, const ModelConfig& cfg, int64_t batch, int64_t seq, Precision p,
                                    bool checkpoint) {
-  const BindingLimits limits{b.max_binding_bytes(), b.binding_alignment()};
-  const MemoryEstimate e = estimate_training_memory(cfg, batch, seq, p, checkpoint, limits);
+  const TargetDevice device = target_device(b);
+  const MemoryEstimate e = estimate_training_memory(cfg, batch, seq, p, checkpoint, device);
   const uint64_t have = b.memory_capacity();
   if (have != 0 && e.total > have) {
     // What would fit instead: recomputed activations first (same batch, same results), then qlora.
     std::string hint = "lower --batch or --seq (--accum keeps the tokens per step)";
     if (!checkpoint) {
-      const uint64_t with = estimate_training_memory(cfg, batch, seq, p, true, limits).total;
+      const uint64_t with = estimate_training_memory(cfg, batch, seq, p, true, device).total;
       hint = "--checkpoint-activations (" + format_bytes(with) + (with <= have ? ", fits" : ", still too much") +
              "), or " + hint;
     }
@@ -122,7 +122,11 @@ static MemoryEstimate check_memory(Backend& b, const ModelConfig& cfg, int64_t b
                 ": ", format_bytes(e.step + e.evaluation), ") but ", b.name(), " has ", format_bytes(have), "; ", hint);
   }
   // The vocabulary's tensors are taken in parts that fit (model vocab.cpp); any other tensor is bound whole.
-  const uint64_t bind = limits.max_bytes;
+  const uint64_t host = b.host_storage().memory_capacity();
+  ET_CHECK_KIND(ErrorKind::unsupported, e.host == 0 || host == 0 || e.host <= host, "training keeps ",
+                format_bytes(e.host), " of frozen fp32 masters in host memory but the host has ", format_bytes(host),
+                " available");
+  const uint64_t bind = device.max_binding_bytes;
   ET_CHECK_KIND(ErrorKind::unsupported, bind == 0 || e.largest_binding <= bind, "training binds a tensor of ",
                 format_bytes(e.largest_binding), " (", e.largest_binding_name, ") but ", b.name(),
                 " binds at most ", format_bytes(bind), " to a kernel",
@@ -137,6 +141,7 @@ static void print_memory(const MemoryEstimate& e, const Backend& b, bool checkpo
               format_bytes(e.step + e.evaluation).c_str(), checkpoint ? ", recomputed per block" : "");
   if (have) std::printf(" of %s's %s", b.name().c_str(), format_bytes(have).c_str());
   std::printf("\n");
+  if (e.host) std::printf("  frozen fp32 masters in host memory: %s (the steps read their 4-bit codes)\n", format_bytes(e.host).c_str());
   if (e.vocab_parts > 1)
     std::printf("  vocabulary in %ld parts: %s binds at most %s to a kernel\n", static_cast<long>(e.vocab_parts),
                 b.name().c_str(), format_bytes(b.max_binding_bytes()).c_str());
