@@ -41,6 +41,12 @@ void memory_line(std::ostream& os, ModelConfig cfg) {
   cfg.mode = TrainMode::qlora;
   os << "; qlora with --checkpoint-activations "
      << format_bytes(estimate_training_memory(cfg, defaults.batch, seq, Precision::fp32, true).total) << "\n";
+  // A GPU keeps qlora's frozen masters in host memory (Backend::host_storage).
+  TargetDevice gpu;
+  gpu.frozen_on_host = true;
+  const MemoryEstimate on_gpu = estimate_training_memory(cfg, defaults.batch, seq, Precision::fp32, false, gpu);
+  os << "  qlora on a GPU: " << format_bytes(on_gpu.total) << " on the device, the frozen fp32 masters ("
+     << format_bytes(on_gpu.host) << ") in host memory\n";
 }
 
 // A LoRA adapter (is_lora_adapter): what it adapts, or why edgetrain cannot read it.
