@@ -37,6 +37,15 @@ int64_t recorded_total(const std::string& ckpt) {
   return nlohmann::json::parse(meta.at("train_options")).at("total_steps").get<int64_t>();
 }
 
+// The learning-rate schedule a checkpoint records: its total and the anchor of the last re-plan.
+OptimConfig recorded_schedule(const std::string& ckpt, OptimConfig base) {
+  const auto j = nlohmann::json::parse(read_checkpoint_metadata(ckpt).at("train_options"));
+  base.total_steps = j.at("total_steps").get<int64_t>();
+  base.decay_from_step = j.at("decay_from_step").get<int64_t>();
+  base.decay_from_progress = j.at("decay_from_progress").get<double>();
+  return base;
+}
+
 // (step, loss, lr) of every training line of a metrics file.
 std::vector<std::tuple<int64_t, double, double>> curve(const std::string& metrics) {
   std::vector<std::tuple<int64_t, double, double>> out;
@@ -117,18 +126,70 @@ TEST(TimeBudget, RunFixesItsTotalAfterTheFirstStepsAndRecordsIt) {
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const std::string out = testing::internal::GetCapturedStdout();
   EXPECT_NE(out.find("time budget 2.0s: after 8 steps"), std::string::npos) << out;
-  EXPECT_NE(out.find(std::to_string(r.steps) + " steps in all"), std::string::npos) << out;
+  EXPECT_NE(out.find(" steps in all (warmup 8, cosine to step "), std::string::npos) << out;
+  EXPECT_NE(out.find("done: " + std::to_string(r.steps) + " steps"), std::string::npos) << out;
   EXPECT_GT(r.steps, 8) << "two seconds hold more than the calibration steps of `tiny`";
   EXPECT_LT(r.steps, 100000);
   EXPECT_EQ(recorded_total(r.checkpoint), r.steps);
   auto c = curve(r.metrics);
   ASSERT_EQ(static_cast<int64_t>(c.size()), r.steps);
-  OptimConfig sched = o.optim;
-  sched.total_steps = r.steps;
-  for (auto [step, loss, lr] : c) EXPECT_FLOAT_EQ(static_cast<float>(lr), sched.lr_at(step)) << "step " << step;
+  // The schedule the checkpoint records (the last re-plan's anchor) gave every step from its anchor on; the
+  // learning rate never rises after the warmup (each re-plan continues the cosine where it was).
+  const OptimConfig sched = recorded_schedule(r.checkpoint, o.optim);
+  EXPECT_EQ(sched.total_steps, r.steps);
+  for (auto [step, loss, lr] : c)
+    if (step >= sched.decay_from_step) EXPECT_FLOAT_EQ(static_cast<float>(lr), sched.lr_at(step)) << "step " << step;
+  for (size_t i = static_cast<size_t>(o.optim.warmup_steps); i + 1 < c.size(); ++i)
+    EXPECT_LE(std::get<2>(c[i + 1]), std::get<2>(c[i]) * (1 + 1e-6)) << "step " << std::get<0>(c[i + 1]);
   EXPECT_FLOAT_EQ(static_cast<float>(std::get<2>(c.back())), o.optim.lr * o.optim.min_lr_ratio);
   // Generous: a shared test machine may slow the steps after the plan; the plan itself aims at 2 s.
   EXPECT_LT(took, 20.0);
+}
+
+// Steps that slow down after the plan (EDGETRAIN_TRAIN_FAULT=slow@30: 30 ms more each) would take the
+// planned total far past the budget; the re-plans every 50 steps bring the run back to it, say so, and keep
+// the learning rate continuous: the default schedule and the anchored one agree at the anchor.
+TEST(TimeBudget, StepsThatSlowDownAreReplannedToTheBudget) {
+  OptimConfig a;
+  a.warmup_steps = 10, a.total_steps = 1000;
+  OptimConfig b = a;
+  b.decay_from_progress = a.decay_progress(300), b.decay_from_step = 300, b.total_steps = 400;
+  EXPECT_EQ(b.lr_at(300), a.lr_at(300));
+  EXPECT_FLOAT_EQ(b.lr_at(400), a.lr * a.min_lr_ratio);
+  EXPECT_LT(b.lr_at(301), a.lr_at(301));  // the rest of the decay is faster
+
+  TempDir dir("budget", "slow");
+  TrainOptions o = quick_options(dir.str());
+  o.time_budget_s = 4.0;
+  o.optim.total_steps = 100000;
+  o.optim.warmup_steps = 4;
+  o.sample_tokens = 0;
+  ASSERT_EQ(setenv("EDGETRAIN_TRAIN_FAULT", "slow@30", 1), 0);
+  testing::internal::CaptureStdout();
+  const auto t0 = std::chrono::steady_clock::now();
+  TrainResult r;
+  try {
+    r = train(o);
+  } catch (...) {
+    unsetenv("EDGETRAIN_TRAIN_FAULT");
+    throw;
+  }
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  unsetenv("EDGETRAIN_TRAIN_FAULT");
+  const std::string out = testing::internal::GetCapturedStdout();
+  // A re-plan that moves the total by 5% or more says so; the last ones may move it less, silently.
+  EXPECT_NE(out.find("ms per step lately: "), std::string::npos) << out;
+  EXPECT_NE(out.find("done: " + std::to_string(r.steps) + " steps"), std::string::npos) << out;
+  // The first plan counts on the fast steps (hundreds more than fit at 30 ms); without re-planning this run
+  // takes tens of seconds.
+  EXPECT_LT(took, o.time_budget_s + 3.0) << out;
+  EXPECT_EQ(recorded_total(r.checkpoint), r.steps);
+  auto c = curve(r.metrics);
+  const OptimConfig sched = recorded_schedule(r.checkpoint, o.optim);
+  EXPECT_GT(sched.decay_from_step, o.optim.warmup_steps);
+  for (size_t i = static_cast<size_t>(o.optim.warmup_steps); i + 1 < c.size(); ++i)
+    EXPECT_LE(std::get<2>(c[i + 1]), std::get<2>(c[i]) * (1 + 1e-6)) << "step " << std::get<0>(c[i + 1]);
+  EXPECT_FLOAT_EQ(static_cast<float>(std::get<2>(c.back())), o.optim.lr * o.optim.min_lr_ratio);
 }
 
 // A budget smaller than start-up: one step, evaluated and saved, the total 1.

@@ -75,7 +75,15 @@ struct OptimConfig {
   float beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f;
   float weight_decay = 0.1f;  // on 2-D weights only
   float grad_clip = 1.0f;     // max global gradient norm; 0 disables clipping
+  // Where the cosine's current plan starts: at step decay_from_step (after the warmup) the decay is
+  // decay_from_progress of the way done, and it ends at total_steps. A time budget moves total_steps while
+  // the run goes and anchors the rest of the decay at the step it does so, keeping the rate continuous.
+  // {0, 0}: the plain cosine from the end of the warmup.
+  int64_t decay_from_step = 0;
+  double decay_from_progress = 0;
   float lr_at(int64_t step) const;  // warmup + cosine, step is 1-based
+  // The cosine's progress at `step` (0 at the end of the warmup, 1 at total_steps).
+  double decay_progress(int64_t step) const;
 };
 
 // Dynamic loss scaling of fp16 training, with the semantics of PyTorch's GradScaler: the loss, and so every

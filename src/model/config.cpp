@@ -188,10 +188,17 @@ ModelConfig ModelConfig::preset(const std::string& name) {
   return c;
 }
 
+double OptimConfig::decay_progress(int64_t step) const {
+  const bool anchored = decay_from_step > warmup_steps;
+  const int64_t from = anchored ? decay_from_step : warmup_steps;
+  const double done = anchored ? decay_from_progress : 0.0;
+  const int64_t decay_steps = std::max<int64_t>(1, total_steps - from);
+  return std::min(1.0, done + (1.0 - done) * static_cast<double>(step - from) / static_cast<double>(decay_steps));
+}
+
 float OptimConfig::lr_at(int64_t step) const {
   if (warmup_steps > 0 && step <= warmup_steps) return lr * static_cast<float>(step) / static_cast<float>(warmup_steps);
-  int64_t decay_steps = std::max<int64_t>(1, total_steps - warmup_steps);
-  double progress = std::min(1.0, static_cast<double>(step - warmup_steps) / static_cast<double>(decay_steps));
+  double progress = decay_progress(step);
   double cosine = 0.5 * (1.0 + std::cos(M_PI * progress));
   return static_cast<float>(lr * (min_lr_ratio + (1.0 - min_lr_ratio) * cosine));
 }

@@ -72,6 +72,7 @@ std::string options_record(const TrainOptions& o) {
       {"seq", o.seq},                 {"accum", o.accum},           {"seed", o.seed},
       {"val_fraction", o.val_fraction}, {"lr", o.optim.lr},         {"min_lr_ratio", o.optim.min_lr_ratio},
       {"warmup_steps", o.optim.warmup_steps}, {"total_steps", o.optim.total_steps},
+      {"decay_from_step", o.optim.decay_from_step}, {"decay_from_progress", o.optim.decay_from_progress},
       {"beta1", o.optim.beta1},       {"beta2", o.optim.beta2},     {"eps", o.optim.eps},
       {"weight_decay", o.optim.weight_decay}, {"grad_clip", o.optim.grad_clip},
       {"time_budget_s", o.time_budget_s},  // what planned total_steps (0: none); --resume does not plan again
@@ -89,6 +90,9 @@ void restore_options(TrainOptions& o, const std::string& record) {
   o.optim.lr = j.at("lr"), o.optim.min_lr_ratio = j.at("min_lr_ratio"), o.optim.warmup_steps = j.at("warmup_steps");
   o.optim.total_steps = j.at("total_steps"), o.optim.beta1 = j.at("beta1"), o.optim.beta2 = j.at("beta2");
   o.optim.eps = j.at("eps"), o.optim.weight_decay = j.at("weight_decay"), o.optim.grad_clip = j.at("grad_clip");
+  // A time budget's last re-plan (absent before re-planning existed: the plain cosine).
+  o.optim.decay_from_step = j.value("decay_from_step", int64_t{0});
+  o.optim.decay_from_progress = j.value("decay_from_progress", 0.0);
   // Checkpoints from before --data have none of these: a corpus run.
   o.data = j.value("data", ""), o.val_data = j.value("val_data", ""), o.chat_template = j.value("chat_template", "");
   o.train_on = j.value("train_on", "completion"), o.batching = j.value("batching", "pad");

@@ -45,6 +45,7 @@ struct StepOutcome {
 // The other steps train normally.
 struct Faults {
   std::set<int64_t> nan_loss, overflow;
+  std::set<int64_t> slow;  // from its first step on, every step takes 30 ms longer (a machine that slows down)
 };
 Faults injected_faults();
 
@@ -95,6 +96,7 @@ class TrainRun {
   bool planning() const { return o_.time_budget_s > 0 && !planned_; }
   void calibrate(int64_t step);
   void plan(int64_t step, bool write_checkpoint);
+  void replan(int64_t step);
   void save_if_behind();
   std::string last_good() const;
   void end_progress_line() const {
@@ -132,6 +134,9 @@ class TrainRun {
   std::vector<double> step_times_;
   bool planned_ = false;
   double budget_used_s_ = 0;
+  // The plan's own measurements, for replan: its step, a checkpoint's time, the most steps allowed.
+  int64_t plan_step_ = 0, max_steps_ = 0;
+  double save_s_ = 0;
 
   // The loop.
   std::ofstream metrics_;

@@ -34,12 +34,12 @@ Faults injected_faults() {
   Faults f;
   if (v == nullptr || *v == '\0') return f;
   const std::string s = v;
-  const char* usage = "': expected nan_loss@STEP[,STEP...] or overflow@STEP[,STEP...] with steps >= 1";
+  const char* usage = "': expected nan_loss@STEP[,STEP...], overflow@STEP[,STEP...] or slow@STEP with steps >= 1";
   const size_t atsign = s.find('@');
   const std::string kind = s.substr(0, atsign);
-  ET_CHECK(atsign != std::string::npos && (kind == "nan_loss" || kind == "overflow"), "EDGETRAIN_TRAIN_FAULT='", s,
-           usage);
-  std::set<int64_t>& steps = kind == "nan_loss" ? f.nan_loss : f.overflow;
+  ET_CHECK(atsign != std::string::npos && (kind == "nan_loss" || kind == "overflow" || kind == "slow"),
+           "EDGETRAIN_TRAIN_FAULT='", s, usage);
+  std::set<int64_t>& steps = kind == "nan_loss" ? f.nan_loss : kind == "overflow" ? f.overflow : f.slow;
   for (size_t at = atsign + 1; at <= s.size();) {
     const size_t comma = std::min(s.find(',', at), s.size());
     int64_t step = 0;
@@ -79,6 +79,7 @@ StepOutcome TrainRun::train_step(int64_t step) {
                                  packed ? positions_ : plain);
   }
   if (faults_.nan_loss.count(step)) s.loss = std::nan("");
+  if (!faults_.slow.empty() && step >= *faults_.slow.begin()) std::this_thread::sleep_for(std::chrono::milliseconds(30));
   // Each rank's loss and gradients are its share of the global batch's mean (divided by the global token
   // count): their sums over the ranks are the step's. The same sum carries the stop decisions.
   double control[3] = {s.loss, static_cast<double>(stop_signal()),
@@ -286,7 +287,7 @@ void TrainRun::loop() {
       fail_kind(ErrorKind::numeric, "train: ", e.what(), "; ", last_good());
     }
     last_step_ = step;
-    if (planning()) step_times_.push_back(s.seconds);
+    if (o_.time_budget_s > 0) step_times_.push_back(s.seconds);
     if (!s.finite()) {
       skip(step, s);
       continue;
@@ -295,6 +296,7 @@ void TrainRun::loop() {
     ++applied_;
     reduce_time_ += s.reduce_seconds;
     if (planning()) calibrate(step);  // before record(): the cadence needs the total
+    else if (o_.time_budget_s > 0) replan(step);
     const bool out_of_time = record(step, s);
     if (cadence_.checkpoints(step) || out_of_time) save(step);
     if (out_of_time) {

@@ -2,6 +2,7 @@
 // the sample, and a run stopped by a signal.
 #include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <cmath>
@@ -63,6 +64,7 @@ void TrainRun::calibrate(int64_t step) {
 // the run stop early (written again if the save's time changes the total).
 void TrainRun::plan(int64_t step, bool write_checkpoint) {
   planned_ = true;
+  max_steps_ = o_.optim.total_steps;
   std::vector<double> t(step_times_.size() > 1 ? step_times_.begin() + 1 : step_times_.begin(), step_times_.end());
   std::sort(t.begin(), t.end());
   const double step_s = t.empty() ? 0 : t[t.size() / 2];
@@ -82,6 +84,7 @@ void TrainRun::plan(int64_t step, bool write_checkpoint) {
     }
   }
   cadence_.total_steps = total;
+  plan_step_ = step, save_s_ = p.save_s;
   end_progress_line();
   std::printf("  time budget %s: after %ld steps (%s), %.1f ms per step, %.0f ms per evaluation, %.0f ms per "
               "checkpoint: %ld steps in all (warmup %ld, cosine to step %ld)\n",
@@ -89,6 +92,39 @@ void TrainRun::plan(int64_t step, bool write_checkpoint) {
               step_s * 1e3, eval0_s_ * 1e3, p.save_s * 1e3, static_cast<long>(total),
               static_cast<long>(std::min(o_.optim.warmup_steps, total)), static_cast<long>(total));
   std::fflush(stdout);
+}
+
+// The plan again every kReplanSteps steps, from the time now and the median of the last kWindow steps (the
+// evaluations and checkpoints as at the plan; a window of several re-plans, so that a few slow steps do not
+// swing the total): the first steps' times alone run long or short on a
+// machine whose speed changes (measured on a 2-core Xeon: 98 ms per step planned from the first 30, 115 ms
+// later, 4m41s for a 4m budget). The rest of the cosine is anchored at this step (OptimConfig::
+// decay_from_step), so the learning rate stays continuous; checkpoints record the anchor, and --resume
+// continues the last plan.
+void TrainRun::replan(int64_t step) {
+  constexpr int64_t kReplanSteps = 50, kWindow = 200;
+  if (step - plan_step_ < kReplanSteps || (step - plan_step_) % kReplanSteps != 0 || step >= o_.optim.total_steps)
+    return;
+  std::vector<double> t(step_times_.end() - std::min<int64_t>({kWindow, step - plan_step_, static_cast<int64_t>(step_times_.size())}),
+                        step_times_.end());
+  std::sort(t.begin(), t.end());
+  const double elapsed = seconds_since(t_budget_), per_step = t[t.size() / 2];
+  const BudgetPlan p{o_.time_budget_s, elapsed, per_step, eval0_s_, save_s_, o_.eval_every, o_.checkpoint_every,
+                     max_steps_};
+  const int64_t total = p.total_steps(step), old = o_.optim.total_steps;
+  if (total == old) return;
+  OptimConfig& opt = o_.optim;
+  opt.decay_from_progress = step > opt.warmup_steps ? opt.decay_progress(step) : 0.0;
+  opt.decay_from_step = step;
+  opt.total_steps = total;
+  cadence_.total_steps = total;
+  if (std::abs(static_cast<double>(total - old)) >= 0.05 * static_cast<double>(old) || total == step) {
+    end_progress_line();
+    std::printf("  time budget %s: at step %ld (%s), %.1f ms per step lately: %ld steps in all (was %ld)\n",
+                format_duration(o_.time_budget_s).c_str(), static_cast<long>(step), format_duration(elapsed).c_str(),
+                per_step * 1e3, static_cast<long>(total), static_cast<long>(old));
+    std::fflush(stdout);
+  }
 }
 
 // A failed save (disk full, file size limit, I/O error) stops the run; the atomic writer has left the
