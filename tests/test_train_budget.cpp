@@ -90,6 +90,8 @@ TEST(TimeBudget, PlanCountsTheStepsThatFit) {
   EXPECT_EQ(p.total_steps(30), 30);
   p.elapsed_s = 10, p.step_s = 0, p.eval_s = 0, p.save_s = 0;  // no cost measured: the cap
   EXPECT_EQ(p.total_steps(30), 30);
+  BudgetPlan e{100, 10, 0.1, 1.0, 2.0, 100, 200, 1000000, 8.7};  // the end (the sample) reserved too
+  EXPECT_EQ(e.total_steps(30), 30 + 652);  // (87 - 8.7) / 0.12 = 652.5
 }
 
 TEST(TimeBudget, CombinationsThatMakeNoSenseAreErrors) {

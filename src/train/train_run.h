@@ -97,6 +97,8 @@ class TrainRun {
   void calibrate(int64_t step);
   void plan(int64_t step, bool write_checkpoint);
   void replan(int64_t step);
+  std::string sample(int64_t max_tokens, std::string& prompt);
+  double sample_seconds();
   void save_if_behind();
   std::string last_good() const;
   void end_progress_line() const {
@@ -136,7 +138,7 @@ class TrainRun {
   double budget_used_s_ = 0;
   // The plan's own measurements, for replan: its step, a checkpoint's time, the most steps allowed.
   int64_t plan_step_ = 0, max_steps_ = 0;
-  double save_s_ = 0;
+  double save_s_ = 0, end_s_ = 0;
 
   // The loop.
   std::ofstream metrics_;

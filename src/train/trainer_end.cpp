@@ -68,8 +68,9 @@ void TrainRun::plan(int64_t step, bool write_checkpoint) {
   std::vector<double> t(step_times_.size() > 1 ? step_times_.begin() + 1 : step_times_.begin(), step_times_.end());
   std::sort(t.begin(), t.end());
   const double step_s = t.empty() ? 0 : t[t.size() / 2];
+  end_s_ = sample_seconds();
   BudgetPlan p{o_.time_budget_s, seconds_since(t_budget_), step_s, eval0_s_, 0, o_.eval_every, o_.checkpoint_every,
-               o_.optim.total_steps};
+               o_.optim.total_steps, end_s_};
   int64_t total = p.total_steps(step);
   o_.optim.total_steps = total;  // what checkpoints record
   if (write_checkpoint && total > step) {  // the last step saves anyway
@@ -87,9 +88,9 @@ void TrainRun::plan(int64_t step, bool write_checkpoint) {
   plan_step_ = step, save_s_ = p.save_s;
   end_progress_line();
   std::printf("  time budget %s: after %ld steps (%s), %.1f ms per step, %.0f ms per evaluation, %.0f ms per "
-              "checkpoint: %ld steps in all (warmup %ld, cosine to step %ld)\n",
+              "checkpoint, %.0f ms for the sample: %ld steps in all (warmup %ld, cosine to step %ld)\n",
               format_duration(o_.time_budget_s).c_str(), static_cast<long>(step), format_duration(p.elapsed_s).c_str(),
-              step_s * 1e3, eval0_s_ * 1e3, p.save_s * 1e3, static_cast<long>(total),
+              step_s * 1e3, eval0_s_ * 1e3, p.save_s * 1e3, end_s_ * 1e3, static_cast<long>(total),
               static_cast<long>(std::min(o_.optim.warmup_steps, total)), static_cast<long>(total));
   std::fflush(stdout);
 }
@@ -110,7 +111,7 @@ void TrainRun::replan(int64_t step) {
   std::sort(t.begin(), t.end());
   const double elapsed = seconds_since(t_budget_), per_step = t[t.size() / 2];
   const BudgetPlan p{o_.time_budget_s, elapsed, per_step, eval0_s_, save_s_, o_.eval_every, o_.checkpoint_every,
-                     max_steps_};
+                     max_steps_, end_s_};
   const int64_t total = p.total_steps(step), old = o_.optim.total_steps;
   if (total == old) return;
   OptimConfig& opt = o_.optim;
@@ -159,6 +160,35 @@ std::string TrainRun::last_good() const {
                            : std::string("no checkpoint has been written");
 }
 
+// The run's sample of max_tokens: a reply to the first validation sample (chat data), else a continuation of
+// the sample prompt; `prompt` gets the text it continues.
+std::string TrainRun::sample(int64_t max_tokens, std::string& prompt) {
+  SampleOptions so;
+  so.max_tokens = max_tokens;
+  so.seed = o_.seed;
+  if (data_.samples()) {
+    prompt = render_chat_text(data_.chat_template, data_.sample_messages, true);
+    return generate_reply(*model_, *data_.tok, data_.chat_template, data_.sample_messages, so);
+  }
+  prompt = o_.sample_prompt;
+  return generate(*model_, *data_.tok, o_.sample_prompt, so);
+}
+
+// What the run's end takes besides its last evaluation and checkpoint: the sample, timed on trials — one
+// token twice (the first records the generation program), then 17 — and taken to sample_tokens, so that a
+// budget holds the whole run. The trials change no weight and no data order.
+double TrainRun::sample_seconds() {
+  if (o_.sample_tokens <= 0 || !root_) return 0;
+  std::string prompt;
+  auto timed = [&](int64_t tokens) {
+    const auto t0 = Clock::now();
+    sample(tokens, prompt);
+    return seconds_since(t0);
+  };
+  const double first = timed(1), one = timed(1), more = timed(17);
+  return first + std::max(0.0, more - one) / 16.0 * static_cast<double>(o_.sample_tokens - 1);
+}
+
 // The result's figures and files, and the loss curve: whichever way the run ends.
 void TrainRun::close_result() {
   budget_used_s_ = seconds_since(t_budget_);
@@ -187,24 +217,16 @@ TrainResult TrainRun::finish() {
                 static_cast<long>(skipped_in_a_row_), static_cast<long>(model_->steps_done));
   }
   close_result();
-  if (o_.sample_tokens > 0 && root_ && data_.samples()) {  // a reply to the first validation sample
-    SampleOptions so;
-    so.max_tokens = o_.sample_tokens;
-    so.seed = o_.seed;
-    const std::string prompt = render_chat_text(data_.chat_template, data_.sample_messages, true);
-    const std::string text = generate_reply(*model_, *data_.tok, data_.chat_template, data_.sample_messages, so);
+  if (o_.sample_tokens > 0 && root_) {
+    std::string prompt;
+    const std::string text = sample(o_.sample_tokens, prompt);
     res_.sample = o_.out_dir + "/sample.txt";
     std::ofstream(res_.sample) << prompt << text << "\n";
-    std::printf("\nSample (the first validation sample's prompt, chat template %s):\n%s%s\n\n",
-                data_.chat_template.c_str(), prompt.c_str(), text.c_str());
-  } else if (o_.sample_tokens > 0 && root_) {
-    SampleOptions so;
-    so.max_tokens = o_.sample_tokens;
-    so.seed = o_.seed;
-    std::string text = generate(*model_, *data_.tok, o_.sample_prompt, so);
-    res_.sample = o_.out_dir + "/sample.txt";
-    std::ofstream(res_.sample) << o_.sample_prompt << text << "\n";
-    std::printf("\nSample (prompt \"%s\"):\n%s%s\n\n", o_.sample_prompt.c_str(), o_.sample_prompt.c_str(), text.c_str());
+    if (data_.samples())
+      std::printf("\nSample (the first validation sample's prompt, chat template %s):\n%s%s\n\n",
+                  data_.chat_template.c_str(), prompt.c_str(), text.c_str());
+    else
+      std::printf("\nSample (prompt \"%s\"):\n%s%s\n\n", prompt.c_str(), prompt.c_str(), text.c_str());
   }
   std::printf("done: %ld steps in %s, %.0f tokens/s, final validation loss %.4f, peak memory %.0f MiB\n",
               static_cast<long>(res_.steps), format_duration(res_.seconds).c_str(), res_.tokens_per_s, res_.last_val_loss,
