@@ -91,7 +91,8 @@ struct Cadence {
 // How many steps a run of budget_s seconds takes, decided after `step` steps at elapsed_s seconds since the
 // budget's clock started: each further step costs step_s plus its share of the evaluations and checkpoints
 // (eval_s every eval_every steps, save_s every checkpoint_every), the last step one of each, and the run's
-// end (end_s: the sample) once. At least `step`, at most max_steps.
+// end (end_s: the sample) once, aiming 0.5% (at most 2 s) short of the budget. At least `step`, at most
+// max_steps.
 struct BudgetPlan {
   double budget_s, elapsed_s, step_s, eval_s, save_s;
   int64_t eval_every, checkpoint_every, max_steps;

@@ -144,7 +144,10 @@ std::string format_duration(double s) {
 int64_t BudgetPlan::total_steps(int64_t step) const {
   const double per_step = step_s + eval_s / static_cast<double>(eval_every) +
                           save_s / static_cast<double>(checkpoint_every);
-  const double left = budget_s - elapsed_s - eval_s - save_s - end_s;  // the last step evaluates and saves
+  // The last step evaluates and saves; a margin of 0.5% (at most 2 s) keeps the noise of the last steps'
+  // times and the process's own start and exit inside the budget.
+  const double margin = std::min(2.0, 0.005 * budget_s);
+  const double left = budget_s - margin - elapsed_s - eval_s - save_s - end_s;
   const double fit = per_step > 0 ? std::floor(left / per_step) : 0;
   const int64_t more = fit > 0 ? static_cast<int64_t>(std::min(fit, 1e15)) : 0;
   return std::max(step, std::min(max_steps, step + more));
