@@ -143,8 +143,9 @@ Runner add_train(CLI::App& app) {
                                     "most the plan may take)");
   auto* time_opt = sub->add_option("--time", f->time,
                                    "Train for this long (4m, 90s, 1h30m; a fresh run): the first steps are timed, then\n"
-                                   "the total (and with it the cosine schedule) is fixed to the steps that fit, said\n"
-                                   "and recorded in the checkpoint. Default for the main job (no --steps, --config,\n"
+                                   "the total (and with it the cosine schedule) is set to the steps that fit, said and\n"
+                                   "recorded in the checkpoint, and set again every 50 steps from the recent step times\n"
+                                   "(the cosine continues where it is). Default for the main job (no --steps, --config,\n"
                                    "--corpus, --init or --resume; the mini preset): 4m");
   sub->add_option("--batch", o.batch, "Sequences per micro-batch")->capture_default_str();
   auto* seq_opt = sub->add_option("--seq", o.seq, "Tokens per sequence (default 128, at most the model's max_seq)");
