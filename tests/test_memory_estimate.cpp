@@ -1,11 +1,16 @@
 // The training memory estimate (estimate_training_memory) against what a real run allocates on every test
-// backend, and the trainer's refusal of a run that cannot fit, before it allocates anything.
+// backend, the trainer's refusal of a run that cannot fit, before it allocates anything, and where qlora's
+// frozen masters live.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <map>
 
 #include "edgetrain/error.h"
+#include "edgetrain/safetensors.h"
 #include "edgetrain/trainer.h"
+#include "harness/cli_child.h"
 #include "harness/model_helpers.h"
 #include "harness/op_case.h"
 #include "harness/temp_files.h"
@@ -122,6 +127,32 @@ TEST(MemoryEstimate, TrainerRefusesARunThatCannotFit) {
     EXPECT_NE(std::string(e.what()).find("still too much"), std::string::npos) << e.what();
   }
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 30.0);
+}
+
+using MemoryCli = CliTest;
+
+// qlora on a device keeps the frozen 4-bit linears' fp32 masters in host memory (Backend::host_storage):
+// `train` says so, and the checkpoint still holds them — the same masters as a CPU run of the same seed
+// writes (they never change), and the adapters the device trained.
+TEST_F(MemoryCli, QloraOnVulkanKeepsFrozenMastersOnTheHostAndCheckpointsThem) {
+  const std::vector<std::string> backends = test_backends();
+  if (std::find(backends.begin(), backends.end(), "vulkan") == backends.end()) GTEST_SKIP() << "no Vulkan under test";
+  std::map<std::string, std::string> ckpt;
+  for (const std::string backend : {"cpu", "vulkan"}) {
+    std::vector<std::string> args = tiny_train(dir_ + "/qlora_" + backend, {"--steps", "2", "--mode", "qlora"});
+    for (size_t i = 0; i + 1 < args.size(); ++i)
+      if (args[i] == "--backend") args[i + 1] = backend;
+    Outcome r = run(args, 120);
+    ASSERT_TRUE(r.exited() && r.code() == 0) << r.describe();
+    EXPECT_EQ(r.output.find("frozen fp32 masters in host memory") != std::string::npos, backend == "vulkan")
+        << r.output;
+    ckpt[backend] = dir_ + "/qlora_" + backend + "/checkpoint.safetensors";
+  }
+  const auto cpu = safetensors::Reader::open(ckpt["cpu"]), dev = safetensors::Reader::open(ckpt["vulkan"]);
+  for (const char* name : {"layers.0.attention.wq.weight", "layers.1.feed_forward.w2.weight"})
+    EXPECT_EQ(dev.to_f32(name), cpu.to_f32(name)) << name;
+  const std::vector<float> b = dev.to_f32("layers.0.attention.wq.weight.lora_b");
+  EXPECT_TRUE(std::any_of(b.begin(), b.end(), [](float x) { return x != 0.0f; })) << "the adapters did not train";
 }
 
 }  // namespace
