@@ -97,11 +97,10 @@ void TrainRun::plan(int64_t step, bool write_checkpoint) {
 
 // The plan again every kReplanSteps steps, from the time now and the median of the last kWindow steps (the
 // evaluations and checkpoints as at the plan; a window of several re-plans, so that a few slow steps do not
-// swing the total): the first steps' times alone run long or short on a
-// machine whose speed changes (measured on a 2-core Xeon: 98 ms per step planned from the first 30, 115 ms
-// later, 4m41s for a 4m budget). The rest of the cosine is anchored at this step (OptimConfig::
-// decay_from_step), so the learning rate stays continuous; checkpoints record the anchor, and --resume
-// continues the last plan.
+// swing the total): the first steps' times alone run long or short on a machine whose speed changes
+// (measured on a 2-core Xeon: 98 ms per step planned from the first 30, 115 ms later, 4m41s for a 4m
+// budget). The rest of the cosine is anchored at this step (OptimConfig::decay_from_step), so the learning
+// rate stays continuous; checkpoints record the anchor, and --resume continues the last plan.
 void TrainRun::replan(int64_t step) {
   constexpr int64_t kReplanSteps = 50, kWindow = 200;
   if (step - plan_step_ < kReplanSteps || (step - plan_step_) % kReplanSteps != 0 || step >= o_.optim.total_steps)
