@@ -39,6 +39,13 @@ std::vector<TablePart> table_parts(const Backend& b, const Tensor& table, int64_
   return parts;
 }
 
+// The logits of h [R, D] against each part's rows, in order.
+std::vector<Tensor> part_logits(Graph& g, const std::vector<TablePart>& parts, const Tensor& h) {
+  std::vector<Tensor> logits;
+  for (const TablePart& p : parts) logits.push_back(g.linear(h, p.rows));
+  return logits;
+}
+
 }  // namespace
 
 int64_t vocab_parts(const Backend& b, int64_t V, int64_t D, int64_t R) {
@@ -61,9 +68,7 @@ void embed_backward(Graph& g, const Tensor& dx, const Tensor& tokens, const Tens
 }
 
 std::vector<Tensor> head_logits(Graph& g, const Tensor& head, const Tensor& h) {
-  std::vector<Tensor> logits;
-  for (const TablePart& p : table_parts(g.backend(), head, h.shape().rows())) logits.push_back(g.linear(h, p.rows));
-  return logits;
+  return part_logits(g, table_parts(g.backend(), head, h.shape().rows()), h);
 }
 
 HeadLoss head_loss(Graph& g, const Param& head, const Tensor& h, const Tensor& labels, Scalar n_valid, bool train) {
@@ -79,8 +84,7 @@ HeadLoss head_loss(Graph& g, const Param& head, const Tensor& h, const Tensor& l
     out.dh = g.mm(dlogits, head.value);  // [R, D]
     return out;
   }
-  std::vector<Tensor> logits;
-  for (const TablePart& p : parts) logits.push_back(g.linear(h, p.rows));
+  const std::vector<Tensor> logits = part_logits(g, parts, h);
   Tensor lse = g.alloc(Shape{R}, DType::f32);
   for (size_t c = 0; c < parts.size(); ++c) g.call(Op::logsumexp_rows, {logits[c]}, {lse}, {c > 0 ? 1 : 0});
   out.loss = g.alloc(Shape{}, DType::f32);

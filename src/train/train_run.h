@@ -97,6 +97,7 @@ class TrainRun {
   void calibrate(int64_t step);
   void plan(int64_t step, bool write_checkpoint);
   void replan(int64_t step);
+  BudgetPlan budget_plan(double step_s) const;
   std::string sample(int64_t max_tokens, std::string& prompt);
   double sample_seconds();
   void save_if_behind();

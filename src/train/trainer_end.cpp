@@ -39,6 +39,14 @@ std::string meta_step(const std::string& path) {
   }
 }
 
+// The median of a run of step times (0 for none).
+double median_seconds(std::vector<double>::const_iterator begin, std::vector<double>::const_iterator end) {
+  std::vector<double> t(begin, end);
+  if (t.empty()) return 0;
+  std::nth_element(t.begin(), t.begin() + t.size() / 2, t.end());
+  return t[t.size() / 2];
+}
+
 }  // namespace
 
 // A field of /proc/self/status in MiB (VmRSS, VmHWM).
@@ -58,6 +66,13 @@ void TrainRun::calibrate(int64_t step) {
     plan(step, true);
 }
 
+// The plan's arithmetic at this moment, with steps of step_s and the costs measured so far (a checkpoint's
+// save_s_ is 0 until the plan's own checkpoint times one).
+BudgetPlan TrainRun::budget_plan(double step_s) const {
+  return {o_.time_budget_s, seconds_since(t_budget_), step_s, eval0_s_, save_s_, o_.eval_every, o_.checkpoint_every,
+          max_steps_, end_s_};
+}
+
 // Fixes the total from the measured times: the median of the steps after the first (which records the
 // programs), or the first alone; the step-0 evaluation (which records the evaluation program: on the safe
 // side); and, with write_checkpoint, a checkpoint written now, which times a save and holds the plan should
@@ -65,12 +80,10 @@ void TrainRun::calibrate(int64_t step) {
 void TrainRun::plan(int64_t step, bool write_checkpoint) {
   planned_ = true;
   max_steps_ = o_.optim.total_steps;
-  std::vector<double> t(step_times_.size() > 1 ? step_times_.begin() + 1 : step_times_.begin(), step_times_.end());
-  std::sort(t.begin(), t.end());
-  const double step_s = t.empty() ? 0 : t[t.size() / 2];
+  const double step_s =
+      median_seconds(step_times_.size() > 1 ? step_times_.begin() + 1 : step_times_.begin(), step_times_.end());
   end_s_ = sample_seconds();
-  BudgetPlan p{o_.time_budget_s, seconds_since(t_budget_), step_s, eval0_s_, 0, o_.eval_every, o_.checkpoint_every,
-               o_.optim.total_steps, end_s_};
+  BudgetPlan p = budget_plan(step_s);
   int64_t total = p.total_steps(step);
   o_.optim.total_steps = total;  // what checkpoints record
   if (write_checkpoint && total > step) {  // the last step saves anyway
@@ -105,12 +118,10 @@ void TrainRun::replan(int64_t step) {
   constexpr int64_t kReplanSteps = 50, kWindow = 200;
   if (step - plan_step_ < kReplanSteps || (step - plan_step_) % kReplanSteps != 0 || step >= o_.optim.total_steps)
     return;
-  std::vector<double> t(step_times_.end() - std::min<int64_t>({kWindow, step - plan_step_, static_cast<int64_t>(step_times_.size())}),
-                        step_times_.end());
-  std::sort(t.begin(), t.end());
-  const double elapsed = seconds_since(t_budget_), per_step = t[t.size() / 2];
-  const BudgetPlan p{o_.time_budget_s, elapsed, per_step, eval0_s_, save_s_, o_.eval_every, o_.checkpoint_every,
-                     max_steps_, end_s_};
+  const int64_t window = std::min<int64_t>({kWindow, step - plan_step_, static_cast<int64_t>(step_times_.size())});
+  const double per_step = median_seconds(step_times_.end() - window, step_times_.end());
+  const BudgetPlan p = budget_plan(per_step);
+  const double elapsed = p.elapsed_s;
   const int64_t total = p.total_steps(step), old = o_.optim.total_steps;
   if (total == old) return;
   OptimConfig& opt = o_.optim;
