@@ -6,8 +6,7 @@
 #   python3 bench/peer_torch.py --out peer.json --cases mm,adamw_step  # a subset (op names or case ids)
 #   python3 bench/peer_torch.py --out peer.json --cases none --step base --batch 16 --seq 512 [--compile]
 #
-# fp32 with TF32 off (the attention cases also in bf16, under shape ids ending in _bf16; the matrix
-# products also in bf16, ids ending in :f16; the step also with TF32 and bf16 autocast). Timing: CUDA events (perf_counter on CPU), warm-up, medians; like the
+# fp32 with TF32 off (the attention cases and the matrix products also in bf16, ids ending in :f16; the step also with TF32 and bf16 autocast). Timing: CUDA events (perf_counter on CPU), warm-up, medians; like the
 # harness, a timed sample runs the op `inner` times back to back (chosen so a sample lasts ~--target-ms)
 # and is divided by inner. The rate columns of the harness are recomputed from "ms" with its own models.
 import argparse
@@ -261,8 +260,8 @@ def attention_inputs(B, H, T, D, dev, dtype, grad):
 
 
 def attention_case(B, H, T, D, dtype=torch.float32):
-    """Causal SDPA forward; fp32 ids match edgetrain's `attention` case, bf16 ones are peer-only."""
-    tag = "" if dtype == torch.float32 else "_bf16"
+    """Causal SDPA forward; fp32 ids match edgetrain's `attention` case, bf16 ones its fp16 case (:f16)."""
+    tag = "" if dtype == torch.float32 else HALF
 
     def build(dev):
         q, k, v = attention_inputs(B, H, T, D, dev, dtype, False)
@@ -273,7 +272,7 @@ def attention_case(B, H, T, D, dtype=torch.float32):
 
 def attention_backward_case(B, H, T, D, dtype=torch.float32):
     """The backward kernels alone: autograd.grad of one stored SDPA output w.r.t. q, k, v."""
-    tag = "" if dtype == torch.float32 else "_bf16"
+    tag = "" if dtype == torch.float32 else HALF
 
     def build(dev):
         q, k, v = attention_inputs(B, H, T, D, dev, dtype, True)
@@ -286,7 +285,7 @@ def attention_backward_case(B, H, T, D, dtype=torch.float32):
 
 def attention_fwd_bwd_case(B, H, T, D, dtype=torch.float32):
     """Forward + backward timed together (a training step's attention); peer-only ids."""
-    tag = "" if dtype == torch.float32 else "_bf16"
+    tag = "" if dtype == torch.float32 else HALF
 
     def build(dev):
         q, k, v = attention_inputs(B, H, T, D, dev, dtype, True)

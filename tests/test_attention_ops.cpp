@@ -7,6 +7,7 @@
 
 #include <cmath>
 
+#include "core/attention_tiles.h"
 #include "edgetrain/graph.h"
 #include "harness/op_case.h"
 
@@ -58,6 +59,32 @@ Tolerance backward_tol(const Attn& a) {
   Tolerance t = looser(tol::transcendental, tol::reduction(a.H / a.KV * a.T + a.S + a.hd));
   if (a.q_range > 1.0f) t = {t.atol * a.q_range, t.rtol * a.q_range};
   return t;
+}
+
+// The f16 twins (the flag of mixed precision, ops.inc) against the reference of the same call, and against
+// the fp32 call (test_f16_gemm.cpp), within one bound: kernels may round the probabilities at a running
+// max, or keep q, k, v and the probabilities in fp32, so they differ from the f16 reference by about as
+// much as the f16 reference differs from the fp32 one. Forward: a score moves by the rounding of q and k
+// (hd products bounded by q_range: tol::f16_operands(hd, q_range)); out = sum p v with |v - out| <= 2 moves
+// by at most twice that, plus the rounding of v and of p (u each); lse by the score's error.
+Tolerance forward_f16_tol(const Attn& a) {
+  return looser(forward_tol(a), tol::f16_operands(a.hd, 2.0 * a.q_range + 1.0));
+}
+// Backward: dv sums G*T terms p dout (bounded by 1), dq and dk sum S and G*T terms dS k and dS q, where
+// dS = p (dout.v - D) with |dout.v - D| up to 2 sqrt(hd) for these uniform inputs (a sum of hd terms of
+// variance 1/9, four standard deviations) and p's error follows the score's.
+Tolerance backward_f16_tol(const Attn& a) {
+  const double dp = 2.0 * std::sqrt(static_cast<double>(a.hd));
+  return looser(backward_tol(a), tol::f16_operands(a.H / a.KV * a.T + a.S + a.hd, a.q_range * (1.0 + dp)));
+}
+// Appends the f16 twin of the last case.
+void push_f16_twin(std::vector<OpCase>& cs, Tolerance t) {
+  OpCase h = cs.back();
+  h.name += "_f16";
+  h.ints.push_back(1);
+  h.tol = t;
+  h.f16_vs_fp32 = t;
+  cs.push_back(std::move(h));
 }
 
 struct Inputs {
@@ -115,11 +142,13 @@ std::vector<OpCase> attention_cases() {
     Inputs in = inputs(r, a);
     cs.push_back(make_case(a.name, Op::attention, {in.q, in.k, in.v},
                            garbage(r, {in.q.shape(), Shape{a.B, a.H, a.T}}), {}, {scale_of(a.hd)}, forward_tol(a)));
+    push_f16_twin(cs, forward_f16_tol(a));
   }
   auto packed = [&](const Attn& a, const HostTensor& pos) {
     Inputs in = inputs(r, a);
     cs.push_back(make_case(a.name, Op::attention, {in.q, in.k, in.v, pos},
                            garbage(r, {in.q.shape(), Shape{a.B, a.H, a.T}}), {}, {scale_of(a.hd)}, forward_tol(a)));
+    push_f16_twin(cs, forward_f16_tol(a));
   };
   for (const Packed& p : kPacked) packed(p.a, packed_positions(p.a.B, p.a.T, p.lengths));
   packed(kOddPos, odd_positions(r, kOddPos.B, kOddPos.T));
@@ -138,6 +167,7 @@ std::vector<OpCase> attention_backward_cases() {
     HostTensor dout = random_f32(r, in.q.shape());
     cs.push_back(make_case(a.name, Op::attention_backward, {dout, in.q, in.k, in.v, fwd[0], fwd[1]},
                            garbage(r, {in.q.shape(), in.k.shape(), in.k.shape()}), {}, {scale}, backward_tol(a)));
+    push_f16_twin(cs, backward_f16_tol(a));
   }
   auto packed = [&](const Attn& a, const HostTensor& pos) {
     Inputs in = inputs(r, a);
@@ -147,6 +177,7 @@ std::vector<OpCase> attention_backward_cases() {
     HostTensor dout = random_f32(r, in.q.shape());
     cs.push_back(make_case(a.name, Op::attention_backward, {dout, in.q, in.k, in.v, fwd[0], fwd[1], pos},
                            garbage(r, {in.q.shape(), in.k.shape(), in.k.shape()}), {}, {scale}, backward_tol(a)));
+    push_f16_twin(cs, backward_f16_tol(a));
   };
   for (const Packed& p : kPacked) packed(p.a, packed_positions(p.a.B, p.a.T, p.lengths));
   packed(kOddPos, odd_positions(r, kOddPos.B, kOddPos.T));
@@ -347,6 +378,26 @@ TEST(Attention, GpuRefusesHeadDimsPastItsLimit) {
       EXPECT_NE(std::string(e.what()).find("head dim 130"), std::string::npos) << e.what();
     }
   }
+}
+
+// The tensor-core kernels' tiles (the f16 flag on devices with cooperative matrices; exercised by the f16
+// twins above on such a device): every head dim up to the limit gets a capacity that holds it and is a
+// multiple of the 16-wide fragments and of the 64 output columns a pass takes past 64; within the 48 KiB
+// the kernels ask for, B tiles of 64 rows up to head dim 64 and 32 above; nothing past the limit or in a
+// device with too little memory.
+TEST(AttentionTiles, TensorCoreTilesFitTheirMemory) {
+  for (int64_t hd = 1; hd <= gpu::kAttnMaxHeadDim; ++hd) {
+    SCOPED_TRACE("hd " + std::to_string(hd));
+    const uint32_t hc = gpu::attention_capacity(hd), br = gpu::attention_coop_rows(hd, 48 * 1024);
+    EXPECT_GE(hc, hd);
+    EXPECT_EQ(hc % 16, 0u);
+    if (hc > 64) EXPECT_EQ(hc % 64, 0u);
+    EXPECT_EQ(br, hd <= 64 ? 64u : 32u);
+    EXPECT_LE(gpu::attention_coop_shared_bytes(hc, br), 48u * 1024);
+    EXPECT_GT(gpu::attention_coop_shared_bytes(hc, 64), br == 64 ? 0u : 48u * 1024);
+    EXPECT_EQ(gpu::attention_coop_rows(hd, 16 * 1024), 0u);
+  }
+  EXPECT_EQ(gpu::attention_coop_rows(gpu::kAttnMaxHeadDim + 1, 1 << 20), 0u);
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
-// fp16 operands of the matrix products (the f16 flag of ops.inc, what --precision fp16 records): every
-// f16 op case of the family files against the fp32 reference within tol::f16_operands (the bound the
-// harness states and justifies), exact cases that pin the rounding itself (ties, fp16 subnormals,
+// fp16 operands of the matrix products and attention (the f16 flag of ops.inc, what --precision fp16
+// records): every f16 op case of the family files against the fp32 reference within its stated bound
+// (tol::f16_operands for the products; attention's in test_attention_ops.cpp), exact cases that pin the rounding itself (ties, fp16 subnormals,
 // overflow to inf) on every backend, and hand checks of the reference.
 #include <gtest/gtest.h>
 
@@ -69,8 +69,10 @@ TEST_P(F16VsFp32, WithinTheStatedBound) {
     fp32.ints.pop_back();  // the same call without the f16 flag
     const auto got = run_on(b, c);
     const auto want = run_reference(fp32);
-    const std::string diff = compare(got[0], want[0], *c.f16_vs_fp32);
-    EXPECT_TRUE(diff.empty()) << diff;
+    for (size_t i = 0; i < got.size(); ++i) {
+      const std::string diff = compare(got[i], want[i], *c.f16_vs_fp32);
+      EXPECT_TRUE(diff.empty()) << "output " << i << ":\n" << diff;
+    }
     ++checked;
   }
   EXPECT_GT(checked, 5) << "the family files register f16 twins of their cases (push_with_f16)";
@@ -79,7 +81,8 @@ TEST_P(F16VsFp32, WithinTheStatedBound) {
 std::vector<Param> f16_params() {
   std::vector<Param> ps;
   for (const std::string& b : test_backends())
-    for (Op op : {Op::mm, Op::bmm, Op::linear, Op::linear_dW, Op::linear_q4gsw, Op::linear_q4gsw_backward})
+    for (Op op : {Op::mm, Op::bmm, Op::linear, Op::linear_dW, Op::linear_q4gsw, Op::linear_q4gsw_backward,
+                  Op::attention, Op::attention_backward})
       ps.push_back({b, op});
   return ps;
 }

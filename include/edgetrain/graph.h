@@ -28,8 +28,8 @@ class Graph {
 
   Backend& backend() const { return backend_; }
   Program* program() const { return program_; }
-  // With fp16, the matrix products below (linear_q4gsw and its backward, linear_dW, mm, bmm, linear) are
-  // recorded with the f16 flag: fp16 operands, fp32 accumulation (ops.inc). Other ops are unaffected, and
+  // With fp16, the matrix products below (linear_q4gsw and its backward, linear_dW, mm, bmm, linear) and
+  // attention (+backward) are recorded with the f16 flag: fp16 operands, fp32 accumulation (ops.inc). Other ops are unaffected, and
   // calls made through call()/apply() keep the ints they are given. fp32 (the default) records exactly what
   // it always did.
   void set_precision(Precision p) { precision_ = p; }
@@ -112,7 +112,7 @@ class Graph {
   Tensor clip_coef(const Tensor& norm, Scalar max_norm);
 
  private:
-  // The ints of a matrix product: as given, plus the f16 flag under Precision::fp16.
+  // The ints of a matrix product or attention call: as given, plus the f16 flag under Precision::fp16.
   std::vector<int64_t> gemm_ints(std::vector<int64_t> ints) const;
 
   Backend& backend_;

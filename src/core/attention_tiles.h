@@ -34,6 +34,17 @@ size_t attention_shared_bytes(AttnKernel k, AttnTiles t);
 // shapes, largest first, that fits the device's workgroup memory and invocations. Throws ErrorKind::unsupported, naming the call, for hd past
 // kAttnMaxHeadDim or a device too small for the smallest tiles.
 AttnTiles attention_tiles(AttnKernel k, int64_t hd, const EncodeLimits& lim, const OpCall& c);
+// The tensor-core kernels (Vulkan attention_coop*.comp, for the f16 flag): 4 subgroups of 32, each 16 rows
+// of a 64-row A tile, B tiles of 64 rows, or 32 where workgroup memory is short (head dims past 64).
+constexpr uint32_t kAttnCoopRows = 64;
+// The head-dim capacity of head dim hd in the tensor-core kernels: hd rounded up to a multiple of 16 up
+// to 64, 128 past it (a multiple of the 64 output columns a pass takes).
+uint32_t attention_capacity(int64_t hd);
+// Workgroup memory of the tensor-core kernels with capacity hc and B tiles of br rows, in bytes.
+size_t attention_coop_shared_bytes(uint32_t hc, uint32_t br);
+// The B-tile rows (64 or 32) of the tensor-core kernels for head dim hd within max_shared bytes, or 0
+// when they do not take it (hd past kAttnMaxHeadDim, or too little memory).
+uint32_t attention_coop_rows(int64_t hd, size_t max_shared);
 // The swizzle mask of a tile row of `slots` vec4s (a power of two): slot s of row r is stored at
 // s ^ (r & mask), so the invocations of a subgroup reading one slot of consecutive rows hit different
 // banks. The mask is min(slots, 8) - 1, so s ^ (r & mask) stays within the row.

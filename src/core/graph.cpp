@@ -185,13 +185,13 @@ Tensor Graph::embedding_backward(const Tensor& dout, const Tensor& idx, int64_t 
 Tensor Graph::gather(const Tensor& x, int64_t dim, const Tensor& index) { return apply(Op::gather, {x, index}, {dim})[0]; }
 std::pair<Tensor, Tensor> Graph::attention(const Tensor& q, const Tensor& k, const Tensor& v, Scalar scale,
                                            const Tensor& pos) {
-  auto o = apply(Op::attention, with_optional({q, k, v}, pos), {}, {scale});
+  auto o = apply(Op::attention, with_optional({q, k, v}, pos), gemm_ints({}), {scale});
   return {o[0], o[1]};
 }
 std::tuple<Tensor, Tensor, Tensor> Graph::attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k,
                                                              const Tensor& v, const Tensor& out, const Tensor& lse,
                                                              Scalar scale, const Tensor& pos) {
-  auto o = apply(Op::attention_backward, with_optional({dout, q, k, v, out, lse}, pos), {}, {scale});
+  auto o = apply(Op::attention_backward, with_optional({dout, q, k, v, out, lse}, pos), gemm_ints({}), {scale});
   return {o[0], o[1], o[2]};
 }
 // More gradients than one kernel may bind (Backend::max_call_bindings; the call adds its output, the scalar

@@ -98,7 +98,13 @@ float dot(const float* a, const float* b, int64_t n) {
 // reference's contract).
 void attention(const ref::Call& c) {
   const Geo d(c.in[0], c.in[1]);
-  const float *q = c.in[0].as<float>(), *k = c.in[1].as<float>(), *v = c.in[2].as<float>();
+  // The f16 flag: rounded copies of the operands feed the same kernel (no faster fp16 path here); the
+  // probabilities stay fp32, which the flag allows (ops.inc).
+  const bool f16 = ref::f16_flag(c, 0);
+  std::vector<float> qb, kb, vb;
+  const float *q = gemm_operand(c.in[0].as<float>(), c.in[0].numel(), f16, qb),
+              *k = gemm_operand(c.in[1].as<float>(), c.in[1].numel(), f16, kb),
+              *v = gemm_operand(c.in[2].as<float>(), c.in[2].numel(), f16, vb);
   const int32_t* pos = c.has_in(3) ? c.in[3].as<int32_t>() : nullptr;
   float *o = c.out[0].as<float>(), *lse = c.out[1].as<float>();
   const float scale = c.floats[0];
@@ -148,8 +154,13 @@ void attention(const ref::Call& c) {
 // dv += P^T dout, dk += scale dS^T q into the task's own [S, hd] accumulators.
 void attention_backward(const ref::Call& c) {
   const Geo d(c.in[1], c.in[2]);
-  const float *dout = c.in[0].as<float>(), *q = c.in[1].as<float>(), *k = c.in[2].as<float>(),
-              *v = c.in[3].as<float>(), *out = c.in[4].as<float>(), *lse = c.in[5].as<float>();
+  const bool f16 = ref::f16_flag(c, 0);  // rounded operand copies, as the forward
+  std::vector<float> db, qb, kb, vb;
+  const float *dout = gemm_operand(c.in[0].as<float>(), c.in[0].numel(), f16, db),
+              *q = gemm_operand(c.in[1].as<float>(), c.in[1].numel(), f16, qb),
+              *k = gemm_operand(c.in[2].as<float>(), c.in[2].numel(), f16, kb),
+              *v = gemm_operand(c.in[3].as<float>(), c.in[3].numel(), f16, vb), *out = c.in[4].as<float>(),
+              *lse = c.in[5].as<float>();
   float *dq = c.out[0].as<float>(), *dk = c.out[1].as<float>(), *dv = c.out[2].as<float>();
   const int32_t* pos = c.has_in(6) ? c.in[6].as<int32_t>() : nullptr;
   const float scale = c.floats[0];

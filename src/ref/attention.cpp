@@ -7,10 +7,13 @@
 // earlier positions). Every query sees at least key 0, so no row is empty.
 // Sample packing: with pos [B, T] (S == T) query t of sequence b sees only keys j in [t - p, t],
 // p = pos[b, t] clamped to [0, t]: the prefix of its own sample. Still at least key t, so no row is empty.
+// The f16 flag (ops.inc): q, k, v, dout rounded to fp16 on entry (rounded copies), and the probabilities
+// exp(s - m) and dS rounded before they enter a product; sums stay in double.
 #include <cmath>
 #include <limits>
 #include <vector>
 
+#include "edgetrain/half.h"
 #include "ref/ref.h"
 
 namespace edgetrain::ref {
@@ -37,6 +40,16 @@ struct Dims {
   }
 };
 
+// The operand x of a call, or its fp16-rounded copy (kept in buf) under the f16 flag.
+const float* operand(const View& x, bool f16, std::vector<float>& buf) {
+  if (!f16) return x.as<float>();
+  buf.assign(x.as<float>(), x.as<float>() + x.numel());
+  for (float& v : buf) v = round_to_f16(v);
+  return buf.data();
+}
+// A probability or dS as it enters a product: rounded to fp16 under the flag.
+double factor(double x, bool f16) { return f16 ? round_to_f16(static_cast<float>(x)) : x; }
+
 double dot(const float* a, const float* b, int64_t n) {
   double s = 0.0;
   for (int64_t i = 0; i < n; ++i) s += static_cast<double>(a[i]) * b[i];
@@ -52,7 +65,9 @@ double dot(const float* a, const float* b, int64_t n) {
 // A NaN score (or a +inf one) makes its row NaN through z; a -inf score has weight 0, as in softmax.
 void attention(const Call& c) {
   const Dims d(c);
-  const float *q = c.in[0].as<float>(), *k = c.in[1].as<float>(), *v = c.in[2].as<float>();
+  const bool f16 = f16_flag(c, 0);
+  std::vector<float> qb, kb, vb;
+  const float *q = operand(c.in[0], f16, qb), *k = operand(c.in[1], f16, kb), *v = operand(c.in[2], f16, vb);
   float *o = c.out[0].as<float>(), *lse = c.out[1].as<float>();
   const double scale = c.floats[0];
   const int32_t* pos = c.has_in(3) ? c.in[3].as<int32_t>() : nullptr;
@@ -70,10 +85,10 @@ void attention(const Call& c) {
         double z = 0.0;
         std::fill(acc.begin(), acc.end(), 0.0);
         for (int64_t j = j0; j < n; ++j) {
-          const double p = std::exp(s[j] - m);
+          const double p = std::exp(s[j] - m), pf = factor(p, f16);
           z += p;
           const float* vr = v + d.k_row(b, j, g);
-          for (int64_t e = 0; e < d.hd; ++e) acc[e] += p * vr[e];
+          for (int64_t e = 0; e < d.hd; ++e) acc[e] += pf * vr[e];
         }
         float* orow = o + d.q_row(b, t, h);
         for (int64_t e = 0; e < d.hd; ++e) orow[e] = static_cast<float>(acc[e] / z);
@@ -90,8 +105,10 @@ void attention(const Call& c) {
 // the forward.
 void attention_backward(const Call& c) {
   const Dims d(c);
-  const float *dout = c.in[0].as<float>(), *q = c.in[1].as<float>(), *k = c.in[2].as<float>(),
-              *v = c.in[3].as<float>(), *out = c.in[4].as<float>(), *lse = c.in[5].as<float>();
+  const bool f16 = f16_flag(c, 0);
+  std::vector<float> db, qb, kb, vb;
+  const float *dout = operand(c.in[0], f16, db), *q = operand(c.in[1], f16, qb), *k = operand(c.in[2], f16, kb),
+              *v = operand(c.in[3], f16, vb), *out = c.in[4].as<float>(), *lse = c.in[5].as<float>();
   float *dq = c.out[0].as<float>(), *dk = c.out[1].as<float>(), *dv = c.out[2].as<float>();
   const double scale = c.floats[0];
   const int32_t* pos = c.has_in(6) ? c.in[6].as<int32_t>() : nullptr;
@@ -101,16 +118,17 @@ void attention_backward(const Call& c) {
     for (int64_t h = 0; h < d.H; ++h)
       for (int64_t t = 0; t < d.T; ++t) {
         const int64_t g = h / d.G, j0 = d.first(pos, b, t), n = d.visible(t), qo = d.q_row(b, t, h);
-        const double D = dot(dout + qo, out + qo, d.hd), l = lse[(b * d.H + h) * d.T + t];
+        // D from dout as given (it is a sum, not a product's operand).
+        const double D = dot(c.in[0].as<float>() + qo, out + qo, d.hd), l = lse[(b * d.H + h) * d.T + t];
         std::fill(dq_acc.begin(), dq_acc.end(), 0.0);
         for (int64_t j = j0; j < n; ++j) {
           const int64_t ko = d.k_row(b, j, g);
           const double p = std::exp(scale * dot(q + qo, k + ko, d.hd) - l);
-          const double ds = p * (dot(dout + qo, v + ko, d.hd) - D);
+          const double ds = factor(p * (dot(dout + qo, v + ko, d.hd) - D), f16), pf = factor(p, f16);
           for (int64_t e = 0; e < d.hd; ++e) {
             dq_acc[e] += scale * ds * k[ko + e];
             dk_acc[ko + e] += scale * ds * q[qo + e];
-            dv_acc[ko + e] += p * dout[qo + e];
+            dv_acc[ko + e] += pf * dout[qo + e];
           }
         }
         for (int64_t e = 0; e < d.hd; ++e) dq[qo + e] = static_cast<float>(dq_acc[e]);

@@ -1,10 +1,13 @@
 // Vulkan encoders of the Llama-block family: rms_norm (+backward), rope (+backward), silu_mul (+backward),
 // embedding (+backward, a deterministic scatter-add), gather and causal attention (+backward). Kernels:
-// shaders/rms_norm*.comp, rope.comp, silu_mul*.comp, embedding*.comp, gather.comp, attention*.comp.
+// shaders/rms_norm*.comp, rope.comp, silu_mul*.comp, embedding*.comp, gather.comp, attention*.comp (the
+// f16 flag on devices with cooperative matrices: attention_coop*.comp, on the tensor cores).
 #include <algorithm>
 
 #include "attention.spv.h"
 #include "attention_backward.spv.h"
+#include "attention_coop.spv.h"
+#include "attention_coop_backward.spv.h"
 #include "core/attention_tiles.h"
 #include "embedding.spv.h"
 #include "embedding_backward.spv.h"
@@ -187,12 +190,35 @@ Dispatch attention_dispatch(gpu::AttnKernel kind, const AttnShape& a, const OpCa
   grid_1d(uint64_t(a.B) * heads * blocks, ctx, d.groups);
   return d;
 }
+// The tensor-core kernels (attention_coop*.comp) for a call with the f16 flag on a device with fp16
+// cooperative matrices, subgroups of 32 and room for their tiles; 0 when they do not apply, else the
+// rows of their B tiles.
+uint32_t coop_attention_rows(const OpCall& c, const AttnShape& a, const EncodeContext& ctx) {
+  if (!f16_operands(c) || !ctx.coopmat || ctx.subgroup_size != 32 || ctx.max_invocations < 128) return 0;
+  return gpu::attention_coop_rows(a.hd, ctx.max_shared_bytes);
+}
+Dispatch coop_attention_dispatch(gpu::AttnKernel kind, const AttnShape& a, uint32_t rows, const OpCall& c,
+                                 const EncodeContext& ctx) {
+  const uint32_t heads = kind == gpu::AttnKernel::dkdv ? a.KV : a.H, n = kind == gpu::AttnKernel::dkdv ? a.S : a.T;
+  const uint32_t blocks = static_cast<uint32_t>(ceil_div(n, gpu::kAttnCoopRows));
+  const size_t pos = kind == gpu::AttnKernel::forward ? 3 : 6;
+  std::vector<uint32_t> spec = {gpu::attention_capacity(a.hd), rows, c.in.size() > pos && c.in[pos].defined() ? 1u : 0u};
+  if (kind != gpu::AttnKernel::forward) spec.push_back(kind == gpu::AttnKernel::dq ? 0u : 1u);
+  Dispatch d = kind == gpu::AttnKernel::forward ? Dispatch(ET_VK_KERNEL(attention_coop), spec)
+                                                : Dispatch(ET_VK_KERNEL(attention_coop_backward), spec);
+  d.arg(a.B).arg(a.T).arg(a.S).arg(a.H).arg(a.KV).arg(a.hd).arg(blocks).arg(ctx.float_index[0]);
+  grid_1d(uint64_t(a.B) * heads * blocks, ctx, d.groups);
+  return d;
+}
 }  // namespace
 
 void encode_attention(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   const AttnShape a = attention_shape(c, 0);
   if (uint64_t(a.B) * a.T == 0) return;
-  out.dispatches.push_back(attention_dispatch(gpu::AttnKernel::forward, a, c, ctx));
+  if (const uint32_t rows = coop_attention_rows(c, a, ctx))
+    out.dispatches.push_back(coop_attention_dispatch(gpu::AttnKernel::forward, a, rows, c, ctx));
+  else
+    out.dispatches.push_back(attention_dispatch(gpu::AttnKernel::forward, a, c, ctx));
 }
 
 // dq (which writes D = rowsum(dout * out) to scratch), then dk/dv, which reads D.
@@ -200,8 +226,11 @@ void encode_attention_backward(const OpCall& c, const EncodeContext& ctx, Encode
   const AttnShape a = attention_shape(c, 1);
   if (uint64_t(a.B) * a.S == 0) return;
   out.pooled_scratch_bytes = std::max<size_t>(16, size_t(a.B) * a.H * a.T * sizeof(float));  // D, within the call
-  if (a.T > 0) out.dispatches.push_back(attention_dispatch(gpu::AttnKernel::dq, a, c, ctx));
-  out.dispatches.push_back(attention_dispatch(gpu::AttnKernel::dkdv, a, c, ctx));
+  const uint32_t rows = coop_attention_rows(c, a, ctx);
+  for (gpu::AttnKernel kind : {gpu::AttnKernel::dq, gpu::AttnKernel::dkdv}) {
+    if (kind == gpu::AttnKernel::dq && a.T == 0) continue;
+    out.dispatches.push_back(rows ? coop_attention_dispatch(kind, a, rows, c, ctx) : attention_dispatch(kind, a, c, ctx));
+  }
 }
 
 }  // namespace edgetrain::vk

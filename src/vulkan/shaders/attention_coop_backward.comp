@@ -1,0 +1,215 @@
+// Causal attention backward on the tensor cores (the f16 flag: fp16 q, k, v, dout, P and dS, fp32 scores,
+// D, softmax and gradient sums), flash-attention-2 style without atomics, as attention_backward.comp: P is
+// recomputed from q, k and the forward's lse. Two dispatches:
+//   MODE 0, dq: one workgroup per (batch, query head, block of 64 queries). Writes D = rowsum(dout * out)
+//     of its rows to the scratch buffer; per tile of BR keys: S = Q K^T and then dP = dout V^T through the
+//     stage, P = exp(scale S - lse) and dS = P (dP - D) per lane, dS to the P tile, dq += dS K in
+//     accumulators; dq *= scale.
+//   MODE 1, dk/dv: one workgroup per (batch, kv head, block of 64 keys), keys and values as fp16 fragments,
+//     walking every query head of the group and every tile of BR queries that sees a key of the block:
+//     S^T = K Q^T, P^T (D from MODE 0), dv += P^T dout; dP^T = V dout^T, dS^T = P^T (dP^T - D),
+//     dk += dS^T Q; dk *= scale. dk and dv sum the group's query heads in order, in one workgroup.
+// Layouts and masking (HAS_POS) as attention_backward.comp; shared pieces in attention_coop.glsl.
+#version 450
+#extension GL_GOOGLE_include_directive : require
+#include "attention_coop.glsl"
+#include "generic_common.glsl"
+layout(constant_id = 2) const uint HAS_POS = 0;  // 1: binding 6 holds pos [B, T]
+layout(constant_id = 3) const uint MODE = 0;     // 0 dq (and D), 1 dk/dv
+
+layout(set = 0, binding = 0) readonly buffer DOb { float dout[]; };
+layout(set = 0, binding = 0) readonly buffer DOv { vec4 dout4[]; };
+layout(set = 0, binding = 1) readonly buffer Qb { float q[]; };
+layout(set = 0, binding = 1) readonly buffer Qv { vec4 q4[]; };
+layout(set = 0, binding = 2) readonly buffer Kb { float k[]; };
+layout(set = 0, binding = 2) readonly buffer Kv { vec4 k4[]; };
+layout(set = 0, binding = 3) readonly buffer Vb { float v[]; };
+layout(set = 0, binding = 3) readonly buffer Vv { vec4 v4[]; };
+layout(set = 0, binding = 4) readonly buffer Ob { float o[]; };
+layout(set = 0, binding = 5) readonly buffer Lb { float lse[]; };
+layout(set = 0, binding = 6) readonly buffer Pb { int tok_pos[]; };  // a dummy unless HAS_POS
+layout(set = 0, binding = 7) writeonly buffer DQb { float dq[]; };
+layout(set = 0, binding = 8) writeonly buffer DKb { float dk[]; };
+layout(set = 0, binding = 9) writeonly buffer DVb { float dv[]; };
+layout(set = 0, binding = 10) readonly buffer Scalars { float scal[]; };
+layout(set = 0, binding = 11) buffer Db { float Dr[]; };  // scratch: D of every query row
+
+layout(push_constant) uniform P {
+  uint B, T, S, H, KV, hd;
+  uint nblocks;  // MODE 0: query blocks per (batch, head); MODE 1: key blocks per (batch, kv head)
+  uint scale_idx;
+} p;
+
+shared float LDs[2u * BR];  // MODE 1: lse and D of the query tile's rows
+
+uint first_key(uint b, uint t) { return t - uint(clamp(tok_pos[b * p.T + t], 0, int(t))); }
+uint first_of_block(uint b, uint t0, uint n) {
+  uint f = t0;
+  for (uint r = 0u; r < n; ++r) f = min(f, first_key(b, t0 + r));
+  return f;
+}
+
+void dq_block(uint wid, uint sg, uint lane, uint row, uint hf) {
+  const uint bh = wid / p.nblocks, qb = p.nblocks - 1u - (wid - bh * p.nblocks);
+  const uint b = bh / p.H, h = bh - b * p.H, g = h / (p.H / p.KV);
+  const uint t0 = qb * AR, nq = min(AR, p.T - t0), off = p.S - p.T;
+  const uint qstride = p.H * p.hd, kstride = p.KV * p.hd;
+  const uint qbase = ((b * p.T + t0) * p.H + h) * p.hd, kbase = (b * p.S * p.KV + g) * p.hd;
+  const float scale = scal[p.scale_idx];
+  const uint r16 = sg * 16u + row, t = t0 + r16;
+
+  HALF qf[NH_MAX], df[NH_MAX];
+  ET_LOAD_F16(0u, AR, q, q4, qbase, qstride, nq, p.hd)
+  barrier();
+  [[unroll]] for (uint kk = 0u; kk < NH; ++kk) coopMatLoadNV(qf[kk], Ts, sg * 16u * KP8 + kk * 2u, KP8, false);
+  barrier();
+  ET_LOAD_F16(0u, AR, dout, dout4, qbase, qstride, nq, p.hd)
+  barrier();
+  [[unroll]] for (uint kk = 0u; kk < NH; ++kk) coopMatLoadNV(df[kk], Ts, sg * 16u * KP8 + kk * 2u, KP8, false);
+
+  // D = rowsum(dout * out) in fp32 from the unrounded rows: each lane of a row's pair half the head dim.
+  float D = 0.0, L = 0.0;
+  if (t < p.T) {
+    const uint orow = qbase + r16 * qstride;
+    for (uint c = hf; c < p.hd; c += 2u) D += dout[orow + c] * o[orow + c];
+    L = lse[(b * p.H + h) * p.T + t];
+  }
+  D += subgroupShuffleXor(D, 16u);
+  if (t < p.T && hf == 0u) Dr[(b * p.H + h) * p.T + t] = D;
+
+  ACC dqa[NH_MAX];
+  [[unroll]] for (uint n = 0u; n < NH; ++n) dqa[n] = ACC(0.0);
+  const uint kend = t0 + nq + off;
+  uint first = 0u, cbeg = 0u;
+  if (HAS_POS == 1u) {
+    first = t < p.T ? first_key(b, t) : 0u;
+    cbeg = first_of_block(b, t0, nq) / BR * BR;
+  }
+  const uint VT = BR * KP8;
+  for (uint c0 = cbeg; c0 < kend; c0 += BR) {
+    const uint nk = min(BR, p.S - c0);
+    barrier();
+    ET_LOAD_F16(0u, BR, k, k4, kbase + c0 * kstride, kstride, nk, p.hd)
+    ET_LOAD_F16(VT, BR, v, v4, kbase + c0 * kstride, kstride, nk, p.hd)
+    barrier();
+    ET_SCORES_TO_STAGE(qf, 0u, sg)
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();
+    float x[32];
+    [[unroll]] for (uint j4 = 0u; j4 < BR / 8u; ++j4) {
+      const vec4 s4 = stage4(sg, row, hf * (BR / 2u) + 4u * j4);
+      [[unroll]] for (uint e = 0u; e < 4u; ++e) {
+        const uint j = 4u * j4 + e, c = c0 + hf * (BR / 2u) + j;
+        const bool seen = t < p.T && c < p.S && c <= t + off && (HAS_POS == 0u || c >= first);
+        x[j] = seen ? exp(scale * s4[e] - L) : 0.0;
+      }
+    }
+    subgroupBarrier();  // the scores are read before dP overwrites them
+    ET_SCORES_TO_STAGE(df, VT, sg)
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();
+    [[unroll]] for (uint j4 = 0u; j4 < BR / 8u; ++j4) {
+      const vec4 d4 = stage4(sg, row, hf * (BR / 2u) + 4u * j4);
+      [[unroll]] for (uint e = 0u; e < 4u; ++e) x[4u * j4 + e] *= d4[e] - D;
+    }
+    ET_STORE_P(x, sg, row, hf)
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();
+    ET_P_TIMES_TILE(dqa, 0u, sg)
+    subgroupBarrier();  // the P tile and stage are read before the next tile's writes
+  }
+  ET_STORE_ROWS(dqa, scale, sg, lane, dq, qbase + sg * 16u * qstride, qstride, nq > sg * 16u ? nq - sg * 16u : 0u, p.hd)
+}
+
+void dkdv_block(uint wid, uint sg, uint lane, uint row, uint hf) {
+  const uint G = p.H / p.KV;
+  const uint bg = wid / p.nblocks, kb = wid - bg * p.nblocks;  // early (heavy) key blocks first
+  const uint b = bg / p.KV, g = bg - b * p.KV;
+  const uint c0 = kb * AR, nk = min(AR, p.S - c0), off = p.S - p.T;
+  const uint qstride = p.H * p.hd, kstride = p.KV * p.hd;
+  const uint kbase = ((b * p.S + c0) * p.KV + g) * p.hd;
+  const float scale = scal[p.scale_idx];
+  const uint r16 = sg * 16u + row, c = c0 + r16;  // this lane's key
+
+  HALF kf[NH_MAX], vf[NH_MAX];
+  ET_LOAD_F16(0u, AR, k, k4, kbase, kstride, nk, p.hd)
+  barrier();
+  [[unroll]] for (uint kk = 0u; kk < NH; ++kk) coopMatLoadNV(kf[kk], Ts, sg * 16u * KP8 + kk * 2u, KP8, false);
+  barrier();
+  ET_LOAD_F16(0u, AR, v, v4, kbase, kstride, nk, p.hd)
+  barrier();
+  [[unroll]] for (uint kk = 0u; kk < NH; ++kk) coopMatLoadNV(vf[kk], Ts, sg * 16u * KP8 + kk * 2u, KP8, false);
+
+  ACC dka[NH_MAX], dva[NH_MAX];
+  [[unroll]] for (uint n = 0u; n < NH; ++n) {
+    dka[n] = ACC(0.0);
+    dva[n] = ACC(0.0);
+  }
+  // Queries t see key c when c <= t + off: the first query tile that sees any key of the block.
+  const uint tbeg = c0 > off ? (c0 - off) / BR * BR : 0u;
+  const uint cend = c0 + nk;  // keys [c0, cend)
+  const uint DT = BR * KP8;   // dout's tile follows Q's
+  for (uint hh = 0u; hh < G; ++hh) {
+    const uint h = g * G + hh;
+    const uint lbase = (b * p.H + h) * p.T;
+    for (uint t0 = tbeg; t0 < p.T; t0 += BR) {
+      const uint nq = min(BR, p.T - t0);
+      if (HAS_POS == 1u) {  // skip a tile none of whose queries sees a key of the block (uniform)
+        bool any = false;
+        for (uint r = 0u; r < nq && !any; ++r) {
+          const uint tq = t0 + r;
+          any = first_key(b, tq) < cend && tq + off >= c0;
+        }
+        if (!any) continue;
+      }
+      const uint qbase = ((b * p.T + t0) * p.H + h) * p.hd;
+      barrier();  // every subgroup is done with the previous tiles
+      ET_LOAD_F16(0u, BR, q, q4, qbase, qstride, nq, p.hd)
+      ET_LOAD_F16(DT, BR, dout, dout4, qbase, qstride, nq, p.hd)
+      for (uint r = gl_LocalInvocationIndex; r < BR; r += 128u) {
+        LDs[r] = r < nq ? lse[lbase + t0 + r] : 0.0;
+        LDs[BR + r] = r < nq ? Dr[lbase + t0 + r] : 0.0;
+      }
+      barrier();
+      ET_SCORES_TO_STAGE(kf, 0u, sg)  // S^T: this subgroup's 16 keys x BR queries
+      subgroupMemoryBarrierShared();
+      subgroupBarrier();
+      float x[32];
+      [[unroll]] for (uint j4 = 0u; j4 < BR / 8u; ++j4) {
+        const vec4 s4 = stage4(sg, row, hf * (BR / 2u) + 4u * j4);
+        [[unroll]] for (uint e = 0u; e < 4u; ++e) {
+          const uint j = 4u * j4 + e, tj = hf * (BR / 2u) + j, tq = t0 + tj;
+          const bool seen = tj < nq && c < p.S && c <= tq + off && (HAS_POS == 0u || c >= first_key(b, tq));
+          x[j] = seen ? exp(scale * s4[e] - LDs[tj]) : 0.0;
+        }
+      }
+      ET_STORE_P(x, sg, row, hf)
+      subgroupMemoryBarrierShared();
+      subgroupBarrier();
+      ET_P_TIMES_TILE(dva, DT, sg)  // dv += P^T dout
+      ET_SCORES_TO_STAGE(vf, DT, sg)  // dP^T = V dout^T
+      subgroupMemoryBarrierShared();
+      subgroupBarrier();
+      [[unroll]] for (uint j4 = 0u; j4 < BR / 8u; ++j4) {
+        const vec4 d4 = stage4(sg, row, hf * (BR / 2u) + 4u * j4);
+        [[unroll]] for (uint e = 0u; e < 4u; ++e) x[4u * j4 + e] *= d4[e] - LDs[BR + hf * (BR / 2u) + 4u * j4 + e];
+      }
+      ET_STORE_P(x, sg, row, hf)
+      subgroupMemoryBarrierShared();
+      subgroupBarrier();
+      ET_P_TIMES_TILE(dka, 0u, sg)  // dk += dS^T Q
+      subgroupBarrier();
+    }
+  }
+  const uint nrows = nk > sg * 16u ? nk - sg * 16u : 0u, rbase = kbase + sg * 16u * kstride;
+  ET_STORE_ROWS(dka, scale, sg, lane, dk, rbase, kstride, nrows, p.hd)
+  ET_STORE_ROWS(dva, 1.0, sg, lane, dv, rbase, kstride, nrows, p.hd)
+}
+
+void main() {
+  const uint wid = et_group();
+  if (wid >= (MODE == 0u ? p.B * p.H : p.B * p.KV) * p.nblocks) return;  // uniform per workgroup
+  const uint sg = gl_SubgroupID, lane = gl_SubgroupInvocationID;
+  if (MODE == 0u) dq_block(wid, sg, lane, lane & 15u, lane >> 4);
+  else dkdv_block(wid, sg, lane, lane & 15u, lane >> 4);
+}
