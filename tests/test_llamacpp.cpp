@@ -261,14 +261,16 @@ size_t expect_llamacpp_agrees_on(Model& m, const std::string& path, const std::s
   std::vector<float> last(prompt_logits.end() - V, prompt_logits.end());
   size_t certain = 0;  // leading generated tokens whose argmax is beyond doubt
   double dev = prompt_dev.back();  // the largest difference at the position generating the next token
+  bool same_history = true;        // llama.cpp's greedy tokens so far are all ours
   for (int i = 0; i < kGenerate; ++i) {
     const int32_t next = static_cast<int32_t>(std::max_element(last.begin(), last.end()) - last.begin());
     if (certain == ours.size() && decisive(last.data(), dev)) ++certain;
     ours.push_back(next);
+    same_history = same_history && ref.generated[static_cast<size_t>(i)] == next;
     if (i + 1 == kGenerate) break;
     last = m.next_logits({next});
     dev = INFINITY;
-    if (ref.generated[static_cast<size_t>(i)] == next)  // llama.cpp's row i followed the same tokens
+    if (same_history)  // llama.cpp's row i followed the same tokens (all of them, not only the last)
       dev = compare_rows(last, V, {ref.generated_logprobs.at(static_cast<size_t>(i))},
                          static_cast<int64_t>(ids.size()) + i, tol, s)[0];
   }
