@@ -46,26 +46,47 @@ uvec4 pack8(vec4 a, vec4 b) {
                packFloat2x16(f16vec2(b.zw)));
 }
 
-// Ts[at + r * KP8 + s] = fp16 of head-dim columns 8s..8s+7 of row r of a buffer (F: float[], F4: its vec4
-// view), rows at base + r * stride floats, for r < nvalid; zeros past the head dim hd and for later rows.
+// The fp32 values of head-dim columns 8s..8s+7 of row r of a buffer (F: float[], F4: its vec4 view), rows
+// at base + r * stride floats, as two vec4s (lo, hi): zeros past the head dim hd and for rows r >= nvalid.
 // Rows are read as vec4s when hd % 4 == 0 (then every row starts on a vec4).
+#define ET_FETCH_SLOT(lo, hi, r, s, F, F4, base, stride, nvalid, hd)                           \
+  lo = vec4(0.0);                                                                             \
+  hi = vec4(0.0);                                                                             \
+  if ((r) < (nvalid) && 8u * (s) < (hd)) {                                                    \
+    const uint o_ = (base) + (r) * (stride) + 8u * (s);                                       \
+    if ((hd) % 4u == 0u) {                                                                    \
+      lo = F4[o_ >> 2];                                                                       \
+      if (8u * (s) + 4u < (hd)) hi = F4[(o_ >> 2) + 1u];                                      \
+    } else {                                                                                  \
+      [[unroll]] for (uint c_ = 0u; c_ < 4u; ++c_) {                                          \
+        if (8u * (s) + c_ < (hd)) lo[c_] = F[o_ + c_];                                        \
+        if (8u * (s) + 4u + c_ < (hd)) hi[c_] = F[o_ + 4u + c_];                              \
+      }                                                                                       \
+    }                                                                                         \
+  }
+
+// Ts[at + r * KP8 + s] = fp16 of those columns, for the ROWS rows of a tile: an A tile, loaded once.
 #define ET_LOAD_F16(at, ROWS, F, F4, base, stride, nvalid, hd)                                 \
   for (uint e_ = gl_LocalInvocationIndex; e_ < (ROWS) * (HC / 8u); e_ += 128u) {              \
     const uint r_ = e_ / (HC / 8u), s_ = e_ - r_ * (HC / 8u);                                \
-    vec4 a_ = vec4(0.0), b_ = vec4(0.0);                                                      \
-    if (r_ < (nvalid) && 8u * s_ < (hd)) {                                                    \
-      const uint o_ = (base) + r_ * (stride) + 8u * s_;                                       \
-      if ((hd) % 4u == 0u) {                                                                  \
-        a_ = F4[o_ >> 2];                                                                     \
-        if (8u * s_ + 4u < (hd)) b_ = F4[(o_ >> 2) + 1u];                                     \
-      } else {                                                                                \
-        [[unroll]] for (uint c_ = 0u; c_ < 4u; ++c_) {                                        \
-          if (8u * s_ + c_ < (hd)) a_[c_] = F[o_ + c_];                                       \
-          if (8u * s_ + 4u + c_ < (hd)) b_[c_] = F[o_ + 4u + c_];                             \
-        }                                                                                     \
-      }                                                                                       \
-    }                                                                                         \
+    vec4 a_, b_;                                                                              \
+    ET_FETCH_SLOT(a_, b_, r_, s_, F, F4, base, stride, nvalid, hd)                            \
     Ts[(at) + r_ * KP8 + s_] = pack8(a_, b_);                                                 \
+  }
+
+// A B tile in flight (measured: waiting for each tile's loads took over half the forward's time): an
+// invocation fetches its NS slots of the next tile into registers (lo[], hi[]) before the products of the
+// current one, and puts them into Ts as fp16 after the barrier that ends them.
+const uint NS = (BR * (HC / 8u) + 127u) / 128u, NS_MAX = 4u;
+#define ET_FETCH_TILE(lo, hi, F, F4, base, stride, nvalid, hd)                                 \
+  [[unroll]] for (uint k_ = 0u; k_ < NS; ++k_) {                                             \
+    const uint e_ = gl_LocalInvocationIndex + 128u * k_, r_ = e_ / (HC / 8u), s_ = e_ - r_ * (HC / 8u); \
+    ET_FETCH_SLOT(lo[k_], hi[k_], r_, s_, F, F4, base, stride, min(nvalid, BR), hd)           \
+  }
+#define ET_PUT_TILE(lo, hi, at)                                                               \
+  [[unroll]] for (uint k_ = 0u; k_ < NS; ++k_) {                                             \
+    const uint e_ = gl_LocalInvocationIndex + 128u * k_, r_ = e_ / (HC / 8u), s_ = e_ - r_ * (HC / 8u); \
+    if (r_ < BR) Ts[(at) + r_ * KP8 + s_] = pack8(lo[k_], hi[k_]);                            \
   }
 
 // The stage and P tile of subgroup sg, and where lane l's row and columns start in them.

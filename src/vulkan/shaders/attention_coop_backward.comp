@@ -86,12 +86,21 @@ void dq_block(uint wid, uint sg, uint lane, uint row, uint hf) {
     cbeg = first_of_block(b, t0, nq) / BR * BR;
   }
   const uint VT = BR * KP8;
+  vec4 klo[NS_MAX], khi[NS_MAX], vlo[NS_MAX], vhi[NS_MAX];  // the next K and V tiles, in flight
+  if (cbeg < kend) {
+    ET_FETCH_TILE(klo, khi, k, k4, kbase + cbeg * kstride, kstride, p.S - cbeg, p.hd)
+    ET_FETCH_TILE(vlo, vhi, v, v4, kbase + cbeg * kstride, kstride, p.S - cbeg, p.hd)
+  }
   for (uint c0 = cbeg; c0 < kend; c0 += BR) {
-    const uint nk = min(BR, p.S - c0);
     barrier();
-    ET_LOAD_F16(0u, BR, k, k4, kbase + c0 * kstride, kstride, nk, p.hd)
-    ET_LOAD_F16(VT, BR, v, v4, kbase + c0 * kstride, kstride, nk, p.hd)
+    ET_PUT_TILE(klo, khi, 0u)
+    ET_PUT_TILE(vlo, vhi, VT)
     barrier();
+    const uint cn = c0 + BR;
+    if (cn < kend) {
+      ET_FETCH_TILE(klo, khi, k, k4, kbase + cn * kstride, kstride, p.S - cn, p.hd)
+      ET_FETCH_TILE(vlo, vhi, v, v4, kbase + cn * kstride, kstride, p.S - cn, p.hd)
+    }
     ET_SCORES_TO_STAGE(qf, 0u, sg)
     subgroupMemoryBarrierShared();
     subgroupBarrier();
@@ -121,6 +130,32 @@ void dq_block(uint wid, uint sg, uint lane, uint row, uint hf) {
   ET_STORE_ROWS(dqa, scale, sg, lane, dq, qbase + sg * 16u * qstride, qstride, nq > sg * 16u ? nq - sg * 16u : 0u, p.hd)
 }
 
+// Whether a query of tile [t0, t0 + BR) sees a key of [c0, cend) (HAS_POS; without it every tile from tbeg
+// does). Every invocation reads the same positions: uniform.
+bool tile_sees(uint b, uint t0, uint c0, uint cend, uint off) {
+  if (HAS_POS == 0u) return true;
+  const uint nq = min(BR, p.T - t0);
+  for (uint r = 0u; r < nq; ++r)
+    if (first_key(b, t0 + r) < cend && t0 + r + off >= c0) return true;
+  return false;
+}
+// The first query tile number >= i that sees a key of the block, or total.
+uint next_tile(uint b, uint i, uint ntiles, uint total, uint tbeg, uint c0, uint cend, uint off) {
+  while (i < total && !tile_sees(b, tbeg + (i % ntiles) * BR, c0, cend, off)) ++i;
+  return i;
+}
+// Fetches query tile i's Q and dout rows, and (invocations < BR) its lse and D.
+#define FETCH_QUERY_TILE(i)                                                                   \
+  {                                                                                           \
+    const uint h_ = g * G + (i) / ntiles, t_ = tbeg + ((i) % ntiles) * BR, n_ = min(BR, p.T - t_); \
+    const uint qb_ = ((b * p.T + t_) * p.H + h_) * p.hd, lb_ = (b * p.H + h_) * p.T + t_;    \
+    ET_FETCH_TILE(qlo, qhi, q, q4, qb_, qstride, n_, p.hd)                                    \
+    ET_FETCH_TILE(dlo, dhi, dout, dout4, qb_, qstride, n_, p.hd)                              \
+    const uint r_ = gl_LocalInvocationIndex;                                                  \
+    lse_n = r_ < n_ ? lse[lb_ + r_] : 0.0;                                                    \
+    D_n = r_ < n_ ? Dr[lb_ + r_] : 0.0;                                                       \
+  }
+
 void dkdv_block(uint wid, uint sg, uint lane, uint row, uint hf) {
   const uint G = p.H / p.KV;
   const uint bg = wid / p.nblocks, kb = wid - bg * p.nblocks;  // early (heavy) key blocks first
@@ -145,61 +180,57 @@ void dkdv_block(uint wid, uint sg, uint lane, uint row, uint hf) {
     dka[n] = ACC(0.0);
     dva[n] = ACC(0.0);
   }
-  // Queries t see key c when c <= t + off: the first query tile that sees any key of the block.
+  // Queries t see key c when c <= t + off: the first query tile that sees any key of the block. The query
+  // tiles, for every head of the group, are numbered i = hh * ntiles + tile; next_tile() skips the ones
+  // (HAS_POS) none of whose queries sees a key of the block.
   const uint tbeg = c0 > off ? (c0 - off) / BR * BR : 0u;
   const uint cend = c0 + nk;  // keys [c0, cend)
+  const uint ntiles = tbeg < p.T ? (p.T - tbeg + BR - 1u) / BR : 0u, total = G * ntiles;
   const uint DT = BR * KP8;   // dout's tile follows Q's
-  for (uint hh = 0u; hh < G; ++hh) {
-    const uint h = g * G + hh;
-    const uint lbase = (b * p.H + h) * p.T;
-    for (uint t0 = tbeg; t0 < p.T; t0 += BR) {
-      const uint nq = min(BR, p.T - t0);
-      if (HAS_POS == 1u) {  // skip a tile none of whose queries sees a key of the block (uniform)
-        bool any = false;
-        for (uint r = 0u; r < nq && !any; ++r) {
-          const uint tq = t0 + r;
-          any = first_key(b, tq) < cend && tq + off >= c0;
-        }
-        if (!any) continue;
-      }
-      const uint qbase = ((b * p.T + t0) * p.H + h) * p.hd;
-      barrier();  // every subgroup is done with the previous tiles
-      ET_LOAD_F16(0u, BR, q, q4, qbase, qstride, nq, p.hd)
-      ET_LOAD_F16(DT, BR, dout, dout4, qbase, qstride, nq, p.hd)
-      for (uint r = gl_LocalInvocationIndex; r < BR; r += 128u) {
-        LDs[r] = r < nq ? lse[lbase + t0 + r] : 0.0;
-        LDs[BR + r] = r < nq ? Dr[lbase + t0 + r] : 0.0;
-      }
-      barrier();
-      ET_SCORES_TO_STAGE(kf, 0u, sg)  // S^T: this subgroup's 16 keys x BR queries
-      subgroupMemoryBarrierShared();
-      subgroupBarrier();
-      float x[32];
-      [[unroll]] for (uint j4 = 0u; j4 < BR / 8u; ++j4) {
-        const vec4 s4 = stage4(sg, row, hf * (BR / 2u) + 4u * j4);
-        [[unroll]] for (uint e = 0u; e < 4u; ++e) {
-          const uint j = 4u * j4 + e, tj = hf * (BR / 2u) + j, tq = t0 + tj;
-          const bool seen = tj < nq && c < p.S && c <= tq + off && (HAS_POS == 0u || c >= first_key(b, tq));
-          x[j] = seen ? exp(scale * s4[e] - LDs[tj]) : 0.0;
-        }
-      }
-      ET_STORE_P(x, sg, row, hf)
-      subgroupMemoryBarrierShared();
-      subgroupBarrier();
-      ET_P_TIMES_TILE(dva, DT, sg)  // dv += P^T dout
-      ET_SCORES_TO_STAGE(vf, DT, sg)  // dP^T = V dout^T
-      subgroupMemoryBarrierShared();
-      subgroupBarrier();
-      [[unroll]] for (uint j4 = 0u; j4 < BR / 8u; ++j4) {
-        const vec4 d4 = stage4(sg, row, hf * (BR / 2u) + 4u * j4);
-        [[unroll]] for (uint e = 0u; e < 4u; ++e) x[4u * j4 + e] *= d4[e] - LDs[BR + hf * (BR / 2u) + 4u * j4 + e];
-      }
-      ET_STORE_P(x, sg, row, hf)
-      subgroupMemoryBarrierShared();
-      subgroupBarrier();
-      ET_P_TIMES_TILE(dka, 0u, sg)  // dk += dS^T Q
-      subgroupBarrier();
+  vec4 qlo[NS_MAX], qhi[NS_MAX], dlo[NS_MAX], dhi[NS_MAX];  // the next Q and dout tiles, in flight
+  float lse_n = 0.0, D_n = 0.0;                              // and their lse and D (invocations < BR)
+  uint i = next_tile(b, 0u, ntiles, total, tbeg, c0, cend, off);
+  if (i < total) FETCH_QUERY_TILE(i)
+  while (i < total) {
+    const uint t0 = tbeg + (i % ntiles) * BR, nq = min(BR, p.T - t0);
+    barrier();  // every subgroup is done with the previous tiles
+    ET_PUT_TILE(qlo, qhi, 0u)
+    ET_PUT_TILE(dlo, dhi, DT)
+    if (gl_LocalInvocationIndex < BR) {
+      LDs[gl_LocalInvocationIndex] = lse_n;
+      LDs[BR + gl_LocalInvocationIndex] = D_n;
     }
+    barrier();
+    i = next_tile(b, i + 1u, ntiles, total, tbeg, c0, cend, off);
+    if (i < total) FETCH_QUERY_TILE(i)
+    ET_SCORES_TO_STAGE(kf, 0u, sg)  // S^T: this subgroup's 16 keys x BR queries
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();
+    float x[32];
+    [[unroll]] for (uint j4 = 0u; j4 < BR / 8u; ++j4) {
+      const vec4 s4 = stage4(sg, row, hf * (BR / 2u) + 4u * j4);
+      [[unroll]] for (uint e = 0u; e < 4u; ++e) {
+        const uint j = 4u * j4 + e, tj = hf * (BR / 2u) + j, tq = t0 + tj;
+        const bool seen = tj < nq && c < p.S && c <= tq + off && (HAS_POS == 0u || c >= first_key(b, tq));
+        x[j] = seen ? exp(scale * s4[e] - LDs[tj]) : 0.0;
+      }
+    }
+    ET_STORE_P(x, sg, row, hf)
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();
+    ET_P_TIMES_TILE(dva, DT, sg)  // dv += P^T dout
+    ET_SCORES_TO_STAGE(vf, DT, sg)  // dP^T = V dout^T
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();
+    [[unroll]] for (uint j4 = 0u; j4 < BR / 8u; ++j4) {
+      const vec4 d4 = stage4(sg, row, hf * (BR / 2u) + 4u * j4);
+      [[unroll]] for (uint e = 0u; e < 4u; ++e) x[4u * j4 + e] *= d4[e] - LDs[BR + hf * (BR / 2u) + 4u * j4 + e];
+    }
+    ET_STORE_P(x, sg, row, hf)
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();
+    ET_P_TIMES_TILE(dka, 0u, sg)  // dk += dS^T Q
+    subgroupBarrier();
   }
   const uint nrows = nk > sg * 16u ? nk - sg * 16u : 0u, rbase = kbase + sg * 16u * kstride;
   ET_STORE_ROWS(dka, scale, sg, lane, dk, rbase, kstride, nrows, p.hd)
