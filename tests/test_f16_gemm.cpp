@@ -1,6 +1,7 @@
 // fp16 operands of the matrix products and attention (the f16 flag of ops.inc, what --precision fp16
-// records): every f16 op case of the family files against the fp32 reference within its stated bound
-// (tol::f16_operands for the products; attention's in test_attention_ops.cpp), exact cases that pin the rounding itself (ties, fp16 subnormals,
+// records): every op with the flag has f16 twins of its cases, which the catalogue test checks against
+// the fp32 reference within their stated bound (tol::f16_operands for the products; attention's in
+// test_attention_ops.cpp); exact cases that pin the rounding itself (ties, fp16 subnormals,
 // overflow to inf) on every backend, and hand checks of the reference.
 #include <gtest/gtest.h>
 
@@ -49,47 +50,23 @@ std::vector<OpCase> mm_rounding_cases() {
 ET_OP_CASES(mm, mm_rounding_cases);
 
 // ---- every f16 case against the fp32 reference ----
-
-struct Param {
-  std::string backend;
-  Op op;
-};
-void PrintTo(const Param& p, std::ostream* os) { *os << p.backend << "/" << op_name(p.op); }
-
-class F16VsFp32 : public ::testing::TestWithParam<Param> {};
-
-TEST_P(F16VsFp32, WithinTheStatedBound) {
-  const Param& p = GetParam();
-  Backend& b = backend_for_tests(p.backend);
-  int checked = 0;
-  for (const OpCase& c : cases_for(p.op)) {
-    if (!c.f16_vs_fp32) continue;
-    SCOPED_TRACE(std::string(op_name(p.op)) + "/" + c.name);
-    OpCase fp32 = c;
-    fp32.ints.pop_back();  // the same call without the f16 flag
-    const auto got = run_on(b, c);
-    const auto want = run_reference(fp32);
-    for (size_t i = 0; i < got.size(); ++i) {
-      const std::string diff = compare(got[i], want[i], *c.f16_vs_fp32);
-      EXPECT_TRUE(diff.empty()) << "output " << i << ":\n" << diff;
-    }
-    ++checked;
+// The catalogue test (test_ops.cpp) runs every case on every backend; for an f16 twin it also compares the
+// outputs with the fp32 call's reference within the twin's bound (f16_vs_fp32). Here: every op with the
+// flag registers such twins.
+TEST(F16Twins, EveryOpWithTheFlagHasThem) {
+  for (Op op : {Op::mm, Op::bmm, Op::linear, Op::linear_dW, Op::linear_q4gsw, Op::linear_q4gsw_backward,
+                Op::attention, Op::attention_backward}) {
+    int twins = 0;
+    for (const OpCase& c : cases_for(op)) twins += c.f16_vs_fp32 ? 1 : 0;
+    EXPECT_GT(twins, 5) << op_name(op) << ": the family files register f16 twins of their cases (push_with_f16)";
   }
-  EXPECT_GT(checked, 5) << "the family files register f16 twins of their cases (push_with_f16)";
+  // And no op without the flag has them.
+  for (const OpInfo& info : all_ops()) {
+    const ArgList& ints = info.ints;
+    if (ints.last_optional && !ints.names.empty() && ints.names.back() == "f16") continue;
+    for (const OpCase& c : cases_for(info.op)) EXPECT_FALSE(c.f16_vs_fp32) << info.name << "/" << c.name;
+  }
 }
-
-std::vector<Param> f16_params() {
-  std::vector<Param> ps;
-  for (const std::string& b : test_backends())
-    for (Op op : {Op::mm, Op::bmm, Op::linear, Op::linear_dW, Op::linear_q4gsw, Op::linear_q4gsw_backward,
-                  Op::attention, Op::attention_backward})
-      ps.push_back({b, op});
-  return ps;
-}
-INSTANTIATE_TEST_SUITE_P(Gemms, F16VsFp32, ::testing::ValuesIn(f16_params()),
-                         [](const ::testing::TestParamInfo<Param>& i) {
-                           return i.param.backend + "_" + op_name(i.param.op);
-                         });
 
 // ---- the reference by hand ----
 

@@ -32,6 +32,16 @@ TEST_P(OpVsReference, AllCases) {
       EXPECT_TRUE(diff.empty()) << "output " << op_info(p.op).outputs.names[std::min(i, op_info(p.op).outputs.names.size() - 1)]
                                 << " of case " << c.name << ":\n" << diff;
     }
+    if (!c.f16_vs_fp32) continue;
+    // An f16 twin (fp16 operands, ops.inc) is also within its stated bound of the same call in fp32
+    // (tests/test_f16_gemm.cpp).
+    OpCase fp32 = c;
+    fp32.ints.pop_back();
+    const auto want32 = run_reference(fp32);
+    for (size_t i = 0; i < got.size(); ++i) {
+      std::string diff = compare(got[i], want32[i], *c.f16_vs_fp32);
+      EXPECT_TRUE(diff.empty()) << "output " << i << " of case " << c.name << " against the fp32 call:\n" << diff;
+    }
   }
 }
 

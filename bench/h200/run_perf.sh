@@ -16,10 +16,10 @@ nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv > "$OUT/gp
 $B/edgetrain info > "$OUT/info.txt" 2>&1
 if has tests; then
   EDGETRAIN_VK_COOPMAT=all EDGETRAIN_TEST_BACKENDS=cpu,vulkan timeout 240 $B/edgetrain_tests \
-    --gtest_filter='Catalogue*:Backends*:Model.*:Misuse*:Gemms*:Attention*:*Fp16*' > "$OUT/tests_coopmat_all.txt" 2>&1
+    --gtest_filter='Catalogue*:Backends*:Model.*:Misuse*:F16*:Attention*:*Fp16*' > "$OUT/tests_coopmat_all.txt" 2>&1
   echo "tests coopmat=all rc=$?" | tee -a "$OUT/summary.txt"
   EDGETRAIN_TEST_BACKENDS=cpu,vulkan,webgpu timeout 300 $B/edgetrain_tests \
-    --gtest_filter='Catalogue*:Backends*:VulkanRuntime*:WebGpu*:Model.*:ModelGqa.*:Q4*:Misuse*:CpuFast*:Gemms*:Attention*:*Fp16*:VocabParts.*:-LossScalingCli.*' \
+    --gtest_filter='Catalogue*:Backends*:VulkanRuntime*:WebGpu*:Model.*:ModelGqa.*:Q4*:Misuse*:CpuFast*:F16*:Attention*:*Fp16*:VocabParts.*:-LossScalingCli.*' \
     > "$OUT/tests_default.txt" 2>&1
   echo "tests default rc=$?" | tee -a "$OUT/summary.txt"
   EDGETRAIN_WG_GEMM_BIG=all EDGETRAIN_TEST_BACKENDS=cpu,webgpu timeout 200 $B/edgetrain_tests \
