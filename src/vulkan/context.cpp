@@ -147,7 +147,7 @@ std::string details_of(VkInstance inst, VkPhysicalDevice pd) {
              ", subgroup ", l.subgroup_size, ", shared memory ", l.max_shared_bytes, " B, max workgroup ",
              l.max_invocations, ", storage range ", l.max_storage_range, " B, device memory ",
              l.device_local_heap >> 20, " MiB",
-             coopmat_supported(inst, pd) ? ", fp16 cooperative matrices (tensor-core GEMMs)" : "");
+             coopmat_supported(inst, pd) ? ", fp16 cooperative matrices (tensor-core GEMMs; fp16 attention)" : "");
 }
 
 VKAPI_ATTR VkBool32 VKAPI_CALL on_message(VkDebugUtilsMessageSeverityFlagBitsEXT severity,

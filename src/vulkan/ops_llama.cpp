@@ -202,7 +202,8 @@ Dispatch coop_attention_dispatch(gpu::AttnKernel kind, const AttnShape& a, uint3
   const uint32_t heads = kind == gpu::AttnKernel::dkdv ? a.KV : a.H, n = kind == gpu::AttnKernel::dkdv ? a.S : a.T;
   const uint32_t blocks = static_cast<uint32_t>(ceil_div(n, gpu::kAttnCoopRows));
   const size_t pos = kind == gpu::AttnKernel::forward ? 3 : 6;
-  std::vector<uint32_t> spec = {gpu::attention_capacity(a.hd), rows, c.in.size() > pos && c.in[pos].defined() ? 1u : 0u};
+  const uint32_t has_pos = c.in.size() > pos && c.in[pos].defined() ? 1u : 0u;
+  std::vector<uint32_t> spec = {gpu::attention_capacity(a.hd), rows, has_pos};
   if (kind != gpu::AttnKernel::forward) spec.push_back(kind == gpu::AttnKernel::dq ? 0u : 1u);
   Dispatch d = kind == gpu::AttnKernel::forward ? Dispatch(ET_VK_KERNEL(attention_coop), spec)
                                                 : Dispatch(ET_VK_KERNEL(attention_coop_backward), spec);
@@ -229,7 +230,8 @@ void encode_attention_backward(const OpCall& c, const EncodeContext& ctx, Encode
   const uint32_t rows = coop_attention_rows(c, a, ctx);
   for (gpu::AttnKernel kind : {gpu::AttnKernel::dq, gpu::AttnKernel::dkdv}) {
     if (kind == gpu::AttnKernel::dq && a.T == 0) continue;
-    out.dispatches.push_back(rows ? coop_attention_dispatch(kind, a, rows, c, ctx) : attention_dispatch(kind, a, c, ctx));
+    out.dispatches.push_back(rows ? coop_attention_dispatch(kind, a, rows, c, ctx)
+                                  : attention_dispatch(kind, a, c, ctx));
   }
 }
 
