@@ -113,7 +113,7 @@ class Graph {
 
  private:
   // The ints of a matrix product or attention call: as given, plus the f16 flag under Precision::fp16.
-  std::vector<int64_t> gemm_ints(std::vector<int64_t> ints) const;
+  std::vector<int64_t> precision_ints(std::vector<int64_t> ints) const;
 
   Backend& backend_;
   Program* program_ = nullptr;

@@ -67,20 +67,20 @@ static std::vector<Tensor> with_optional(std::vector<Tensor> v, const Tensor& op
   return with_optional(std::move(v), {opt});
 }
 
-std::vector<int64_t> Graph::gemm_ints(std::vector<int64_t> ints) const {
+std::vector<int64_t> Graph::precision_ints(std::vector<int64_t> ints) const {
   if (precision_ == Precision::fp16) ints.push_back(1);
   return ints;
 }
 
 Tensor Graph::linear_q4gsw(const Tensor& x, const Tensor& w, const Tensor& scales, int64_t gs, const Tensor& bias) {
-  return apply(Op::linear_q4gsw, with_optional({x, w, scales}, bias), gemm_ints({gs}))[0];
+  return apply(Op::linear_q4gsw, with_optional({x, w, scales}, bias), precision_ints({gs}))[0];
 }
 Tensor Graph::linear_q4gsw_backward(const Tensor& dy, const Tensor& w, const Tensor& scales, int64_t gs, int64_t K) {
-  return apply(Op::linear_q4gsw_backward, {dy, w, scales}, gemm_ints({gs, K}))[0];
+  return apply(Op::linear_q4gsw_backward, {dy, w, scales}, precision_ints({gs, K}))[0];
 }
-Tensor Graph::linear_dW(const Tensor& dy, const Tensor& x) { return apply(Op::linear_dW, {dy, x}, gemm_ints({0}))[0]; }
+Tensor Graph::linear_dW(const Tensor& dy, const Tensor& x) { return apply(Op::linear_dW, {dy, x}, precision_ints({0}))[0]; }
 void Graph::linear_dW_into(const Tensor& dy, const Tensor& x, const Tensor& dw, bool accumulate) {
-  call(Op::linear_dW, {dy, x}, {dw}, gemm_ints({accumulate ? 1 : 0}));
+  call(Op::linear_dW, {dy, x}, {dw}, precision_ints({accumulate ? 1 : 0}));
 }
 std::pair<Tensor, Tensor> Graph::fused_ce(const Tensor& logits, const Tensor& labels, Scalar n_valid, bool in_place) {
   if (!in_place) {
@@ -100,13 +100,13 @@ void Graph::adamw_step(const Tensor& p, const Tensor& m, const Tensor& v, const 
 }
 
 Tensor Graph::mm(const Tensor& a, const Tensor& b, bool ta, bool tb, Scalar alpha) {
-  return apply(Op::mm, {a, b}, gemm_ints({ta, tb}), {alpha})[0];
+  return apply(Op::mm, {a, b}, precision_ints({ta, tb}), {alpha})[0];
 }
 Tensor Graph::bmm(const Tensor& a, const Tensor& b, bool ta, bool tb, Scalar alpha) {
-  return apply(Op::bmm, {a, b}, gemm_ints({ta, tb}), {alpha})[0];
+  return apply(Op::bmm, {a, b}, precision_ints({ta, tb}), {alpha})[0];
 }
 Tensor Graph::linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
-  return apply(Op::linear, with_optional({x, w}, bias), gemm_ints({}))[0];
+  return apply(Op::linear, with_optional({x, w}, bias), precision_ints({}))[0];
 }
 Tensor Graph::add(const Tensor& a, const Tensor& b, Scalar alpha) { return apply(Op::add, {a, b}, {}, {alpha})[0]; }
 Tensor Graph::sub(const Tensor& a, const Tensor& b, Scalar alpha) { return apply(Op::sub, {a, b}, {}, {alpha})[0]; }
@@ -185,13 +185,13 @@ Tensor Graph::embedding_backward(const Tensor& dout, const Tensor& idx, int64_t 
 Tensor Graph::gather(const Tensor& x, int64_t dim, const Tensor& index) { return apply(Op::gather, {x, index}, {dim})[0]; }
 std::pair<Tensor, Tensor> Graph::attention(const Tensor& q, const Tensor& k, const Tensor& v, Scalar scale,
                                            const Tensor& pos) {
-  auto o = apply(Op::attention, with_optional({q, k, v}, pos), gemm_ints({}), {scale});
+  auto o = apply(Op::attention, with_optional({q, k, v}, pos), precision_ints({}), {scale});
   return {o[0], o[1]};
 }
 std::tuple<Tensor, Tensor, Tensor> Graph::attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k,
                                                              const Tensor& v, const Tensor& out, const Tensor& lse,
                                                              Scalar scale, const Tensor& pos) {
-  auto o = apply(Op::attention_backward, with_optional({dout, q, k, v, out, lse}, pos), gemm_ints({}), {scale});
+  auto o = apply(Op::attention_backward, with_optional({dout, q, k, v, out, lse}, pos), precision_ints({}), {scale});
   return {o[0], o[1], o[2]};
 }
 // More gradients than one kernel may bind (Backend::max_call_bindings; the call adds its output, the scalar
