@@ -391,7 +391,9 @@ TEST(AttentionTiles, TensorCoreTilesFitTheirMemory) {
     const uint32_t hc = gpu::attention_capacity(hd), br = gpu::attention_coop_rows(hd, 48 * 1024);
     EXPECT_GE(hc, hd);
     EXPECT_EQ(hc % 16, 0u);
-    if (hc > 64) EXPECT_EQ(hc % 64, 0u);
+    if (hc > 64) {
+      EXPECT_EQ(hc % 64, 0u);
+    }
     EXPECT_EQ(br, hd <= 64 ? 64u : 32u);
     EXPECT_LE(gpu::attention_coop_shared_bytes(hc, br), 48u * 1024);
     EXPECT_GT(gpu::attention_coop_shared_bytes(hc, 64), br == 64 ? 0u : 48u * 1024);
