@@ -94,12 +94,6 @@ struct Result {
   double value = 0, best_value = 0;
 };
 
-// Whether op is a matrix product with the f16 flag (ops.inc): its ints end with the optional "f16".
-bool has_f16_flag(Op op) {
-  const ArgList& ints = op_info(op).ints;
-  return ints.last_optional && !ints.names.empty() && ints.names.back() == "f16";
-}
-
 // A case's id as reported: with fp16 operands the matrix products carry a ":f16" suffix, so their figures
 // never pass for the fp32 ones (in --peer files too).
 std::string case_id(const Case& c, Precision p) {

@@ -184,7 +184,9 @@ class Backend {
 // message naming the op and the shapes. Shared by every backend so misuse fails identically everywhere.
 void check_call(const OpCall& call);
 
-// Whether a matrix-product call asks for fp16 operands: its optional trailing int f16 is given and 1 (ops.inc).
+// Whether op takes the f16 flag (the matrix products and attention): its ints end with the optional "f16".
+bool has_f16_flag(Op op);
+// Whether a call asks for fp16 operands: its op takes the flag and it is given and 1 (ops.inc).
 bool f16_operands(const OpCall& call);
 
 // The outputs a call with these inputs and ints must have (shapes and dtypes), for allocation.

@@ -648,9 +648,13 @@ void check_call(const OpCall& c) {
       if (c.out[i].same_memory(c.out[j])) fail(info.name, ": outputs ", i, " and ", j, " share memory");
 }
 
+bool has_f16_flag(Op op) {
+  const ArgList& ints = op_info(op).ints;
+  return ints.last_optional && !ints.names.empty() && ints.names.back() == "f16";
+}
+
 bool f16_operands(const OpCall& c) {
-  const ArgList& ints = op_info(c.op).ints;
-  return ints.last_optional && ints.names.back() == "f16" && c.ints.size() == ints.names.size() && c.ints.back() != 0;
+  return has_f16_flag(c.op) && c.ints.size() == op_info(c.op).ints.names.size() && c.ints.back() != 0;
 }
 
 std::vector<OutSpec> infer_outputs(Op op, const std::vector<Tensor>& in, const std::vector<int64_t>& ints) {
