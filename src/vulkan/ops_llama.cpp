@@ -172,24 +172,6 @@ AttnShape attention_shape(const OpCall& c, size_t qi) {
   u32(k.numel(), c);
   return {u32(q[0], c), u32(q[1], c), u32(k[1], c), u32(q[2], c), u32(k[2], c), u32(q[3], c)};
 }
-// One dispatch of attention.comp (forward) or attention_backward.comp (MODE 0 dq, 1 dk/dv) with its tiles:
-// B * heads * blocks workgroups, blocks = A tiles per (batch, head): query blocks, or key blocks for dk/dv.
-Dispatch attention_dispatch(gpu::AttnKernel kind, const AttnShape& a, const OpCall& c, const EncodeContext& ctx) {
-  const gpu::AttnTiles t = gpu::attention_tiles(kind, a.hd, ctx, c);
-  const uint32_t heads = kind == gpu::AttnKernel::dkdv ? a.KV : a.H, rows = kind == gpu::AttnKernel::dkdv ? a.S : a.T;
-  const uint32_t blocks = static_cast<uint32_t>(ceil_div(rows, t.a_rows()));
-  std::vector<uint32_t> spec = {t.invocations(), t.ri, t.kj, t.hc, gpu::attention_swizzle(t.hc / 4),
-                                gpu::attention_swizzle(t.b_rows() / 4)};
-  if (kind != gpu::AttnKernel::forward) spec.push_back(kind == gpu::AttnKernel::dq ? 0u : 1u);
-  // HAS_POS (constant 6 of the forward, 7 of the backward): the pos input is bound (else a dummy).
-  const size_t pos = kind == gpu::AttnKernel::forward ? 3 : 6;
-  spec.push_back(c.in.size() > pos && c.in[pos].defined() ? 1u : 0u);
-  Dispatch d = kind == gpu::AttnKernel::forward ? Dispatch(ET_VK_KERNEL(attention), spec)
-                                                : Dispatch(ET_VK_KERNEL(attention_backward), spec);
-  d.arg(a.B).arg(a.T).arg(a.S).arg(a.H).arg(a.KV).arg(a.hd).arg(blocks).arg(ctx.float_index[0]);
-  grid_1d(uint64_t(a.B) * heads * blocks, ctx, d.groups);
-  return d;
-}
 // The tensor-core kernels (attention_coop*.comp) for a call with the f16 flag on a device with fp16
 // cooperative matrices, subgroups of 32 and room for their tiles; 0 when they do not apply, else the
 // rows of their B tiles.
@@ -197,16 +179,36 @@ uint32_t coop_attention_rows(const OpCall& c, const AttnShape& a, const EncodeCo
   if (!f16_operands(c) || !ctx.coopmat || ctx.subgroup_size != 32 || ctx.max_invocations < 128) return 0;
   return gpu::attention_coop_rows(a.hd, ctx.max_shared_bytes);
 }
-Dispatch coop_attention_dispatch(gpu::AttnKernel kind, const AttnShape& a, uint32_t rows, const OpCall& c,
-                                 const EncodeContext& ctx) {
-  const uint32_t heads = kind == gpu::AttnKernel::dkdv ? a.KV : a.H, n = kind == gpu::AttnKernel::dkdv ? a.S : a.T;
-  const uint32_t blocks = static_cast<uint32_t>(ceil_div(n, gpu::kAttnCoopRows));
-  const size_t pos = kind == gpu::AttnKernel::forward ? 3 : 6;
+// One dispatch of kernel `kind`: with coop_rows (coop_attention_rows, 0: none) attention_coop.comp or
+// attention_coop_backward.comp, else attention.comp or attention_backward.comp with their tiles; the
+// backward's MODE is 0 for dq, 1 for dk/dv. B * heads * blocks workgroups, blocks = A tiles per (batch,
+// head): query blocks, or key blocks for dk/dv.
+Dispatch attention_dispatch(gpu::AttnKernel kind, const AttnShape& a, uint32_t coop_rows, const OpCall& c,
+                            const EncodeContext& ctx) {
+  const bool forward = kind == gpu::AttnKernel::forward;
+  const uint32_t heads = kind == gpu::AttnKernel::dkdv ? a.KV : a.H, rows = kind == gpu::AttnKernel::dkdv ? a.S : a.T;
+  const uint32_t mode = kind == gpu::AttnKernel::dq ? 0u : 1u;
+  // HAS_POS: the pos input (3 of the forward, 6 of the backward) is bound (else a dummy).
+  const size_t pos = forward ? 3 : 6;
   const uint32_t has_pos = c.in.size() > pos && c.in[pos].defined() ? 1u : 0u;
-  std::vector<uint32_t> spec = {gpu::attention_capacity(a.hd), rows, has_pos};
-  if (kind != gpu::AttnKernel::forward) spec.push_back(kind == gpu::AttnKernel::dq ? 0u : 1u);
-  Dispatch d = kind == gpu::AttnKernel::forward ? Dispatch(ET_VK_KERNEL(attention_coop), spec)
-                                                : Dispatch(ET_VK_KERNEL(attention_coop_backward), spec);
+  uint32_t a_rows;
+  std::vector<uint32_t> spec;
+  if (coop_rows) {  // constants HC, BR, HAS_POS, then MODE
+    a_rows = gpu::kAttnCoopRows;
+    spec = {gpu::attention_capacity(a.hd), coop_rows, has_pos};
+    if (!forward) spec.push_back(mode);
+  } else {  // the tile constants 0-5, then MODE, then HAS_POS
+    const gpu::AttnTiles t = gpu::attention_tiles(kind, a.hd, ctx, c);
+    a_rows = t.a_rows();
+    spec = {t.invocations(), t.ri, t.kj, t.hc, gpu::attention_swizzle(t.hc / 4),
+            gpu::attention_swizzle(t.b_rows() / 4)};
+    if (!forward) spec.push_back(mode);
+    spec.push_back(has_pos);
+  }
+  const Kernel kernel = coop_rows ? (forward ? ET_VK_KERNEL(attention_coop) : ET_VK_KERNEL(attention_coop_backward))
+                                  : (forward ? ET_VK_KERNEL(attention) : ET_VK_KERNEL(attention_backward));
+  const uint32_t blocks = static_cast<uint32_t>(ceil_div(rows, a_rows));
+  Dispatch d(kernel, spec);
   d.arg(a.B).arg(a.T).arg(a.S).arg(a.H).arg(a.KV).arg(a.hd).arg(blocks).arg(ctx.float_index[0]);
   grid_1d(uint64_t(a.B) * heads * blocks, ctx, d.groups);
   return d;
@@ -216,10 +218,7 @@ Dispatch coop_attention_dispatch(gpu::AttnKernel kind, const AttnShape& a, uint3
 void encode_attention(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   const AttnShape a = attention_shape(c, 0);
   if (uint64_t(a.B) * a.T == 0) return;
-  if (const uint32_t rows = coop_attention_rows(c, a, ctx))
-    out.dispatches.push_back(coop_attention_dispatch(gpu::AttnKernel::forward, a, rows, c, ctx));
-  else
-    out.dispatches.push_back(attention_dispatch(gpu::AttnKernel::forward, a, c, ctx));
+  out.dispatches.push_back(attention_dispatch(gpu::AttnKernel::forward, a, coop_attention_rows(c, a, ctx), c, ctx));
 }
 
 // dq (which writes D = rowsum(dout * out) to scratch), then dk/dv, which reads D.
@@ -227,12 +226,9 @@ void encode_attention_backward(const OpCall& c, const EncodeContext& ctx, Encode
   const AttnShape a = attention_shape(c, 1);
   if (uint64_t(a.B) * a.S == 0) return;
   out.pooled_scratch_bytes = std::max<size_t>(16, size_t(a.B) * a.H * a.T * sizeof(float));  // D, within the call
-  const uint32_t rows = coop_attention_rows(c, a, ctx);
-  for (gpu::AttnKernel kind : {gpu::AttnKernel::dq, gpu::AttnKernel::dkdv}) {
-    if (kind == gpu::AttnKernel::dq && a.T == 0) continue;
-    out.dispatches.push_back(rows ? coop_attention_dispatch(kind, a, rows, c, ctx)
-                                  : attention_dispatch(kind, a, c, ctx));
-  }
+  const uint32_t coop_rows = coop_attention_rows(c, a, ctx);
+  if (a.T > 0) out.dispatches.push_back(attention_dispatch(gpu::AttnKernel::dq, a, coop_rows, c, ctx));
+  out.dispatches.push_back(attention_dispatch(gpu::AttnKernel::dkdv, a, coop_rows, c, ctx));
 }
 
 }  // namespace edgetrain::vk
