@@ -30,11 +30,6 @@ layout(push_constant) uniform P {
 } p;
 
 uint first_key(uint b, uint t) { return t - uint(clamp(tok_pos[b * p.T + t], 0, int(t))); }
-uint first_of_block(uint b, uint t0, uint n) {
-  uint f = t0;
-  for (uint r = 0u; r < n; ++r) f = min(f, first_key(b, t0 + r));
-  return f;
-}
 
 void main() {
   const uint wid = et_group();

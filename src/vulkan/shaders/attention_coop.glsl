@@ -18,6 +18,8 @@
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
 
+#include "attention_pos.glsl"
+
 layout(local_size_x = 128) in;
 layout(constant_id = 0) const uint HC = 64;  // head-dim capacity: 16, 32, 48, 64 or 128 (a multiple of CW)
 layout(constant_id = 1) const uint BR = 64;  // rows of a B tile (64, or 32 for HC 128: workgroup memory)

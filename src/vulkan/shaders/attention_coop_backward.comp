@@ -43,11 +43,6 @@ layout(push_constant) uniform P {
 shared float LDs[2u * BR];  // MODE 1: lse and D of the query tile's rows
 
 uint first_key(uint b, uint t) { return t - uint(clamp(tok_pos[b * p.T + t], 0, int(t))); }
-uint first_of_block(uint b, uint t0, uint n) {
-  uint f = t0;
-  for (uint r = 0u; r < n; ++r) f = min(f, first_key(b, t0 + r));
-  return f;
-}
 
 void dq_block(uint wid, uint sg, uint lane, uint row, uint hf) {
   const uint bh = wid / p.nblocks, qb = p.nblocks - 1u - (wid - bh * p.nblocks);

@@ -111,12 +111,4 @@ float et_row_sum(vec4 a, vec4 b, vec4 c, vec4 d) {
     [[unroll]] for (uint c_ = 0u; c_ < 4u; ++c_) if (4u * (slot) + c_ < (hd)) F[(o) + c_] = (val)[c_]; \
   }
 
-// Sample packing (HAS_POS): the smallest first key of the n queries from t0, where a block's key loop
-// starts. The including kernel defines first_key(b, t), the first key query t of sequence b sees; every
-// invocation reads the same positions, so the result is uniform.
-uint first_key(uint b, uint t);
-uint first_of_block(uint b, uint t0, uint n) {
-  uint f = t0;
-  for (uint r = 0u; r < n; ++r) f = min(f, first_key(b, t0 + r));
-  return f;
-}
+#include "attention_pos.glsl"
