@@ -13,7 +13,6 @@
 #include <limits>
 #include <vector>
 
-#include "edgetrain/half.h"
 #include "ref/ref.h"
 
 namespace edgetrain::ref {
@@ -40,15 +39,15 @@ struct Dims {
   }
 };
 
-// The operand x of a call, or its fp16-rounded copy (kept in buf) under the f16 flag.
+// The operand x of a call, or its copy rounded as the GEMMs round theirs (kept in buf) under the f16 flag.
 const float* operand(const View& x, bool f16, std::vector<float>& buf) {
   if (!f16) return x.as<float>();
   buf.assign(x.as<float>(), x.as<float>() + x.numel());
-  for (float& v : buf) v = round_to_f16(v);
+  for (float& v : buf) v = gemm_operand(v, true);
   return buf.data();
 }
 // A probability or dS as it enters a product: rounded to fp16 under the flag.
-double factor(double x, bool f16) { return f16 ? round_to_f16(static_cast<float>(x)) : x; }
+double factor(double x, bool f16) { return f16 ? gemm_operand(static_cast<float>(x), true) : x; }
 
 double dot(const float* a, const float* b, int64_t n) {
   double s = 0.0;
