@@ -151,8 +151,11 @@ TEST(TimeBudget, RunFixesItsTotalAfterTheFirstStepsAndRecordsIt) {
   // learning rate never rises after the warmup (each re-plan continues the cosine where it was).
   const OptimConfig sched = recorded_schedule(r.checkpoint, o.optim);
   EXPECT_EQ(sched.total_steps, r.steps);
-  for (auto [step, loss, lr] : c)
-    if (step >= sched.decay_from_step) EXPECT_FLOAT_EQ(static_cast<float>(lr), sched.lr_at(step)) << "step " << step;
+  for (auto [step, loss, lr] : c) {
+    if (step >= sched.decay_from_step) {
+      EXPECT_FLOAT_EQ(static_cast<float>(lr), sched.lr_at(step)) << "step " << step;
+    }
+  }
   for (size_t i = static_cast<size_t>(o.optim.warmup_steps); i + 1 < c.size(); ++i)
     EXPECT_LE(std::get<2>(c[i + 1]), std::get<2>(c[i]) * (1 + 1e-6)) << "step " << std::get<0>(c[i + 1]);
   expect_decayed_to_the_end(c, sched, o.optim);
