@@ -77,16 +77,6 @@ Tolerance backward_f16_tol(const Attn& a) {
   const double dp = 2.0 * std::sqrt(static_cast<double>(a.hd));
   return looser(backward_tol(a), tol::f16_operands(a.H / a.KV * a.T + a.S + a.hd, a.q_range * (1.0 + dp)));
 }
-// Appends the f16 twin of the last case.
-void push_f16_twin(std::vector<OpCase>& cs, Tolerance t) {
-  OpCase h = cs.back();
-  h.name += "_f16";
-  h.ints.push_back(1);
-  h.tol = t;
-  h.f16_vs_fp32 = t;
-  cs.push_back(std::move(h));
-}
-
 struct Inputs {
   HostTensor q, k, v;
 };
@@ -140,15 +130,15 @@ std::vector<OpCase> attention_cases() {
   std::vector<OpCase> cs;
   for (const Attn& a : kAttn) {
     Inputs in = inputs(r, a);
-    cs.push_back(make_case(a.name, Op::attention, {in.q, in.k, in.v},
-                           garbage(r, {in.q.shape(), Shape{a.B, a.H, a.T}}), {}, {scale_of(a.hd)}, forward_tol(a)));
-    push_f16_twin(cs, forward_f16_tol(a));
+    push_with_f16(cs, make_case(a.name, Op::attention, {in.q, in.k, in.v},
+                                garbage(r, {in.q.shape(), Shape{a.B, a.H, a.T}}), {}, {scale_of(a.hd)}, forward_tol(a)),
+                  forward_f16_tol(a), forward_f16_tol(a));
   }
   auto packed = [&](const Attn& a, const HostTensor& pos) {
     Inputs in = inputs(r, a);
-    cs.push_back(make_case(a.name, Op::attention, {in.q, in.k, in.v, pos},
-                           garbage(r, {in.q.shape(), Shape{a.B, a.H, a.T}}), {}, {scale_of(a.hd)}, forward_tol(a)));
-    push_f16_twin(cs, forward_f16_tol(a));
+    push_with_f16(cs, make_case(a.name, Op::attention, {in.q, in.k, in.v, pos},
+                                garbage(r, {in.q.shape(), Shape{a.B, a.H, a.T}}), {}, {scale_of(a.hd)}, forward_tol(a)),
+                  forward_f16_tol(a), forward_f16_tol(a));
   };
   for (const Packed& p : kPacked) packed(p.a, packed_positions(p.a.B, p.a.T, p.lengths));
   packed(kOddPos, odd_positions(r, kOddPos.B, kOddPos.T));
@@ -165,9 +155,9 @@ std::vector<OpCase> attention_backward_cases() {
     const float scale = scale_of(a.hd);
     auto fwd = run_reference(make_case("", Op::attention, {in.q, in.k, in.v}, forward_outputs(a), {}, {scale}, tol::exact));
     HostTensor dout = random_f32(r, in.q.shape());
-    cs.push_back(make_case(a.name, Op::attention_backward, {dout, in.q, in.k, in.v, fwd[0], fwd[1]},
-                           garbage(r, {in.q.shape(), in.k.shape(), in.k.shape()}), {}, {scale}, backward_tol(a)));
-    push_f16_twin(cs, backward_f16_tol(a));
+    push_with_f16(cs, make_case(a.name, Op::attention_backward, {dout, in.q, in.k, in.v, fwd[0], fwd[1]},
+                                garbage(r, {in.q.shape(), in.k.shape(), in.k.shape()}), {}, {scale}, backward_tol(a)),
+                  backward_f16_tol(a), backward_f16_tol(a));
   }
   auto packed = [&](const Attn& a, const HostTensor& pos) {
     Inputs in = inputs(r, a);
@@ -175,9 +165,9 @@ std::vector<OpCase> attention_backward_cases() {
     auto fwd = run_reference(
         make_case("", Op::attention, {in.q, in.k, in.v, pos}, forward_outputs(a), {}, {scale}, tol::exact));
     HostTensor dout = random_f32(r, in.q.shape());
-    cs.push_back(make_case(a.name, Op::attention_backward, {dout, in.q, in.k, in.v, fwd[0], fwd[1], pos},
-                           garbage(r, {in.q.shape(), in.k.shape(), in.k.shape()}), {}, {scale}, backward_tol(a)));
-    push_f16_twin(cs, backward_f16_tol(a));
+    push_with_f16(cs, make_case(a.name, Op::attention_backward, {dout, in.q, in.k, in.v, fwd[0], fwd[1], pos},
+                                garbage(r, {in.q.shape(), in.k.shape(), in.k.shape()}), {}, {scale}, backward_tol(a)),
+                  backward_f16_tol(a), backward_f16_tol(a));
   };
   for (const Packed& p : kPacked) packed(p.a, packed_positions(p.a.B, p.a.T, p.lengths));
   packed(kOddPos, odd_positions(r, kOddPos.B, kOddPos.T));

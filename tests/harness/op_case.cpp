@@ -31,11 +31,17 @@ Tolerance tol::f16_operands(int64_t K, double mag) {
 }
 
 void push_with_f16(std::vector<OpCase>& cases, OpCase c, int64_t K, double mag) {
+  const Tolerance own = c.tol;
+  push_with_f16(cases, std::move(c), own, tol::f16_operands(K, mag));
+}
+
+void push_with_f16(std::vector<OpCase>& cases, OpCase c, Tolerance own, Tolerance vs_fp32) {
   OpCase h = c;
   cases.push_back(std::move(c));
   h.name += "_f16";
   h.ints.push_back(1);
-  h.f16_vs_fp32 = tol::f16_operands(K, mag);
+  h.tol = own;
+  h.f16_vs_fp32 = vs_fp32;
   cases.push_back(std::move(h));
 }
 

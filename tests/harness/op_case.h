@@ -51,6 +51,8 @@ struct OpCase {
 // Appends c, then its twin with fp16 operands (the f16 flag appended to its ints, "_f16" to its name) that
 // is also checked against the fp32 call with tol::f16_operands(K, mag).
 void push_with_f16(std::vector<OpCase>& cases, OpCase c, int64_t K, double mag = 1.0);
+// The same with the twin's tolerances given: against its own reference (own) and the fp32 call's (vs_fp32).
+void push_with_f16(std::vector<OpCase>& cases, OpCase c, Tolerance own, Tolerance vs_fp32);
 
 // An OpCase from its parts (outputs start with the given contents).
 OpCase make_case(std::string name, Op op, std::vector<HostTensor> in, std::vector<HostTensor> out,
