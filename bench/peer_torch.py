@@ -311,9 +311,9 @@ def all_cases(small):
                 adamw_case(1 << 18), rms_case(512, 512), softmax_case(512, 512), causal_case(2, 4, 64),
                 silu_case(512, 512), rope_case(2, 64, 4, 64), copy_case(1 << 18)] + attention_cases(4, 4, 128, 32) + half_cases(True)
     return [mm_case(4096, 4096, 4096), mm_case(8192, 8192, 8192), dw_case(4096, 2048, 2048),
-            dw_case(4096, 4096, 4096), dw_case(8192, 2048, 2048), q4_case(4096, 4096, 4096, 64),
-            q4_case(1, 4096, 4096, 64), q4_case(1, 11008, 4096, 64), q4_backward_case(4096, 4096, 4096, 64),
-            requant_case(4096, 4096, 64), ce_case(8192, 32000), adamw_case(1 << 28), rms_case(8192, 4096),
+            dw_case(4096, 4096, 4096), dw_case(8192, 2048, 2048), dw_case(8192, 768, 768), dw_case(8192, 768, 2048),
+            q4_case(4096, 4096, 4096, 64), q4_case(1, 4096, 4096, 64), q4_case(1, 11008, 4096, 64),
+            q4_backward_case(4096, 4096, 4096, 64), requant_case(4096, 4096, 64), ce_case(8192, 32000), adamw_case(1 << 28), rms_case(8192, 4096),
             softmax_case(8192, 4096), causal_case(16, 12, 512), silu_case(8192, 11008), rope_case(16, 512, 32, 128),
             copy_case(1 << 28)] + attention_cases(16, 12, 512, 64) + half_cases(False)
 
@@ -324,7 +324,8 @@ def half_cases(small):
         return [mm_case(512, 512, 512, True), dw_case(512, 512, 512, True), q4_case(512, 512, 512, 64, True),
                 q4_backward_case(512, 512, 512, 64, True)]
     return [mm_case(4096, 4096, 4096, True), mm_case(8192, 8192, 8192, True), dw_case(4096, 2048, 2048, True),
-            dw_case(4096, 4096, 4096, True), dw_case(8192, 2048, 2048, True), q4_case(4096, 4096, 4096, 64, True),
+            dw_case(4096, 4096, 4096, True), dw_case(8192, 2048, 2048, True), dw_case(8192, 768, 768, True),
+            dw_case(8192, 768, 2048, True), q4_case(4096, 4096, 4096, 64, True),
             q4_case(1, 4096, 4096, 64, True), q4_case(1, 11008, 4096, 64, True),
             q4_backward_case(4096, 4096, 4096, 64, True)]
 

@@ -342,8 +342,27 @@ Context::Context(const BackendOptions& opts) {
     vkEnumerateDeviceExtensionProperties(phys_, nullptr, &n, nullptr);
     std::vector<VkExtensionProperties> avail(n);
     vkEnumerateDeviceExtensionProperties(phys_, nullptr, &n, avail.data());
-    for (auto& e : avail)
-      if (std::strcmp(e.extensionName, "VK_KHR_portability_subset") == 0) dexts.push_back("VK_KHR_portability_subset");
+    auto offered = [&](const char* name) {
+      for (auto& e : avail)
+        if (std::strcmp(e.extensionName, name) == 0) return true;
+      return false;
+    };
+    if (offered("VK_KHR_portability_subset")) dexts.push_back("VK_KHR_portability_subset");
+    if (offered(VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME)) {
+      VkPhysicalDeviceShaderSMBuiltinsPropertiesNV sm{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_PROPERTIES_NV};
+      VkPhysicalDeviceProperties2 p2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, &sm};
+      vkGetPhysicalDeviceProperties2(phys_, &p2);
+      limits_.multiprocessors = sm.shaderSMCount;
+    }
+    // A measuring aid (docs/PERFORMANCE.md, environment switches): the driver's statistics per pipeline.
+    VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR pe_on{
+        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR};
+    const char* stats_file = std::getenv("EDGETRAIN_VK_PIPELINE_STATS");
+    if (stats_file && *stats_file && offered(VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME)) {
+      limits_.pipeline_stats = stats_file;
+      dexts.push_back(VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
+      pe_on.pipelineExecutableInfo = VK_TRUE;
+    }
 
     // Tensor cores through VK_NV_cooperative_matrix when present (H100/H200 class NVIDIA GPUs).
     VkPhysicalDeviceCooperativeMatrixFeaturesNV cm_on{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
@@ -366,7 +385,13 @@ Context::Context(const BackendOptions& opts) {
     dci.pQueueCreateInfos = &qci;
     dci.enabledExtensionCount = static_cast<uint32_t>(dexts.size());
     dci.ppEnabledExtensionNames = dexts.data();
-    if (limits_.coopmat) dci.pNext = &v12_on;
+    void* chain_on = nullptr;
+    if (limits_.coopmat) chain_on = &v12_on;
+    if (!limits_.pipeline_stats.empty()) {
+      pe_on.pNext = chain_on;
+      chain_on = &pe_on;
+    }
+    dci.pNext = chain_on;
     check(vkCreateDevice(phys_, &dci, nullptr, &device_), "vkCreateDevice");
     vkGetDeviceQueue(device_, queue_family_, 0, &queue_);
     throw_if_messages("device creation");

@@ -31,6 +31,12 @@ struct Limits {
   // memory model: the tensor-core GEMM path (ops_gemm_coop.cpp). Enabled at device creation unless
   // EDGETRAIN_VK_COOPMAT=0 (Tuning::coopmat).
   bool coopmat = false;
+  // Multiprocessors (VK_NV_shader_sm_builtins' shaderSMCount; 0 where the device does not say): how many
+  // workgroups of the tensor-core GEMM run at once, for its split-K choice.
+  uint32_t multiprocessors = 0;
+  // EDGETRAIN_VK_PIPELINE_STATS=FILE and VK_KHR_pipeline_executable_properties: every compute pipeline's
+  // compiler statistics (registers, shared memory, ...) are appended to `pipeline_stats` as it is created.
+  std::string pipeline_stats;
 };
 
 class Context {

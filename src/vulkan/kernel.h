@@ -67,6 +67,7 @@ struct Tuning {
 struct EncodeContext : gpu::EncodeLimits {
   uint32_t subgroup_size = 32;            // device subgroup size (e.g. 32 on NVIDIA, 4..64 on CPUs)
   bool coopmat = false;                   // fp16 cooperative matrices usable (Limits::coopmat)
+  uint32_t multiprocessors = 0;           // Limits::multiprocessors (0: unknown)
   uint64_t max_storage_range = 1u << 27;  // maxStorageBufferRange: the largest buffer a binding may cover
   Tuning tuning;
 };

@@ -83,6 +83,7 @@ void append_gemm(const GemmArgs& g, const EncodeContext& ctx, Encoded& out) {
     ep.batch = g.batch;
     ep.alpha_idx = g.alpha_idx;
     ep.flags = g.flags;
+    ep.split_k = g.split_k && g.layout == 0 && g.batch == 1;
     if (append_coop(a, b, ep, g.f16, ctx, out)) return;
   }
   const bool big = big_for(g.M, g.N, g.K, ctx);
@@ -108,7 +109,7 @@ void append_gemm(const GemmArgs& g, const EncodeContext& ctx, Encoded& out) {
   if (splits == 1) return;
   Dispatch r{ET_VK_KERNEL(gemm_splitk_reduce)};
   uint64_t count = g.M * g.N;
-  r.arg(static_cast<uint32_t>(count)).arg(splits).arg(g.alpha_idx).arg(g.flags);
+  r.arg(static_cast<uint32_t>(count)).arg(splits).arg(g.alpha_idx).arg(g.flags).arg(0u);
   grid_1d((count + 255) / 256, ctx, r.groups);
   out.dispatches.push_back(std::move(r));
   out.scratch_bytes.push_back(static_cast<size_t>(splits) * count * sizeof(float));

@@ -46,6 +46,7 @@ struct CoopEpilogue {
   uint32_t c_batch = 0, batch = 1;
   uint32_t alpha_idx = 0xffffffffu;
   uint32_t flags = 0;  // bit 0 add bias, bit 1 accumulate
+  bool split_k = false;  // may slice the contraction over workgroups (layout 0, one batch: gemm_splitk_reduce)
 };
 
 // Whether an M x N product contracting over K takes the tensor-core path on this device (Tuning::coopmat:

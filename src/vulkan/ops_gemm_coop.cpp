@@ -9,6 +9,7 @@
 
 #include "gemm_coop.spv.h"
 #include "gemm_split.spv.h"
+#include "gemm_splitk_reduce.spv.h"
 #include "vulkan/ops_gemm.h"
 
 namespace edgetrain::vk {
@@ -53,6 +54,45 @@ void split(const CoopOperand& o, uint64_t Rp, uint64_t Kp, uint32_t batch, uint3
   }
 }
 
+// Split-K: a deep product with few 128x128 output tiles leaves most of a large GPU idle (a step's linear_dW,
+// dW [768, 768] over 8192 tokens, is 36 workgroups on a 132-multiprocessor H200: a third of the speed of a
+// 4096^3 product), so its contraction is cut into slices of kslice (a multiple of the 32-deep k step) run
+// side by side over z; the partial sums go to the pooled scratch and gemm_splitk_reduce.comp adds them in a
+// fixed order (deterministic). Where the device says how many multiprocessors it has, the slices are the
+// fewest (each >= 512 deep) whose workgroups fill >= 90% of the waves they take, one workgroup resident per
+// multiprocessor (its registers); elsewhere enough for ~264 workgroups. Tuning::split_k as for the fp32
+// kernels: "0" never, "all" up to 4 slices wherever allowed (to test the edges).
+uint64_t coop_slices(uint64_t tiles, uint64_t Kp, const CoopEpilogue& ep, const EncodeContext& ctx,
+                     uint64_t& kslice) {
+  kslice = Kp;
+  const gpu::Force force = ctx.tuning.split_k;
+  if (!ep.split_k || ep.batch != 1 || force == gpu::Force::never) return 1;
+  // gemm_splitk_reduce.comp's bindings are layout 0's: out 2, scalars 3, scratch 4.
+  if (ep.out_bind != 2 || ep.scalar_bind != 3 || ep.scratch_bind != 4) return 1;
+  uint64_t want = 1;
+  if (force == gpu::Force::all) {
+    want = std::min<uint64_t>(4, Kp / 32);
+  } else if (ctx.multiprocessors > 0) {
+    const uint64_t slots = ctx.multiprocessors, most = std::min<uint64_t>(16, Kp / 512);
+    double best = 0.0;
+    for (uint64_t s = 1; s <= std::max<uint64_t>(most, 1); ++s) {
+      const uint64_t groups = tiles * s;
+      const double busy = static_cast<double>(groups) / static_cast<double>((groups + slots - 1) / slots * slots);
+      if (busy > best + 1e-9) best = busy, want = s;
+      if (busy >= 0.9) break;
+    }
+  } else {
+    const uint64_t target = 264;
+    if (tiles * 2 > target || Kp < 1024) return 1;
+    want = std::min<uint64_t>((target + tiles - 1) / tiles, Kp / 512);
+  }
+  if (want < 2) return 1;
+  const uint64_t slice = round_up((Kp + want - 1) / want, 32), slices = (Kp + slice - 1) / slice;
+  if (slices < 2) return 1;
+  kslice = slice;
+  return slices;
+}
+
 }  // namespace
 
 bool coop_for(uint64_t M, uint64_t N, uint64_t K, const EncodeContext& ctx) {
@@ -89,7 +129,11 @@ bool append_coop(const CoopOperand& a, const CoopOperand& b, const CoopEpilogue&
   const uint64_t a_part = batch * Mp * Kp * 2, b_part = batch * Np * Kp * 2;
   const uint64_t ex_a = 2 * a_part + 2 * b_part, ex_b = ex_a + batch * Mp * 4, px_a = ex_b + batch * Np * 4;
   const uint64_t px_b = px_a + partial_ints(a, Mp, batch) * 4;
-  const uint64_t total = f16 ? a_part + b_part : px_b + partial_ints(b, Np, batch) * 4;
+  const uint64_t parts_end = f16 ? a_part + b_part : px_b + partial_ints(b, Np, batch) * 4;
+  // Split-K's partial sums [slice][M][N] after the parts (a float offset: parts_end is a multiple of 4).
+  uint64_t kslice = Kp;
+  const uint64_t slices = coop_slices((Mp / 128) * (Np / 128), Kp, ep, ctx, kslice);
+  const uint64_t total = parts_end + (slices > 1 ? slices * M * N * 4 : 0);
   if (total > ctx.max_storage_range || total / 4 >= (1ull << 32)) return false;  // the fp32 kernels take it
   if (M == 0 || N == 0 || batch == 0) return true;
   const uint64_t a_hi = 0, a_lo = a_part, b_hi = f16 ? a_part : 2 * a_part, b_lo = 2 * a_part + b_part;
@@ -103,11 +147,18 @@ bool append_coop(const CoopOperand& a, const CoopOperand& b, const CoopEpilogue&
   d.arg(index32(M)).arg(index32(N)).arg(index32(Kp)).arg(index32(Mp)).arg(index32(Np)).arg(ep.c_batch).arg(ep.alpha_idx).arg(ep.flags);
   d.arg(index32(a_hi / 16)).arg(index32(a_lo / 16)).arg(index32(b_hi / 16)).arg(index32(b_lo / 16));
   d.arg(index32(ex_a / 4)).arg(index32(ex_b / 4));
+  d.arg(index32(kslice)).arg(slices > 1 ? index32(parts_end / 4) : 0xffffffffu);
   d.groups[0] = index32(Np / 128);
   d.groups[1] = index32(Mp / 128);
-  d.groups[2] = static_cast<uint32_t>(batch);
+  d.groups[2] = static_cast<uint32_t>(slices > 1 ? slices : batch);
   out.dispatches.push_back(std::move(d));
   out.pooled_scratch_bytes = static_cast<size_t>(total);
+  if (slices == 1) return true;
+  Dispatch r{ET_VK_KERNEL(gemm_splitk_reduce)};
+  r.arg(index32(M * N)).arg(static_cast<uint32_t>(slices)).arg(ep.alpha_idx).arg(ep.flags);
+  r.arg(index32(parts_end / 4));
+  grid_1d((M * N + 255) / 256, ctx, r.groups);
+  out.dispatches.push_back(std::move(r));
   return true;
 }
 

@@ -1,6 +1,7 @@
 // Shader modules, layouts and compute pipelines, created on first use and cached for the backend's life.
 #include "vulkan/pipelines.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -79,6 +80,8 @@ VkPipeline Pipelines::get(const Kernel& k, const std::vector<uint32_t>& spec, ui
   ci.stage.pName = "main";
   ci.stage.pSpecializationInfo = spec.empty() ? nullptr : &si;
   ci.layout = layout(bindings);
+  const bool stats = !ctx_.limits().pipeline_stats.empty();
+  if (stats) ci.flags |= VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR;
   VkPipeline p = VK_NULL_HANDLE;
   VkResult r =
       fail_pipelines_ ? VK_ERROR_UNKNOWN : vkCreateComputePipelines(ctx_.device(), cache_, 1, &ci, nullptr, &p);
@@ -92,8 +95,55 @@ VkPipeline Pipelines::get(const Kernel& k, const std::vector<uint32_t>& spec, ui
                        "another backend)");
   }
   pipelines_[key] = p;
+  if (stats) write_stats(k, spec, p);
   ctx_.throw_if_messages(k.name);
   return p;
+}
+
+// One line per executable of pipeline p: "kernel spec=[...] executable: name=value ...".
+void Pipelines::write_stats(const Kernel& k, const std::vector<uint32_t>& spec, VkPipeline p) {
+  auto props_fn = reinterpret_cast<PFN_vkGetPipelineExecutablePropertiesKHR>(
+      ctx_.device_proc("vkGetPipelineExecutablePropertiesKHR"));
+  auto stats_fn = reinterpret_cast<PFN_vkGetPipelineExecutableStatisticsKHR>(
+      ctx_.device_proc("vkGetPipelineExecutableStatisticsKHR"));
+  FILE* f = std::fopen(ctx_.limits().pipeline_stats.c_str(), "a");
+  if (!props_fn || !stats_fn || !f) {
+    if (f) std::fclose(f);
+    return;
+  }
+  VkPipelineInfoKHR pi{VK_STRUCTURE_TYPE_PIPELINE_INFO_KHR};
+  pi.pipeline = p;
+  uint32_t n = 0;
+  props_fn(ctx_.device(), &pi, &n, nullptr);
+  std::vector<VkPipelineExecutablePropertiesKHR> execs(n, {VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_PROPERTIES_KHR});
+  props_fn(ctx_.device(), &pi, &n, execs.data());
+  for (uint32_t e = 0; e < n; ++e) {
+    std::fprintf(f, "%s spec=[", k.name);
+    for (size_t i = 0; i < spec.size(); ++i) std::fprintf(f, "%s%u", i ? "," : "", spec[i]);
+    std::fprintf(f, "] %s:", execs[e].name);
+    VkPipelineExecutableInfoKHR ei{VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INFO_KHR};
+    ei.pipeline = p;
+    ei.executableIndex = e;
+    uint32_t m = 0;
+    stats_fn(ctx_.device(), &ei, &m, nullptr);
+    std::vector<VkPipelineExecutableStatisticKHR> st(m, {VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_STATISTIC_KHR});
+    stats_fn(ctx_.device(), &ei, &m, st.data());
+    for (const auto& s : st) {
+      std::fprintf(f, " %s=", s.name);
+      switch (s.format) {
+        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_BOOL32_KHR: std::fprintf(f, "%u", s.value.b32); break;
+        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_INT64_KHR:
+          std::fprintf(f, "%lld", static_cast<long long>(s.value.i64));
+          break;
+        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_UINT64_KHR:
+          std::fprintf(f, "%llu", static_cast<unsigned long long>(s.value.u64));
+          break;
+        default: std::fprintf(f, "%g", s.value.f64); break;
+      }
+    }
+    std::fprintf(f, "\n");
+  }
+  std::fclose(f);
 }
 
 }  // namespace edgetrain::vk

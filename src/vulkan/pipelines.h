@@ -38,6 +38,7 @@ class Pipelines {
   };
   Layout& layout_for(uint32_t bindings);
   VkShaderModule module(const Kernel& k);
+  void write_stats(const Kernel& k, const std::vector<uint32_t>& spec, VkPipeline p);  // Limits::pipeline_stats
 
   Context& ctx_;
   VkPipelineCache cache_ = VK_NULL_HANDLE;

@@ -53,6 +53,7 @@ EncodeContext VulkanBackend::encode_context() const {
   e.max_shared_bytes = l.max_shared_bytes;
   e.max_invocations = l.max_invocations;
   e.coopmat = l.coopmat;
+  e.multiprocessors = l.multiprocessors;
   e.max_storage_range = l.max_storage_range;
   e.tuning = ctx_->tuning();
   return e;

@@ -58,20 +58,20 @@ void main() {
     cbeg = first_of_block(b, t0, nq) / BR * BR;
   }
   const uint VT = BR * KP8;  // V's tile follows K's
-  vec4 klo[NS_MAX], khi[NS_MAX], vlo[NS_MAX], vhi[NS_MAX];  // the next K and V tiles, in flight
+  vec4 kt[NS_MAX], vt[NS_MAX];  // the next K and V tiles, in flight
   if (cbeg < kend) {
-    ET_FETCH_TILE(klo, khi, k, k4, kbase + cbeg * kstride, kstride, p.S - cbeg, p.hd)
-    ET_FETCH_TILE(vlo, vhi, v, v4, kbase + cbeg * kstride, kstride, p.S - cbeg, p.hd)
+    ET_FETCH_TILE(kt, k, k4, kbase + cbeg * kstride, kstride, p.S - cbeg, p.hd)
+    ET_FETCH_TILE(vt, v, v4, kbase + cbeg * kstride, kstride, p.S - cbeg, p.hd)
   }
   for (uint c0 = cbeg; c0 < kend; c0 += BR) {
     barrier();  // every subgroup is done with the previous tiles (and the Q tile)
-    ET_PUT_TILE(klo, khi, 0u)
-    ET_PUT_TILE(vlo, vhi, VT)
+    ET_PUT_TILE(kt, 0u)
+    ET_PUT_TILE(vt, VT)
     barrier();
     const uint cn = c0 + BR;
     if (cn < kend) {
-      ET_FETCH_TILE(klo, khi, k, k4, kbase + cn * kstride, kstride, p.S - cn, p.hd)
-      ET_FETCH_TILE(vlo, vhi, v, v4, kbase + cn * kstride, kstride, p.S - cn, p.hd)
+      ET_FETCH_TILE(kt, k, k4, kbase + cn * kstride, kstride, p.S - cn, p.hd)
+      ET_FETCH_TILE(vt, v, v4, kbase + cn * kstride, kstride, p.S - cn, p.hd)
     }
     ET_SCORES_TO_STAGE(qf, 0u, sg)
     subgroupMemoryBarrierShared();

@@ -48,47 +48,57 @@ uvec4 pack8(vec4 a, vec4 b) {
                packFloat2x16(f16vec2(b.zw)));
 }
 
-// The fp32 values of head-dim columns 8s..8s+7 of row r of a buffer (F: float[], F4: its vec4 view), rows
-// at base + r * stride floats, as two vec4s (lo, hi): zeros past the head dim hd and for rows r >= nvalid.
-// Rows are read as vec4s when hd % 4 == 0 (then every row starts on a vec4).
-#define ET_FETCH_SLOT(lo, hi, r, s, F, F4, base, stride, nvalid, hd)                           \
-  lo = vec4(0.0);                                                                             \
-  hi = vec4(0.0);                                                                             \
-  if ((r) < (nvalid) && 8u * (s) < (hd)) {                                                    \
-    const uint o_ = (base) + (r) * (stride) + 8u * (s);                                       \
+// Tiles are loaded in slots of 4 head-dim columns: the HC/4 slots of a row go to consecutive invocations,
+// so a subgroup's vec4 loads cover whole rows (two 256-byte rows per instruction at head dim 64). Measured
+// on an H200: slots of 8 columns (two 16-byte loads 32 bytes apart per invocation, half of every 128-byte
+// line per instruction) made the tile loads over half of the forward's time.
+const uint SL = HC / 4u;  // slots per row
+
+// x = the fp32 values of head-dim columns 4s..4s+3 of row r of a buffer (F: float[], F4: its vec4 view),
+// rows at base + r * stride floats: zeros past the head dim hd and for rows r >= nvalid. Read as one vec4
+// when hd % 4 == 0 (then every row starts on a vec4).
+#define ET_FETCH_SLOT(x, r, s, F, F4, base, stride, nvalid, hd)                                \
+  x = vec4(0.0);                                                                              \
+  if ((r) < (nvalid) && 4u * (s) < (hd)) {                                                    \
+    const uint o_ = (base) + (r) * (stride) + 4u * (s);                                       \
     if ((hd) % 4u == 0u) {                                                                    \
-      lo = F4[o_ >> 2];                                                                       \
-      if (8u * (s) + 4u < (hd)) hi = F4[(o_ >> 2) + 1u];                                      \
+      x = F4[o_ >> 2];                                                                        \
     } else {                                                                                  \
-      [[unroll]] for (uint c_ = 0u; c_ < 4u; ++c_) {                                          \
-        if (8u * (s) + c_ < (hd)) lo[c_] = F[o_ + c_];                                        \
-        if (8u * (s) + 4u + c_ < (hd)) hi[c_] = F[o_ + 4u + c_];                              \
-      }                                                                                       \
+      [[unroll]] for (uint c_ = 0u; c_ < 4u; ++c_)                                            \
+        if (4u * (s) + c_ < (hd)) x[c_] = F[o_ + c_];                                         \
     }                                                                                         \
   }
 
-// Ts[at + r * KP8 + s] = fp16 of those columns, for the ROWS rows of a tile: an A tile, loaded once.
+// Ts at `at`, row r, columns 4s..4s+3 = fp16 of x: half of the uvec4 of columns 8(s/2)..8(s/2)+7.
+#define ET_PUT_SLOT(at, r, s, x)                                                              \
+  {                                                                                           \
+    const uint i_ = (at) + (r) * KP8 + ((s) >> 1u), c_ = ((s) & 1u) * 2u;                     \
+    Ts[i_][c_] = packFloat2x16(f16vec2((x).xy));                                              \
+    Ts[i_][c_ + 1u] = packFloat2x16(f16vec2((x).zw));                                         \
+  }
+
+// The ROWS rows of an A tile as fp16, into Ts at `at`: loaded once.
 #define ET_LOAD_F16(at, ROWS, F, F4, base, stride, nvalid, hd)                                 \
-  for (uint e_ = gl_LocalInvocationIndex; e_ < (ROWS) * (HC / 8u); e_ += 128u) {              \
-    const uint r_ = e_ / (HC / 8u), s_ = e_ - r_ * (HC / 8u);                                \
-    vec4 a_, b_;                                                                              \
-    ET_FETCH_SLOT(a_, b_, r_, s_, F, F4, base, stride, nvalid, hd)                            \
-    Ts[(at) + r_ * KP8 + s_] = pack8(a_, b_);                                                 \
+  for (uint e_ = gl_LocalInvocationIndex; e_ < (ROWS) * SL; e_ += 128u) {                     \
+    const uint r_ = e_ / SL, s_ = e_ - r_ * SL;                                               \
+    vec4 x_;                                                                                  \
+    ET_FETCH_SLOT(x_, r_, s_, F, F4, base, stride, nvalid, hd)                                \
+    ET_PUT_SLOT(at, r_, s_, x_)                                                               \
   }
 
 // A B tile in flight (measured: waiting for each tile's loads took over half the forward's time): an
-// invocation fetches its NS slots of the next tile into registers (lo[], hi[]) before the products of the
-// current one, and puts them into Ts as fp16 after the barrier that ends them.
-const uint NS = (BR * (HC / 8u) + 127u) / 128u, NS_MAX = 4u;
-#define ET_FETCH_TILE(lo, hi, F, F4, base, stride, nvalid, hd)                                 \
+// invocation fetches its NS slots of the next tile into registers x[] before the products of the current
+// one, and puts them into Ts as fp16 after the barrier that ends them.
+const uint NS = (BR * SL + 127u) / 128u, NS_MAX = 8u;
+#define ET_FETCH_TILE(x, F, F4, base, stride, nvalid, hd)                                      \
   [[unroll]] for (uint k_ = 0u; k_ < NS; ++k_) {                                             \
-    const uint e_ = gl_LocalInvocationIndex + 128u * k_, r_ = e_ / (HC / 8u), s_ = e_ - r_ * (HC / 8u); \
-    ET_FETCH_SLOT(lo[k_], hi[k_], r_, s_, F, F4, base, stride, min(nvalid, BR), hd)           \
+    const uint e_ = gl_LocalInvocationIndex + 128u * k_, r_ = e_ / SL, s_ = e_ - r_ * SL;     \
+    ET_FETCH_SLOT(x[k_], r_, s_, F, F4, base, stride, min(nvalid, BR), hd)                    \
   }
-#define ET_PUT_TILE(lo, hi, at)                                                               \
+#define ET_PUT_TILE(x, at)                                                                    \
   [[unroll]] for (uint k_ = 0u; k_ < NS; ++k_) {                                             \
-    const uint e_ = gl_LocalInvocationIndex + 128u * k_, r_ = e_ / (HC / 8u), s_ = e_ - r_ * (HC / 8u); \
-    if (r_ < BR) Ts[(at) + r_ * KP8 + s_] = pack8(lo[k_], hi[k_]);                            \
+    const uint e_ = gl_LocalInvocationIndex + 128u * k_, r_ = e_ / SL, s_ = e_ - r_ * SL;     \
+    if (r_ < BR) ET_PUT_SLOT(at, r_, s_, x[k_])                                               \
   }
 
 // The stage and P tile of subgroup sg, and where lane l's row and columns start in them.

@@ -81,20 +81,20 @@ void dq_block(uint wid, uint sg, uint lane, uint row, uint hf) {
     cbeg = first_of_block(b, t0, nq) / BR * BR;
   }
   const uint VT = BR * KP8;
-  vec4 klo[NS_MAX], khi[NS_MAX], vlo[NS_MAX], vhi[NS_MAX];  // the next K and V tiles, in flight
+  vec4 kt[NS_MAX], vt[NS_MAX];  // the next K and V tiles, in flight
   if (cbeg < kend) {
-    ET_FETCH_TILE(klo, khi, k, k4, kbase + cbeg * kstride, kstride, p.S - cbeg, p.hd)
-    ET_FETCH_TILE(vlo, vhi, v, v4, kbase + cbeg * kstride, kstride, p.S - cbeg, p.hd)
+    ET_FETCH_TILE(kt, k, k4, kbase + cbeg * kstride, kstride, p.S - cbeg, p.hd)
+    ET_FETCH_TILE(vt, v, v4, kbase + cbeg * kstride, kstride, p.S - cbeg, p.hd)
   }
   for (uint c0 = cbeg; c0 < kend; c0 += BR) {
     barrier();
-    ET_PUT_TILE(klo, khi, 0u)
-    ET_PUT_TILE(vlo, vhi, VT)
+    ET_PUT_TILE(kt, 0u)
+    ET_PUT_TILE(vt, VT)
     barrier();
     const uint cn = c0 + BR;
     if (cn < kend) {
-      ET_FETCH_TILE(klo, khi, k, k4, kbase + cn * kstride, kstride, p.S - cn, p.hd)
-      ET_FETCH_TILE(vlo, vhi, v, v4, kbase + cn * kstride, kstride, p.S - cn, p.hd)
+      ET_FETCH_TILE(kt, k, k4, kbase + cn * kstride, kstride, p.S - cn, p.hd)
+      ET_FETCH_TILE(vt, v, v4, kbase + cn * kstride, kstride, p.S - cn, p.hd)
     }
     ET_SCORES_TO_STAGE(qf, 0u, sg)
     subgroupMemoryBarrierShared();
@@ -144,8 +144,8 @@ uint next_tile(uint b, uint i, uint ntiles, uint total, uint tbeg, uint c0, uint
   {                                                                                           \
     const uint h_ = g * G + (i) / ntiles, t_ = tbeg + ((i) % ntiles) * BR, n_ = min(BR, p.T - t_); \
     const uint qb_ = ((b * p.T + t_) * p.H + h_) * p.hd, lb_ = (b * p.H + h_) * p.T + t_;    \
-    ET_FETCH_TILE(qlo, qhi, q, q4, qb_, qstride, n_, p.hd)                                    \
-    ET_FETCH_TILE(dlo, dhi, dout, dout4, qb_, qstride, n_, p.hd)                              \
+    ET_FETCH_TILE(qt, q, q4, qb_, qstride, n_, p.hd)                                    \
+    ET_FETCH_TILE(dt, dout, dout4, qb_, qstride, n_, p.hd)                              \
     const uint r_ = gl_LocalInvocationIndex;                                                  \
     lse_n = r_ < n_ ? lse[lb_ + r_] : 0.0;                                                    \
     D_n = r_ < n_ ? Dr[lb_ + r_] : 0.0;                                                       \
@@ -182,15 +182,15 @@ void dkdv_block(uint wid, uint sg, uint lane, uint row, uint hf) {
   const uint cend = c0 + nk;  // keys [c0, cend)
   const uint ntiles = tbeg < p.T ? (p.T - tbeg + BR - 1u) / BR : 0u, total = G * ntiles;
   const uint DT = BR * KP8;   // dout's tile follows Q's
-  vec4 qlo[NS_MAX], qhi[NS_MAX], dlo[NS_MAX], dhi[NS_MAX];  // the next Q and dout tiles, in flight
+  vec4 qt[NS_MAX], dt[NS_MAX];  // the next Q and dout tiles, in flight
   float lse_n = 0.0, D_n = 0.0;                              // and their lse and D (invocations < BR)
   uint i = next_tile(b, 0u, ntiles, total, tbeg, c0, cend, off);
   if (i < total) FETCH_QUERY_TILE(i)
   while (i < total) {
     const uint t0 = tbeg + (i % ntiles) * BR, nq = min(BR, p.T - t0);
     barrier();  // every subgroup is done with the previous tiles
-    ET_PUT_TILE(qlo, qhi, 0u)
-    ET_PUT_TILE(dlo, dhi, DT)
+    ET_PUT_TILE(qt, 0u)
+    ET_PUT_TILE(dt, DT)
     if (gl_LocalInvocationIndex < BR) {
       LDs[gl_LocalInvocationIndex] = lse_n;
       LDs[BR + gl_LocalInvocationIndex] = D_n;

@@ -7,6 +7,8 @@
 // the row's maximum, and hi + lo carries ~21 bits. The product keeps three of the four part products,
 // hi*hi + hi*lo + lo*hi (lo*lo is below 2^-20 of |a||b|), accumulated in fp32 by the tensor cores; the
 // epilogue multiplies by 2^(e_m + e_n) exactly.
+// Split-K (ops_gemm_coop.cpp, deep products with few output tiles): z slices the contraction and the
+// epilogue writes each slice's partial sum to scratch, for gemm_splitk_reduce.comp to add up and finish.
 // Padded operands (rows to a multiple of 128, the contraction to a multiple of 32, zeros) mean the main
 // loop has no bounds checks; only the epilogue tests m < M and n < N.
 // F16 (the f16 flag, mixed-precision training): the operands are fp16 values themselves (gemm_split.comp
@@ -58,6 +60,8 @@ layout(push_constant) uniform Push {
   uint a_hi, a_lo;    // uvec4 offsets of A's parts: [batch][Mp][Kp] halves each (F16: a_hi only)
   uint b_hi, b_lo;    // same for B: [batch][Np][Kp]
   uint a_exp, b_exp;  // int offsets of the exponents: [batch][Mp], [batch][Np] (F16: none)
+  uint kslice;        // split-K: contraction per z slice (multiple of BK); Kp when not split
+  uint part;          // split-K: float offset in scratch of the partial sums [z][M][N]; 0xffffffff: none
 } pc;
 
 float ld(uint bind, uint i) {
@@ -99,7 +103,12 @@ shared float stage[8 * 256];  // one 16x16 fp32 tile per subgroup for the epilog
 void main() {
   const uint tid = gl_LocalInvocationID.x, sg = gl_SubgroupID, lane = gl_SubgroupInvocationID;
   const uint wm = sg >> 1, wn = sg & 1u;  // this subgroup's 32x64 block of the tile
-  const uint row0 = gl_WorkGroupID.y * BM, col0 = gl_WorkGroupID.x * BN, b = gl_WorkGroupID.z;
+  const uint row0 = gl_WorkGroupID.y * BM, col0 = gl_WorkGroupID.x * BN;
+  // Split-K (one batch): z picks a slice of the contraction and the epilogue writes a partial sum that
+  // gemm_splitk_reduce.comp adds up in a fixed order; otherwise z is the batch.
+  const bool split = pc.part != 0xffffffffu;
+  const uint b = split ? 0u : gl_WorkGroupID.z;
+  const uint k_begin = split ? gl_WorkGroupID.z * pc.kslice : 0u, k_end = min(pc.Kp, k_begin + pc.kslice);
   const uint kq = pc.Kp / 8;  // uvec4s per padded row
 
   // Load slots: thread t moves uvec4 column (t & 3) of rows (t >> 2) and (t >> 2) + 64 of each part.
@@ -120,8 +129,8 @@ void main() {
     [[unroll]] for (uint j = 0; j < 4; ++j) acc[i][j] = ACC(0.0);
 
   const uint s0 = SH_AT(lr, lc * 8), s1 = SH_AT(lr + 64, lc * 8);
-  LOAD_SLICE(0)
-  for (uint k0 = 0; k0 < pc.Kp; k0 += BK) {
+  LOAD_SLICE(k_begin / 8)
+  for (uint k0 = k_begin; k0 < k_end; k0 += BK) {
     sAh[s0] = ah0; sAh[s1] = ah1;
     sBh[s0] = bh0; sBh[s1] = bh1;
     if (F16 == 0u) {
@@ -129,7 +138,7 @@ void main() {
       sBl[s0] = bl0; sBl[s1] = bl1;
     }
     barrier();
-    if (k0 + BK < pc.Kp) {
+    if (k0 + BK < k_end) {
       LOAD_SLICE((k0 + BK) / 8)
     }
     [[unroll]] for (uint kk = 0; kk < BK; kk += 16) {
@@ -171,6 +180,10 @@ void main() {
         if (m < pc.M && n < pc.N) {
           float v = stage[sg * 256 + idx];
           if (F16 == 0u) v = ldexp(ldexp(v, expo(pc.a_exp + b * pc.Mp + m)), expo(pc.b_exp + b * pc.Np + n));
+          if (split) {
+            st(SCR_BIND, pc.part + gl_WorkGroupID.z * pc.M * pc.N + m * pc.N + n, v);
+            continue;
+          }
           if (alpha != 1.0) v *= alpha;
           if (bias) v += ld(BIAS_BIND, n);
           uint o = b * pc.c_batch + m * pc.N + n;
