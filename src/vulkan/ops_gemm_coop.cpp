@@ -56,13 +56,13 @@ void split(const CoopOperand& o, uint64_t Rp, uint64_t Kp, uint32_t batch, uint3
 
 // Split-K: a deep product with few 128x128 output tiles leaves most of a large GPU idle (a step's linear_dW,
 // dW [768, 768] over 8192 tokens, is 36 workgroups on a 132-multiprocessor H200: a third of the speed of a
-// 4096^3 product), so its contraction is cut into slices of kslice (a multiple of the 32-deep k step) run
+// 4096^3 product), so its contraction is cut into slices of kslice (a multiple of the k step bk) run
 // side by side over z; the partial sums go to the pooled scratch and gemm_splitk_reduce.comp adds them in a
 // fixed order (deterministic). Where the device says how many multiprocessors it has, the slices are the
 // fewest (each >= 512 deep) whose workgroups fill >= 90% of the waves they take, one workgroup resident per
 // multiprocessor (its registers); elsewhere enough for ~264 workgroups. Tuning::split_k as for the fp32
 // kernels: "0" never, "all" up to 4 slices wherever allowed (to test the edges).
-uint64_t coop_slices(uint64_t tiles, uint64_t Kp, const CoopEpilogue& ep, const EncodeContext& ctx,
+uint64_t coop_slices(uint64_t tiles, uint64_t Kp, uint64_t bk, const CoopEpilogue& ep, const EncodeContext& ctx,
                      uint64_t& kslice) {
   kslice = Kp;
   const gpu::Force force = ctx.tuning.split_k;
@@ -71,7 +71,7 @@ uint64_t coop_slices(uint64_t tiles, uint64_t Kp, const CoopEpilogue& ep, const 
   if (ep.out_bind != 2 || ep.scalar_bind != 3 || ep.scratch_bind != 4) return 1;
   uint64_t want = 1;
   if (force == gpu::Force::all) {
-    want = std::min<uint64_t>(4, Kp / 32);
+    want = std::min<uint64_t>(4, Kp / bk);
   } else if (ctx.multiprocessors > 0) {
     const uint64_t slots = ctx.multiprocessors, most = std::min<uint64_t>(16, Kp / 512);
     double best = 0.0;
@@ -87,7 +87,7 @@ uint64_t coop_slices(uint64_t tiles, uint64_t Kp, const CoopEpilogue& ep, const 
     want = std::min<uint64_t>((target + tiles - 1) / tiles, Kp / 512);
   }
   if (want < 2) return 1;
-  const uint64_t slice = round_up((Kp + want - 1) / want, 32), slices = (Kp + slice - 1) / slice;
+  const uint64_t slice = round_up((Kp + want - 1) / want, bk), slices = (Kp + slice - 1) / slice;
   if (slices < 2) return 1;
   kslice = slice;
   return slices;
@@ -122,7 +122,9 @@ CoopOperand coop_fp32(uint32_t bind, uint64_t rows, uint64_t red, uint32_t s_row
 bool append_coop(const CoopOperand& a, const CoopOperand& b, const CoopEpilogue& ep, bool f16,
                  const EncodeContext& ctx, Encoded& out) {
   ET_CHECK(a.K == b.K, "vulkan coop gemm: contraction lengths differ (", a.K, " vs ", b.K, ")");
-  const uint64_t M = a.R, N = b.R, Mp = round_up(M, 128), Np = round_up(N, 128), Kp = round_up(a.K, 32);
+  // gemm_coop.comp's k step: 64 with fp16 operands, 32 with the fp32 parts.
+  const uint64_t bk = f16 ? 64 : 32;
+  const uint64_t M = a.R, N = b.R, Mp = round_up(M, 128), Np = round_up(N, 128), Kp = round_up(a.K, bk);
   const uint64_t batch = ep.batch;
   // Scratch: A hi, A lo, B hi, B lo (halves), then the exponents of A's and B's rows (ints) and KIND 1's
   // chunk maxima. f16: A hi, B hi only (the other offsets are passed but never read).
@@ -132,7 +134,7 @@ bool append_coop(const CoopOperand& a, const CoopOperand& b, const CoopEpilogue&
   const uint64_t parts_end = f16 ? a_part + b_part : px_b + partial_ints(b, Np, batch) * 4;
   // Split-K's partial sums [slice][M][N] after the parts (a float offset: parts_end is a multiple of 4).
   uint64_t kslice = Kp;
-  const uint64_t slices = coop_slices((Mp / 128) * (Np / 128), Kp, ep, ctx, kslice);
+  const uint64_t slices = coop_slices((Mp / 128) * (Np / 128), Kp, bk, ep, ctx, kslice);
   const uint64_t total = parts_end + (slices > 1 ? slices * M * N * 4 : 0);
   if (total > ctx.max_storage_range || total / 4 >= (1ull << 32)) return false;  // the fp32 kernels take it
   if (M == 0 || N == 0 || batch == 0) return true;

@@ -9,14 +9,14 @@
 // epilogue multiplies by 2^(e_m + e_n) exactly.
 // Split-K (ops_gemm_coop.cpp, deep products with few output tiles): z slices the contraction and the
 // epilogue writes each slice's partial sum to scratch, for gemm_splitk_reduce.comp to add up and finish.
-// Padded operands (rows to a multiple of 128, the contraction to a multiple of 32, zeros) mean the main
+// Padded operands (rows to a multiple of 128, the contraction to a multiple of BK, zeros) mean the main
 // loop has no bounds checks; only the epilogue tests m < M and n < N.
 // F16 (the f16 flag, mixed-precision training): the operands are fp16 values themselves (gemm_split.comp
 // F16: one unscaled part each, no exponents), so the loop stages and multiplies only the hi parts — one
 // product instead of three — and the epilogue has no exponents to apply.
 //
-// 128x128 output tile per 256-thread workgroup (8 subgroups of 32, each 32x64 = 2x4 tiles of 16x16), 32-deep
-// k slices staged in shared memory as uvec4s (8 halves per 16-byte store; k-contiguous rows, pitch 40
+// 128x128 output tile per 256-thread workgroup (8 subgroups of 32, each 32x64 = 2x4 tiles of 16x16), k
+// slices (BK deep, below) staged in shared memory as uvec4s (8 halves per 16-byte store; k-contiguous rows, pitch 40
 // halves keeps 16-byte alignment and spreads banks), the next slice loaded into registers during the
 // products. Measured and dropped (docs/PERFORMANCE.md): staging as float16_t stores (3.04 vs 2.86 ms at
 // mm 4096^3), no register prefetch (same speed).
@@ -52,7 +52,7 @@ layout(set = 0, binding = 6) readonly buffer E6 { int e6[]; };
 
 layout(push_constant) uniform Push {
   uint M, N;          // C is [M, N] per batch
-  uint Kp;            // padded contraction (multiple of 32)
+  uint Kp;            // padded contraction (multiple of BK)
   uint Mp, Np;        // padded rows of the A and B parts (multiples of 128)
   uint c_batch;       // C elements between batches
   uint alpha_idx;     // scalar-block index of alpha, 0xffffffff for 1
@@ -89,10 +89,14 @@ void st(uint bind, uint i, float v) {
 uvec4 part(uint i) { return SCR_BIND == 4 ? s4[i] : SCR_BIND == 5 ? s5[i] : s6[i]; }
 int expo(uint i) { return SCR_BIND == 4 ? e4[i] : SCR_BIND == 5 ? e5[i] : e6[i]; }
 
-const uint BM = 128, BN = 128, BK = 32, PITCH = BK + 8;  // PITCH in halves: 80 bytes per row
+// k slices: 32 deep with three products (four parts staged), 64 deep with one (F16: two parts, twice the
+// bytes in flight per invocation and half the barriers; measured on an H200: loading each slice without
+// the register prefetch took 1.45 ms instead of 0.96 at mm 4096^3, so the loads' latency is what limits).
+const uint BM = 128, BN = 128, BK = F16 == 1u ? 64u : 32u, PITCH = BK + 8u;  // PITCH in halves (16-byte rows)
 // Cooperative loads count offsets and strides in uvec4s.
-const uint PV = PITCH / 8;
-shared uvec4 sAh[BM * PV], sAl[BM * PV], sBh[BN * PV], sBl[BN * PV];
+const uint PV = PITCH / 8u, KV = BK / 8u;  // uvec4s per staged row; per row of a slice
+const uint LO_ROWS = F16 == 1u ? 1u : BM;  // F16 stages no lo parts
+shared uvec4 sAh[BM * PV], sAl[LO_ROWS * PV], sBh[BN * PV], sBl[LO_ROWS * PV];
 #define SH_AT(row, k) ((row) * PV + (k) / 8)
 #define SH_STRIDE PV
 shared float stage[8 * 256];  // one 16x16 fp32 tile per subgroup for the epilogue
@@ -111,31 +115,35 @@ void main() {
   const uint k_begin = split ? gl_WorkGroupID.z * pc.kslice : 0u, k_end = min(pc.Kp, k_begin + pc.kslice);
   const uint kq = pc.Kp / 8;  // uvec4s per padded row
 
-  // Load slots: thread t moves uvec4 column (t & 3) of rows (t >> 2) and (t >> 2) + 64 of each part.
-  const uint lr = tid >> 2, lc = tid & 3u;
+  // Load slots: thread t moves uvec4 column t % KV of rows t / KV + j * (256 / KV), j < NR, of each part.
+  const uint NR = BM * KV / 256u, RS = 256u / KV;  // rows per invocation (2, or 4 for F16) and their step
+  const uint lr = tid / KV, lc = tid % KV;
   const uint arow = (b * pc.Mp + row0 + lr) * kq + lc, brow = (b * pc.Np + col0 + lr) * kq + lc;
-  const uint half_rows = 64 * kq;
-  uvec4 ah0, ah1, al0, al1, bh0, bh1, bl0, bl1;
+  uvec4 ah[4], al[4], bh[4], bl[4];
 #define LOAD_SLICE(kv)                                                                        \
-  ah0 = part(pc.a_hi + arow + (kv)); ah1 = part(pc.a_hi + arow + half_rows + (kv));         \
-  bh0 = part(pc.b_hi + brow + (kv)); bh1 = part(pc.b_hi + brow + half_rows + (kv));         \
-  if (F16 == 0u) {                                                                          \
-    al0 = part(pc.a_lo + arow + (kv)); al1 = part(pc.a_lo + arow + half_rows + (kv));       \
-    bl0 = part(pc.b_lo + brow + (kv)); bl1 = part(pc.b_lo + brow + half_rows + (kv));       \
+  [[unroll]] for (uint j = 0; j < NR; ++j) {                                                  \
+    ah[j] = part(pc.a_hi + arow + j * RS * kq + (kv));                                        \
+    bh[j] = part(pc.b_hi + brow + j * RS * kq + (kv));                                        \
+    if (F16 == 0u) {                                                                          \
+      al[j] = part(pc.a_lo + arow + j * RS * kq + (kv));                                      \
+      bl[j] = part(pc.b_lo + brow + j * RS * kq + (kv));                                      \
+    }                                                                                         \
   }
 
   ACC acc[2][4];
   [[unroll]] for (uint i = 0; i < 2; ++i)
     [[unroll]] for (uint j = 0; j < 4; ++j) acc[i][j] = ACC(0.0);
 
-  const uint s0 = SH_AT(lr, lc * 8), s1 = SH_AT(lr + 64, lc * 8);
   LOAD_SLICE(k_begin / 8)
   for (uint k0 = k_begin; k0 < k_end; k0 += BK) {
-    sAh[s0] = ah0; sAh[s1] = ah1;
-    sBh[s0] = bh0; sBh[s1] = bh1;
-    if (F16 == 0u) {
-      sAl[s0] = al0; sAl[s1] = al1;
-      sBl[s0] = bl0; sBl[s1] = bl1;
+    [[unroll]] for (uint j = 0; j < NR; ++j) {
+      const uint at = SH_AT(lr + j * RS, lc * 8);
+      sAh[at] = ah[j];
+      sBh[at] = bh[j];
+      if (F16 == 0u) {
+        sAl[at] = al[j];
+        sBl[at] = bl[j];
+      }
     }
     barrier();
     if (k0 + BK < k_end) {

@@ -45,7 +45,7 @@ layout(set = 0, binding = 6) buffer E6 { int e6[]; };
 
 layout(push_constant) uniform Push {
   uint R, K;            // rows and contraction length of the operand
-  uint Rp, Kp;          // padded: Rp multiple of 128, Kp multiple of 32
+  uint Rp, Kp;          // padded: Rp multiple of 128, Kp multiple of 32 (64 for F16)
   uint sr, sk, sbatch;  // fp32 strides (KIND 0, 1)
   uint hi, lo;          // uvec4 offsets of the parts in scratch
   uint ex;              // int offset of the exponents ([batch][Rp])
