@@ -57,7 +57,7 @@ struct Dispatch {
 // a path to measure it or to test its edges on small shapes; docs/PERFORMANCE.md has the measurements.
 struct Tuning {
   gpu::Force gemm_big = gpu::Force::automatic;  // EDGETRAIN_VK_GEMM_BIG: the 128x128-tile fp32 and 4-bit GEMMs
-  gpu::Force split_k = gpu::Force::automatic;   // EDGETRAIN_VK_GEMM_SPLITK: split-K of gemm_big (linear_dW)
+  gpu::Force split_k = gpu::Force::automatic;   // EDGETRAIN_VK_GEMM_SPLITK: split-K of gemm_big and gemm_coop
   gpu::Force coopmat = gpu::Force::automatic;   // EDGETRAIN_VK_COOPMAT: the tensor-core GEMMs ("0": device features off)
   static Tuning from_env();
 };
