@@ -1,0 +1,101 @@
+// How the Vulkan tensor-core GEMM path plans a product (ops_gemm_coop.cpp): which products take it, and how a
+// deep product with few output tiles slices its contraction (split-K). Encoders only read the device's
+// limits, so an H200-like encode context is enough: no device is needed. (Native only: the browser's op
+// tests, web/wasm/CMakeLists.txt, take the files that register op cases.)
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "vulkan/ops_gemm.h"
+
+namespace edgetrain::test {
+namespace {
+
+// An H200-like encode context (the encoder only reads limits: no device needed); mps = multiprocessors.
+vk::EncodeContext tensor_core_context(uint32_t mps) {
+  vk::EncodeContext ctx;
+  ctx.coopmat = true;
+  ctx.subgroup_size = 32;
+  ctx.max_shared_bytes = 48 * 1024;
+  ctx.max_invocations = 1024;
+  ctx.max_groups[0] = ctx.max_groups[1] = ctx.max_groups[2] = 65535;
+  ctx.max_storage_range = uint64_t{1} << 32;
+  ctx.multiprocessors = mps;
+  return ctx;
+}
+
+// The z extent of the tensor-core GEMM (its contraction slices) for linear_dW's dW [M, N] over K tokens with
+// fp16 operands, and whether the split-K reduction follows it.
+struct CoopPlan {
+  uint32_t slices = 0;
+  bool reduced = false;
+  size_t scratch = 0;
+};
+CoopPlan coop_plan(uint64_t M, uint64_t N, uint64_t K, bool split_k, uint32_t mps) {
+  const vk::EncodeContext ctx = tensor_core_context(mps);
+  const vk::CoopOperand a = vk::coop_fp32(0, M, K, 1, static_cast<uint32_t>(M), 0);
+  const vk::CoopOperand b = vk::coop_fp32(1, N, K, 1, static_cast<uint32_t>(N), 0);
+  vk::CoopEpilogue ep;
+  ep.split_k = split_k;
+  vk::Encoded out;
+  EXPECT_TRUE(vk::append_coop(a, b, ep, true, ctx, out));
+  CoopPlan p;
+  for (const vk::Dispatch& d : out.dispatches) {
+    if (std::string(d.kernel.name) == "gemm_coop") p.slices = d.groups[2];
+    if (std::string(d.kernel.name) == "gemm_splitk_reduce") p.reduced = true;
+  }
+  p.scratch = out.pooled_scratch_bytes;
+  return p;
+}
+
+// A deep product with few 128x128 output tiles slices its contraction until the workgroups fill >= 90% of
+// the waves they take (one resident per multiprocessor), each slice >= 512 deep; the partial sums are added
+// by the reduction and fit the scratch.
+TEST(GemmTiles, DeepProductsWithFewTilesSplitTheirContraction) {
+  // The base step's dW [768, 768] over 8192 tokens: 36 tiles; 7 slices are 252 workgroups of 264 (95%).
+  CoopPlan p = coop_plan(768, 768, 8192, true, 132);
+  EXPECT_EQ(p.slices, 7u);
+  EXPECT_TRUE(p.reduced);
+  EXPECT_GE(p.scratch, size_t{7} * 768 * 768 * 4 + 2 * 768 * 8192 * 2);
+  // dW [768, 2048]: 96 tiles; 2 and 3 slices fill no more than 1 (73%), 4 fill 384 of 396.
+  EXPECT_EQ(coop_plan(768, 2048, 8192, true, 132).slices, 4u);
+  // 4096^2 outputs (1024 tiles) fill 97% of 8 waves alone; a shallow product is not split.
+  p = coop_plan(4096, 4096, 4096, true, 132);
+  EXPECT_EQ(p.slices, 1u);
+  EXPECT_FALSE(p.reduced);
+  EXPECT_EQ(coop_plan(768, 768, 512, true, 132).slices, 1u);
+  // Not allowed (a batch, or bias/layout 1 callers): one slice. A device that does not say its
+  // multiprocessor count: ~264 workgroups (36 tiles x 8).
+  EXPECT_EQ(coop_plan(768, 768, 8192, false, 132).slices, 1u);
+  EXPECT_EQ(coop_plan(768, 768, 8192, true, 0).slices, 8u);
+  // Over many shapes: never fewer busy multiprocessor-waves than without the split, slices >= 512 deep.
+  for (uint64_t mn : {128, 384, 768, 1280, 2048})
+    for (uint64_t K : {1024, 4096, 8192, 30000}) {
+      const CoopPlan q = coop_plan(mn, 768, K, true, 132);
+      const uint64_t tiles = mn / 128 * 6, Kp = (K + 63) / 64 * 64;
+      auto busy = [&](uint64_t s) { return double(tiles * s) / double((tiles * s + 131) / 132 * 132); };
+      EXPECT_GE(busy(q.slices) + 1e-9, busy(1)) << mn << " x 768 over " << K;
+      if (q.slices > 1) {
+        EXPECT_GE(Kp / q.slices, 512u) << mn << " x 768 over " << K;
+      }
+      EXPECT_EQ(q.reduced, q.slices > 1);
+    }
+}
+
+// Which products take the tensor cores: both sides >= 128, or one >= 128 and the other >= 16 (a rank-16
+// LoRA's products), over a contraction >= 256; K = 16 and tiny products stay on the FMA kernels.
+TEST(GemmTiles, TensorCoresTakeWideAndLoraShapedDeepProducts) {
+  const vk::EncodeContext ctx = tensor_core_context(132);
+  EXPECT_TRUE(vk::coop_for(4096, 4096, 4096, ctx));
+  EXPECT_TRUE(vk::coop_for(4096, 16, 2048, ctx));
+  EXPECT_TRUE(vk::coop_for(16, 2048, 4096, ctx));
+  EXPECT_FALSE(vk::coop_for(4096, 2048, 16, ctx));
+  EXPECT_FALSE(vk::coop_for(4096, 8, 4096, ctx));
+  EXPECT_FALSE(vk::coop_for(64, 64, 4096, ctx));
+  vk::EncodeContext lavapipe_like = ctx;
+  lavapipe_like.coopmat = false;
+  EXPECT_FALSE(vk::coop_for(4096, 4096, 4096, lavapipe_like));
+}
+
+}  // namespace
+}  // namespace edgetrain::test
