@@ -107,12 +107,16 @@ void append_gemm(const GemmArgs& g, const EncodeContext& ctx, Encoded& out) {
   if (g.M == 0 || g.N == 0 || g.batch == 0) return;
   out.dispatches.push_back(std::move(d));
   if (splits == 1) return;
+  append_splitk_reduce(g.M * g.N, splits, g.alpha_idx, g.flags, 0, ctx, out);
+  out.scratch_bytes.push_back(static_cast<size_t>(splits) * g.M * g.N * sizeof(float));
+}
+
+void append_splitk_reduce(uint64_t count, uint32_t splits, uint32_t alpha_idx, uint32_t flags, uint32_t base,
+                          const EncodeContext& ctx, Encoded& out) {
   Dispatch r{ET_VK_KERNEL(gemm_splitk_reduce)};
-  uint64_t count = g.M * g.N;
-  r.arg(static_cast<uint32_t>(count)).arg(splits).arg(g.alpha_idx).arg(g.flags).arg(0u);
+  r.arg(static_cast<uint32_t>(count)).arg(splits).arg(alpha_idx).arg(flags).arg(base);
   grid_1d((count + 255) / 256, ctx, r.groups);
   out.dispatches.push_back(std::move(r));
-  out.scratch_bytes.push_back(static_cast<size_t>(splits) * count * sizeof(float));
 }
 
 // out[M,N] = alpha * op(a) @ op(b)

@@ -27,6 +27,11 @@ bool q4_big_tiles(uint64_t rows, uint64_t cols, uint64_t red, const EncodeContex
 // Appends the dispatches of one GEMM (tensor-core path, 128x128 or 64x64 tiles).
 void append_gemm(const GemmArgs& g, const EncodeContext& ctx, Encoded& out);
 
+// Appends gemm_splitk_reduce.comp: C[i] (+)= alpha * sum over `splits` planes of count partial sums that start
+// at float `base` of the scratch bound at 4 (layout 0); flags bit 1 accumulates.
+void append_splitk_reduce(uint64_t count, uint32_t splits, uint32_t alpha_idx, uint32_t flags, uint32_t base,
+                          const EncodeContext& ctx, Encoded& out);
+
 // ---- the tensor-core path (ops_gemm_coop.cpp; gemm_split.comp + gemm_coop.comp) ----
 
 // One operand as R rows of a length-K contraction: a row of A (r = m) or a column of B (r = n).

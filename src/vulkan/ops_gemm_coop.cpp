@@ -9,7 +9,6 @@
 
 #include "gemm_coop.spv.h"
 #include "gemm_split.spv.h"
-#include "gemm_splitk_reduce.spv.h"
 #include "vulkan/ops_gemm.h"
 
 namespace edgetrain::vk {
@@ -158,12 +157,9 @@ bool append_coop(const CoopOperand& a, const CoopOperand& b, const CoopEpilogue&
   d.groups[2] = static_cast<uint32_t>(slices > 1 ? slices : batch);
   out.dispatches.push_back(std::move(d));
   out.pooled_scratch_bytes = static_cast<size_t>(total);
-  if (slices == 1) return true;
-  Dispatch r{ET_VK_KERNEL(gemm_splitk_reduce)};
-  r.arg(index32(M * N)).arg(static_cast<uint32_t>(slices)).arg(ep.alpha_idx).arg(ep.flags);
-  r.arg(index32(parts_end / 4));
-  grid_1d((M * N + 255) / 256, ctx, r.groups);
-  out.dispatches.push_back(std::move(r));
+  if (slices > 1)
+    append_splitk_reduce(index32(M * N), static_cast<uint32_t>(slices), ep.alpha_idx, ep.flags,
+                         index32(parts_end / 4), ctx, out);
   return true;
 }
 
