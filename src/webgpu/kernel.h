@@ -32,7 +32,7 @@ struct Kernel {
 };
 #define ET_WG_KERNEL(stem) (::edgetrain::wg::Kernel{#stem, kWgsl_##stem})
 
-enum class Src : uint8_t { input, output, scratch, scalars, params, dummy };
+enum class Src : uint8_t { input, output, scratch, pooled, scalars, params, dummy };
 enum class Access : uint8_t { read, read_write, uniform };
 
 struct Bind {
@@ -52,6 +52,7 @@ struct Dispatch {
   Dispatch& in(int i) { return bind({Src::input, i, Access::read}); }
   Dispatch& out(int i) { return bind({Src::output, i, Access::read_write}); }
   Dispatch& scratch(int i, Access a = Access::read_write) { return bind({Src::scratch, i, a}); }
+  Dispatch& pooled(Access a = Access::read_write) { return bind({Src::pooled, 0, a}); }
   Dispatch& scalars() { return bind({Src::scalars, 0, Access::read}); }
   Dispatch& dummy() { return bind({Src::dummy, 0, Access::read}); }
   // Binds the uniform parameter block (fill it with arg()).
@@ -83,6 +84,9 @@ struct Tuning {
   // EDGETRAIN_WG_GEMM_BIG: gemm_big.wgsl (128x128 tiles) "0" never, "all" for every product (to test tile
   // edges on small shapes); otherwise for products of at least 128 x 128 x 64. The large 4-bit GEMMs follow.
   gpu::Force gemm_big = gpu::Force::automatic;
+  // EDGETRAIN_WG_GEMM_SPLITK: split-K of gemm_big.wgsl "0" never, "all" up to 4 slices wherever allowed (to
+  // test the edges); otherwise deep products with few output tiles (see ops_gemm.cpp).
+  gpu::Force split_k = gpu::Force::automatic;
   static Tuning from_env();
 };
 
@@ -99,6 +103,10 @@ struct EncodeContext : gpu::EncodeLimits {
 struct Encoded {
   std::vector<Dispatch> dispatches;
   std::vector<size_t> scratch_bytes;  // per-call scratch buffers, zero-filled once at finalize
+  // Bytes of the program's pooled scratch this call needs (0: none). One buffer, as large as the largest
+  // request, serves every call: calls run one after another, so its contents are only valid within the
+  // call that writes them (split-K's partial sums).
+  size_t pooled_scratch_bytes = 0;
 };
 
 using Encoder = void (*)(const OpCall& call, const EncodeContext& ctx, Encoded& out);
@@ -118,8 +126,11 @@ struct GemmShape {
   bool bias = false, accumulate = false;
   bool f16 = false;      // operands rounded to fp16 (the f16 flag of ops.inc)
   int alpha_index = -1;  // scalar-block index of alpha; -1 means alpha = 1
+  uint32_t kslice = 0;   // split-K (gemm_big.wgsl): contraction per z slice; 0: not split
 };
-Dispatch gemm_dispatch(const GemmShape& g, Bind a, Bind b, Bind bias, Bind c, const EncodeContext& ctx);
+// Appends the product g: one GEMM dispatch, or (split-K, gemm_big.wgsl) the sliced product into the pooled
+// scratch and gemm_splitk_reduce.wgsl.
+void append_gemm(const GemmShape& g, Bind a, Bind b, Bind bias, Bind c, const EncodeContext& ctx, Encoded& out);
 // Whether gemm_dispatch runs the large-tile kernel (gemm_big.wgsl) for g (Tuning::gemm_big).
 bool big_gemm(const GemmShape& g, const EncodeContext& ctx);
 

@@ -1,7 +1,10 @@
 // WebGPU encoders of the dense matrix products (mm, bmm, linear), all on the strided tiled GEMMs (gemm.wgsl,
-// gemm_big.wgsl for large products).
+// gemm_big.wgsl for large products, split-K with gemm_splitk_reduce.wgsl for deep ones with few tiles).
 #include "gemm.wgsl.h"
 #include "gemm_big.wgsl.h"
+#include "gemm_splitk_reduce.wgsl.h"
+#include <algorithm>
+
 #include "webgpu/kernel.h"
 
 namespace edgetrain::wg {
@@ -9,6 +12,7 @@ namespace edgetrain::wg {
 Tuning Tuning::from_env() {
   Tuning t;
   t.gemm_big = gpu::force_from_env("EDGETRAIN_WG_GEMM_BIG", false);
+  t.split_k = gpu::force_from_env("EDGETRAIN_WG_GEMM_SPLITK", false);
   return t;
 }
 
@@ -18,6 +22,34 @@ bool big_gemm(const GemmShape& g, const EncodeContext& ctx) {
       ctx.max_shared_bytes < 2 * 528 * 16)
     return false;
   return force == gpu::Force::all || (g.M >= 128 && g.N >= 128 && g.K >= 64);
+}
+
+namespace {
+
+// Split-K: a deep product with few 128x128 output tiles leaves most of a large GPU idle (a step's weight
+// gradient dW [768, 768] over 8192 tokens is 36 workgroups), so its contraction is cut into slices run side
+// by side over z, each into its own plane of partial sums in the pooled scratch, added up in a fixed order
+// by gemm_splitk_reduce.wgsl. WebGPU does not say how many multiprocessors a GPU has: like the Vulkan
+// kernels on devices that do not say, enough slices (each >= 512 deep) for ~264 workgroups. Returns the
+// slice count (1: not split) and sets kslice.
+uint32_t splitk_slices(const GemmShape& g, uint64_t tiles, const EncodeContext& ctx, uint32_t& kslice) {
+  kslice = 0;
+  const gpu::Force force = ctx.tuning.split_k;
+  if (g.batch != 1 || force == gpu::Force::never) return 1;
+  uint64_t want;
+  if (force == gpu::Force::all) {
+    want = std::min<uint64_t>(4, ceil_div(g.K, 16));
+  } else {
+    const uint64_t target = 264;
+    if (tiles * 2 > target || g.K < 1024) return 1;
+    want = std::min<uint64_t>(ceil_div(target, tiles), g.K / 512);
+  }
+  while (want >= 2 && want * g.M * g.N * 4 > ctx.max_binding_bytes) --want;
+  if (want < 2) return 1;
+  const uint64_t slice = ceil_div(ceil_div(g.K, want), 16) * 16, slices = ceil_div(g.K, slice);
+  if (slices < 2) return 1;
+  kslice = static_cast<uint32_t>(slice);
+  return static_cast<uint32_t>(slices);
 }
 
 Dispatch gemm_dispatch(const GemmShape& g, Bind a, Bind b, Bind bias, Bind c, const EncodeContext& ctx) {
@@ -30,11 +62,41 @@ Dispatch gemm_dispatch(const GemmShape& g, Bind a, Bind b, Bind bias, Bind c, co
   d.arg(g.M).arg(g.N).arg(g.K).arg(flags);
   d.arg(g.a_si).arg(g.a_sc).arg(g.b_sc).arg(g.b_sj);
   d.arg(g.a_batch).arg(g.b_batch).arg(g.c_batch).arg(static_cast<uint32_t>(g.alpha_index < 0 ? 0 : g.alpha_index));
+  d.arg(g.kslice).arg(0u).arg(0u).arg(0u);  // then padding
   const uint64_t tile = big ? 128 : 32;
   d.groups[0] = static_cast<uint32_t>(ceil_div(g.N, tile));
   d.groups[1] = static_cast<uint32_t>(ceil_div(g.M, tile));
   d.groups[2] = g.batch;
   return d;
+}
+
+}  // namespace
+
+void append_gemm(const GemmShape& g, Bind a, Bind b, Bind bias, Bind c, const EncodeContext& ctx, Encoded& out) {
+  uint32_t kslice = 0, slices = 1;
+  if (big_gemm(g, ctx)) slices = splitk_slices(g, ceil_div(g.M, 128) * ceil_div(g.N, 128), ctx, kslice);
+  if (slices < 2) {
+    out.dispatches.push_back(gemm_dispatch(g, a, b, bias, c, ctx));
+    return;
+  }
+  GemmShape part = g;  // each slice's plain sum into its own plane: no alpha, bias or accumulation
+  part.bias = part.accumulate = false;
+  part.alpha_index = -1;
+  part.a_batch = part.b_batch = 0;
+  part.c_batch = g.M * g.N;
+  part.kslice = kslice;
+  Dispatch d = gemm_dispatch(part, a, b, {Src::dummy, 0, Access::read}, {Src::pooled, 0, Access::read_write}, ctx);
+  d.groups[2] = slices;
+  out.dispatches.push_back(std::move(d));
+  out.pooled_scratch_bytes = std::max<size_t>(out.pooled_scratch_bytes, size_t{slices} * g.M * g.N * 4);
+
+  Dispatch r(ET_WG_KERNEL(gemm_splitk_reduce));
+  r.pooled(Access::read).bind(bias).bind(c).scalars().uniform();
+  const uint32_t flags = (g.bias ? 1u : 0u) | (g.accumulate ? 2u : 0u) | (g.alpha_index >= 0 ? 4u : 0u);
+  r.arg(g.M * g.N).arg(g.N).arg(slices).arg(flags);
+  r.arg(static_cast<uint32_t>(g.alpha_index < 0 ? 0 : g.alpha_index)).arg(0u).arg(0u).arg(0u);
+  grid_1d(ceil_div(uint64_t{g.M} * g.N, 256), ctx, r.groups);
+  out.dispatches.push_back(std::move(r));
 }
 
 namespace {
@@ -62,7 +124,7 @@ void encode_mm(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   mm_strides(g, ta, tb);
   g.alpha_index = static_cast<int>(ctx.float_index[0]);
   g.f16 = f16_operands(c);
-  out.dispatches.push_back(gemm_dispatch(g, kA, kB, kDummy, kOut, ctx));
+  append_gemm(g, kA, kB, kDummy, kOut, ctx, out);
 }
 
 void encode_bmm(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
@@ -83,7 +145,7 @@ void encode_bmm(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   g.c_batch = u32(int64_t{g.M} * g.N, c);
   g.alpha_index = static_cast<int>(ctx.float_index[0]);
   g.f16 = f16_operands(c);
-  out.dispatches.push_back(gemm_dispatch(g, kA, kB, kDummy, kOut, ctx));
+  append_gemm(g, kA, kB, kDummy, kOut, ctx, out);
 }
 
 void encode_linear(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
@@ -98,7 +160,7 @@ void encode_linear(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   g.bias = c.in.size() > 2 && c.in[2].defined();
   g.f16 = f16_operands(c);
   Bind bias = g.bias ? Bind{Src::input, 2, Access::read} : kDummy;
-  out.dispatches.push_back(gemm_dispatch(g, kA, kB, bias, kOut, ctx));
+  append_gemm(g, kA, kB, bias, kOut, ctx, out);
 }
 
 }  // namespace edgetrain::wg

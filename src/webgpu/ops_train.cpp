@@ -50,9 +50,9 @@ bool q4_via_dense(const q4::Geometry& g, int64_t M, bool backward, bool bias, co
   dq.arg(u32(g.N, c)).arg(u32(g.K, c)).arg(u32(g.group_size, c)).arg(u32(g.N8(), c));
   grid_1d(ceil_div(static_cast<uint64_t>(g.N * g.K), 256), ctx, dq.groups);
   out.dispatches.push_back(std::move(dq));
-  out.dispatches.push_back(gemm_dispatch(gs, {Src::input, 0, Access::read}, {Src::scratch, 0, Access::read},
-                                         bias ? Bind{Src::input, 3, Access::read} : Bind{Src::dummy, 0, Access::read},
-                                         {Src::output, 0, Access::read_write}, ctx));
+  append_gemm(gs, {Src::input, 0, Access::read}, {Src::scratch, 0, Access::read},
+              bias ? Bind{Src::input, 3, Access::read} : Bind{Src::dummy, 0, Access::read},
+              {Src::output, 0, Access::read_write}, ctx, out);
   out.scratch_bytes.push_back(static_cast<size_t>(g.N * g.K) * 4);
   return true;
 }
@@ -111,9 +111,8 @@ void encode_linear_dW(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   g.b_sj = 1;
   g.accumulate = c.ints[0] != 0;
   g.f16 = f16_operands(c);
-  out.dispatches.push_back(gemm_dispatch(g, {Src::input, 0, Access::read}, {Src::input, 1, Access::read},
-                                         {Src::dummy, 0, Access::read}, {Src::output, 0, Access::read_write},
-                                         ctx));
+  append_gemm(g, {Src::input, 0, Access::read}, {Src::input, 1, Access::read}, {Src::dummy, 0, Access::read},
+              {Src::output, 0, Access::read_write}, ctx, out);
 }
 
 void encode_fused_ce(const OpCall& c, const EncodeContext& ctx, Encoded& out) {

@@ -65,6 +65,7 @@ void WebGpuProgram::on_finalize() {
   };
   std::vector<Pending> pending;
   std::vector<size_t> scratch_sizes;
+  size_t pooled_bytes = 0;
   for (size_t ci = 0; ci < calls().size(); ++ci) {
     const OpCall& c = calls()[ci];
     Encoder enc = encoder_for(c.op);
@@ -83,6 +84,7 @@ void WebGpuProgram::on_finalize() {
     enc(c, ectx, e);
     size_t base = scratch_sizes.size();
     for (size_t s : e.scratch_bytes) scratch_sizes.push_back(s);
+    pooled_bytes = std::max(pooled_bytes, e.pooled_scratch_bytes);
     for (Dispatch& dsp : e.dispatches) pending.push_back({ci, std::move(dsp), base});
   }
 
@@ -94,6 +96,11 @@ void WebGpuProgram::on_finalize() {
     scratch.push_back(b_.create_buffer(s, wgpu::kUsageStorage | wgpu::kUsageCopySrc | wgpu::kUsageCopyDst,
                                        "scratch"));
     owned_.push_back(scratch.back());
+  }
+  wgpu::Buffer pooled = nullptr;
+  if (pooled_bytes > 0) {
+    pooled = b_.create_buffer(pooled_bytes, wgpu::kUsageStorage, "pooled scratch");
+    owned_.push_back(pooled);
   }
   // One uniform buffer holds every dispatch's parameters, each at an aligned offset.
   const uint64_t align = std::max<uint32_t>(16, ctx.limits.minUniformBufferOffsetAlignment);
@@ -147,6 +154,7 @@ void WebGpuProgram::on_finalize() {
           break;
         case Src::output: bind_tensor(e, c.out.at(bd.index), c); break;
         case Src::scratch: e.buffer = scratch.at(p.scratch_base + bd.index); break;
+        case Src::pooled: e.buffer = pooled; break;
         case Src::scalars: e.buffer = scalars_; break;
         case Src::dummy: e.buffer = b_.dummy(); break;
         case Src::params:

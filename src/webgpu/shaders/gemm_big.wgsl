@@ -3,7 +3,8 @@
 // (gemm_io.wgsl) with a 128x128 tile per 256-thread workgroup, an 8x8 register tile per thread held in 16
 // vec4 accumulators, 16-deep k slices staged k-major in workgroup memory so both operands are read as vec4s, and the next
 // slice loaded into registers while the current one is multiplied. Override constants pick load maps
-// that keep global reads coalesced: A_K (A's contraction is contiguous), B_N (B's columns are).
+// that keep global reads coalesced: A_K (A's contraction is contiguous), B_N (B's columns are). Split-K
+// (gemm_io.wgsl): workgroup z multiplies one slice of the contraction into its own partial-sum plane.
 #include "gemm_io.wgsl"
 #include "f16_round.wgsl"
 override A_K: bool = true;
@@ -31,15 +32,16 @@ var<private> row0: u32;
 var<private> col0: u32;
 var<private> a_base: u32;
 var<private> b_base: u32;
+var<private> k_end: u32;  // end of this workgroup's contraction (its slice's under split-K)
 
 fn lda(e: u32, k0: u32) -> f32 {
   let s = a_slot(e);
-  if (row0 + s.x < p.M && k0 + s.y < p.K) { return operand(A[a_base + (row0 + s.x) * p.a_si + (k0 + s.y) * p.a_sc]); }
+  if (row0 + s.x < p.M && k0 + s.y < k_end) { return operand(A[a_base + (row0 + s.x) * p.a_si + (k0 + s.y) * p.a_sc]); }
   return 0.0;
 }
 fn ldb(e: u32, k0: u32) -> f32 {
   let s = b_slot(e);
-  if (col0 + s.x < p.N && k0 + s.y < p.K) { return operand(B[b_base + (k0 + s.y) * p.b_sc + (col0 + s.x) * p.b_sj]); }
+  if (col0 + s.x < p.N && k0 + s.y < k_end) { return operand(B[b_base + (k0 + s.y) * p.b_sc + (col0 + s.x) * p.b_sj]); }
   return 0.0;
 }
 fn sta(e: u32, v: f32) {
@@ -63,23 +65,27 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   row0 = wid.y * 128u;
   col0 = wid.x * 128u;
   a_base = wid.z * p.a_batch;
-  b_base = wid.z * p.b_batch;
+  b_base = wid.z * p.b_batch;  // split-K: a_batch = b_batch = 0
+  // Lets of uniform values, so the loop's barriers stay in uniform control flow.
+  let kb = select(0u, wid.z * p.kslice, p.kslice != 0u);
+  let ke = select(p.K, min(p.K, kb + p.kslice), p.kslice != 0u);
+  k_end = ke;
   var c00 = vec4<f32>(0.0); var c01 = vec4<f32>(0.0); var c10 = vec4<f32>(0.0); var c11 = vec4<f32>(0.0);
   var c20 = vec4<f32>(0.0); var c21 = vec4<f32>(0.0); var c30 = vec4<f32>(0.0); var c31 = vec4<f32>(0.0);
   var c40 = vec4<f32>(0.0); var c41 = vec4<f32>(0.0); var c50 = vec4<f32>(0.0); var c51 = vec4<f32>(0.0);
   var c60 = vec4<f32>(0.0); var c61 = vec4<f32>(0.0); var c70 = vec4<f32>(0.0); var c71 = vec4<f32>(0.0);
-  var a0r = lda(li, 0u); var a1r = lda(li + 256u, 0u); var a2r = lda(li + 512u, 0u); var a3r = lda(li + 768u, 0u);
-  var a4r = lda(li + 1024u, 0u); var a5r = lda(li + 1280u, 0u); var a6r = lda(li + 1536u, 0u); var a7r = lda(li + 1792u, 0u);
-  var b0r = ldb(li, 0u); var b1r = ldb(li + 256u, 0u); var b2r = ldb(li + 512u, 0u); var b3r = ldb(li + 768u, 0u);
-  var b4r = ldb(li + 1024u, 0u); var b5r = ldb(li + 1280u, 0u); var b6r = ldb(li + 1536u, 0u); var b7r = ldb(li + 1792u, 0u);
-  for (var k0 = 0u; k0 < p.K; k0 += 16u) {
+  var a0r = lda(li, kb); var a1r = lda(li + 256u, kb); var a2r = lda(li + 512u, kb); var a3r = lda(li + 768u, kb);
+  var a4r = lda(li + 1024u, kb); var a5r = lda(li + 1280u, kb); var a6r = lda(li + 1536u, kb); var a7r = lda(li + 1792u, kb);
+  var b0r = ldb(li, kb); var b1r = ldb(li + 256u, kb); var b2r = ldb(li + 512u, kb); var b3r = ldb(li + 768u, kb);
+  var b4r = ldb(li + 1024u, kb); var b5r = ldb(li + 1280u, kb); var b6r = ldb(li + 1536u, kb); var b7r = ldb(li + 1792u, kb);
+  for (var k0 = kb; k0 < ke; k0 += 16u) {
     sta(li, a0r); sta(li + 256u, a1r); sta(li + 512u, a2r); sta(li + 768u, a3r);
     sta(li + 1024u, a4r); sta(li + 1280u, a5r); sta(li + 1536u, a6r); sta(li + 1792u, a7r);
     stb(li, b0r); stb(li + 256u, b1r); stb(li + 512u, b2r); stb(li + 768u, b3r);
     stb(li + 1024u, b4r); stb(li + 1280u, b5r); stb(li + 1536u, b6r); stb(li + 1792u, b7r);
     workgroupBarrier();
     let kn = k0 + 16u;
-    if (kn < p.K) {  // next slice in flight while this one is multiplied
+    if (kn < ke) {  // next slice in flight while this one is multiplied
       a0r = lda(li, kn); a1r = lda(li + 256u, kn); a2r = lda(li + 512u, kn); a3r = lda(li + 768u, kn);
       a4r = lda(li + 1024u, kn); a5r = lda(li + 1280u, kn); a6r = lda(li + 1536u, kn); a7r = lda(li + 1792u, kn);
       b0r = ldb(li, kn); b1r = ldb(li + 256u, kn); b2r = ldb(li + 512u, kn); b3r = ldb(li + 768u, kn);

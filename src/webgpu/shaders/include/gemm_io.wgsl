@@ -1,11 +1,14 @@
 // The interface of the dense fp32 GEMMs gemm.wgsl and gemm_big.wgsl (one encoder, gemm_dispatch, picks
 // either): parameters, bindings, the operand rounding of the f16 flag and the epilogue. C[b,i,j] = alpha * sum_c A(i,c) B(c,j) (+ bias[j])
 // (+ C when accumulating), with A(i,c) = A[b*a_batch + i*a_si + c*a_sc], B(c,j) = B[b*b_batch + c*b_sc +
-// j*b_sj] and b = workgroup z.
+// j*b_sj] and b = workgroup z. Split-K (gemm_big.wgsl only, kslice != 0): z is instead a slice of the
+// contraction, [z*kslice, (z+1)*kslice), and C the pooled scratch of partial sums [z][M][N] (c_batch = M*N,
+// flags 0) that gemm_splitk_reduce.wgsl adds up.
 struct Params {
   M: u32, N: u32, K: u32, flags: u32,  // flags: 1 = bias, 2 = accumulate into C, 4 = alpha from scalars
   a_si: u32, a_sc: u32, b_sc: u32, b_sj: u32,  // element strides of A(i,c) and B(c,j)
   a_batch: u32, b_batch: u32, c_batch: u32, alpha_idx: u32,
+  kslice: u32, pad0: u32, pad1: u32, pad2: u32,  // split-K: contraction per z slice, 0 when not split
 }
 @group(0) @binding(0) var<storage, read> A: array<f32>;
 @group(0) @binding(1) var<storage, read> B: array<f32>;
