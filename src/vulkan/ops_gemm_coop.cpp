@@ -3,7 +3,8 @@
 // hi/lo parts in the program's pooled scratch (two passes per operand), then gemm_coop.comp multiplies them
 // keeping fp32 accuracy (three part products, fp32 accumulation; the error analysis is in the shader).
 // With the f16 flag the operands are fp16 by definition: one pass per operand writes its rounded fp16
-// values (no exponents, no lo part) and gemm_coop.comp does one product.
+// values (no exponents, no lo part) and gemm_coop.comp does one product; an operand whose rows are
+// contiguous (KIND 1) keeps that k-major orientation (no transpose) and gemm_coop.comp reads it transposed.
 #include <algorithm>
 #include <vector>
 
@@ -29,10 +30,10 @@ uint64_t partial_ints(const CoopOperand& o, uint64_t Rp, uint64_t batch) {
 }
 
 // The passes of gemm_split.comp for one operand: exponents (KIND 1: chunk maxima, then exponents), parts.
-// f16: only the parts pass (MODE 1), writing hi alone.
+// f16: only the parts pass (MODE 1; KIND 1: MODE 3, k-major), writing hi alone.
 void split(const CoopOperand& o, uint64_t Rp, uint64_t Kp, uint32_t batch, uint32_t scr_bind, uint64_t hi,
            uint64_t lo, uint64_t ex, uint64_t px, bool f16, const EncodeContext& ctx, Encoded& out) {
-  std::vector<uint32_t> modes = f16 ? std::vector<uint32_t>{1}
+  std::vector<uint32_t> modes = f16 ? std::vector<uint32_t>{o.kind == 1 ? 3u : 1u}
                                 : o.kind == 1 ? std::vector<uint32_t>{0, 2, 1} : std::vector<uint32_t>{0, 1};
   const uint64_t chunks = std::max<uint64_t>(1, (o.K + 255) / 256);
   for (uint32_t mode : modes) {
@@ -45,6 +46,7 @@ void split(const CoopOperand& o, uint64_t Rp, uint64_t Kp, uint32_t batch, uint3
     uint64_t groups;
     if (mode == 0) groups = o.kind == 1 ? (Rp / 32) * chunks : o.kind == 2 ? Rp / 32 : Rp;
     else if (mode == 2) groups = (Rp + 255) / 256;
+    else if (mode == 3) groups = (Kp * (Rp / 8) + 255) / 256;
     else if (o.kind == 1) groups = (Rp / 32) * ((Kp + 63) / 64);
     else groups = (Rp * (Kp / 8) + 255) / 256;
     grid_1d(std::max<uint64_t>(groups, 1), ctx, d.groups);
@@ -147,7 +149,8 @@ bool append_coop(const CoopOperand& a, const CoopOperand& b, const CoopEpilogue&
         out);
 
   Dispatch d{ET_VK_KERNEL(gemm_coop)};
-  d.spec = {ep.out_bind, ep.bias_bind, ep.scalar_bind, ep.scratch_bind, f16 ? 1u : 0u};
+  d.spec = {ep.out_bind, ep.bias_bind, ep.scalar_bind, ep.scratch_bind, f16 ? 1u : 0u,
+            f16 && a.kind == 1 ? 1u : 0u, f16 && b.kind == 1 ? 1u : 0u};
   d.arg(index32(M)).arg(index32(N)).arg(index32(Kp)).arg(index32(Mp)).arg(index32(Np)).arg(ep.c_batch).arg(ep.alpha_idx).arg(ep.flags);
   d.arg(index32(a_hi / 16)).arg(index32(a_lo / 16)).arg(index32(b_hi / 16)).arg(index32(b_lo / 16));
   d.arg(index32(ex_a / 4)).arg(index32(ex_b / 4));

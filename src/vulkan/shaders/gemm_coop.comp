@@ -13,7 +13,9 @@
 // loop has no bounds checks; only the epilogue tests m < M and n < N.
 // F16 (the f16 flag, mixed-precision training): the operands are fp16 values themselves (gemm_split.comp
 // F16: one unscaled part each, no exponents), so the loop stages and multiplies only the hi parts — one
-// product instead of three — and the epilogue has no exponents to apply.
+// product instead of three — and the epilogue has no exponents to apply. With F16 an operand may also come
+// k-major (A_KMAJOR / B_KMAJOR: [batch][Kp][Mp or Np], as gemm_split.comp MODE 3 writes a source whose rows
+// are contiguous): its slice is staged k-major too and the fragments are loaded transposed.
 //
 // 128x128 output tile per 256-thread workgroup (8 subgroups of 32, each 32x64 = 2x4 tiles of 16x16), k
 // slices (BK deep, below) staged in shared memory as uvec4s (8 halves per 16-byte store; k-contiguous rows, pitch 40
@@ -32,6 +34,8 @@ layout(constant_id = 1) const uint BIAS_BIND = 255;  // binding of bias[N], 255:
 layout(constant_id = 2) const uint SCALAR_BIND = 3;  // the scalar block (alpha)
 layout(constant_id = 3) const uint SCR_BIND = 4;     // the scratch that gemm_split.comp filled
 layout(constant_id = 4) const uint F16 = 0;          // 1: fp16 operands, hi parts only (see above)
+layout(constant_id = 5) const uint A_KMAJOR = 0;     // F16: A's part is [batch][Kp][Mp]
+layout(constant_id = 6) const uint B_KMAJOR = 0;     // F16: B's part is [batch][Kp][Np]
 
 layout(local_size_x = 256) in;
 
@@ -99,6 +103,9 @@ const uint LO_ROWS = F16 == 1u ? 1u : BM;  // F16 stages no lo parts
 shared uvec4 sAh[BM * PV], sAl[LO_ROWS * PV], sBh[BN * PV], sBl[LO_ROWS * PV];
 #define SH_AT(row, k) ((row) * PV + (k) / 8)
 #define SH_STRIDE PV
+// A k-major slice: BK rows of 128 halves plus 8 (16-byte rows, banks spread); fits the arrays above.
+const uint TPV = (BM + 8u) / 8u;
+#define SHT_AT(k, row) ((k) * TPV + (row) / 8)
 shared float stage[8 * 256];  // one 16x16 fp32 tile per subgroup for the epilogue
 
 #define ACC fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>
@@ -119,11 +126,16 @@ void main() {
   const uint NR = BM * KV / 256u, RS = 256u / KV;  // rows per invocation (2, or 4 for F16) and their step
   const uint lr = tid / KV, lc = tid % KV;
   const uint arow = (b * pc.Mp + row0 + lr) * kq + lc, brow = (b * pc.Np + col0 + lr) * kq + lc;
+  // k-major parts (F16): thread t moves uvec4 t % 16 of k rows t / 16 + 16 j (BK * 16 = 256 NR uvec4s).
+  const uint tr = tid / 16u, tc = tid % 16u, mq = pc.Mp / 8, nq = pc.Np / 8;
+  const uint at_src = (b * pc.Kp + tr) * mq + row0 / 8 + tc, bt_src = (b * pc.Kp + tr) * nq + col0 / 8 + tc;
   uvec4 ah[4], al[4], bh[4], bl[4];
 #define LOAD_SLICE(kv)                                                                        \
   [[unroll]] for (uint j = 0; j < NR; ++j) {                                                  \
-    ah[j] = part(pc.a_hi + arow + j * RS * kq + (kv));                                        \
-    bh[j] = part(pc.b_hi + brow + j * RS * kq + (kv));                                        \
+    ah[j] = A_KMAJOR == 1u ? part(pc.a_hi + at_src + ((kv) * 8 + j * 16) * mq)                \
+                           : part(pc.a_hi + arow + j * RS * kq + (kv));                       \
+    bh[j] = B_KMAJOR == 1u ? part(pc.b_hi + bt_src + ((kv) * 8 + j * 16) * nq)                \
+                           : part(pc.b_hi + brow + j * RS * kq + (kv));                       \
     if (F16 == 0u) {                                                                          \
       al[j] = part(pc.a_lo + arow + j * RS * kq + (kv));                                      \
       bl[j] = part(pc.b_lo + brow + j * RS * kq + (kv));                                      \
@@ -137,9 +149,9 @@ void main() {
   LOAD_SLICE(k_begin / 8)
   for (uint k0 = k_begin; k0 < k_end; k0 += BK) {
     [[unroll]] for (uint j = 0; j < NR; ++j) {
-      const uint at = SH_AT(lr + j * RS, lc * 8);
-      sAh[at] = ah[j];
-      sBh[at] = bh[j];
+      const uint at = SH_AT(lr + j * RS, lc * 8), tt = SHT_AT(tr + j * 16, tc * 8);
+      sAh[A_KMAJOR == 1u ? tt : at] = ah[j];
+      sBh[B_KMAJOR == 1u ? tt : at] = bh[j];
       if (F16 == 0u) {
         sAl[at] = al[j];
         sBl[at] = bl[j];
@@ -153,14 +165,18 @@ void main() {
       HALF ahf[2], alf[2];
       [[unroll]] for (uint i = 0; i < 2; ++i) {
         uint at = SH_AT(wm * 32 + i * 16, kk);
-        coopMatLoadNV(ahf[i], sAh, at, SH_STRIDE, false);
+        // k-major: A(m, k) at k * TPV + m / 8, a column-major M x K tile.
+        if (A_KMAJOR == 1u) coopMatLoadNV(ahf[i], sAh, SHT_AT(kk, wm * 32 + i * 16), TPV, true);
+        else coopMatLoadNV(ahf[i], sAh, at, SH_STRIDE, false);
         if (F16 == 0u) coopMatLoadNV(alf[i], sAl, at, SH_STRIDE, false);
       }
       [[unroll]] for (uint j = 0; j < 4; ++j) {
         // B(k, n) sits at row n, column k of the staged part: a column-major K x N tile.
         uint at = SH_AT(wn * 64 + j * 16, kk);
         HALF bhf, blf;
-        coopMatLoadNV(bhf, sBh, at, SH_STRIDE, true);
+        // k-major: B(k, n) at k * TPV + n / 8, a row-major K x N tile.
+        if (B_KMAJOR == 1u) coopMatLoadNV(bhf, sBh, SHT_AT(kk, wn * 64 + j * 16), TPV, false);
+        else coopMatLoadNV(bhf, sBh, at, SH_STRIDE, true);
         if (F16 == 0u) {
           coopMatLoadNV(blf, sBl, at, SH_STRIDE, true);
           [[unroll]] for (uint i = 0; i < 2; ++i) {

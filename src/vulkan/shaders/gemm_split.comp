@@ -13,8 +13,11 @@
 // W[n, k] = (code - 8) * scales[(k / gs) * N + n], in fp32 exactly as the fp32 kernels compute it.
 //
 // F16 (the f16 flag: fp16 operands, fp32 accumulation): one part per operand and no exponents. Only MODE 1
-// runs; it writes hi = the fp16 bits of et_round_f16(element), unscaled, and no lo: the operand values
-// every f16 kernel multiplies, so the tensor-core product equals the fp32-FMA one up to summation order.
+// runs (MODE 3 for KIND 1); it writes hi = the fp16 bits of et_round_f16(element), unscaled, and no lo: the
+// operand values every f16 kernel multiplies, so the tensor-core product equals the fp32-FMA one up to
+// summation order. MODE 3 (F16, KIND 1) keeps the source's orientation: k-major [batch][Kp][Rp] halves, which
+// gemm_coop.comp stages as they are and reads transposed from shared memory — a streaming conversion
+// instead of a transpose through shared memory (a step's weight gradients take both operands this way).
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
@@ -181,6 +184,16 @@ void main() {
     float m = 0.0;
     for (uint c = 0; c < chunks; ++c) m = max(m, intBitsToFloat(get_e(pc.px + (b * chunks + c) * pc.Rp + r)));
     put_e(pc.ex + b * pc.Rp + r, exponent_for(m));
+    return;
+  }
+
+  if (MODE == 3u) {  // F16, KIND 1: a thread per 8 consecutive rows r of one k, k-major
+    const uint rq = pc.Rp / 8, i = linear_group_id() * 256 + tid;
+    if (i >= pc.Kp * rq) return;
+    const uint k = i / rq, c = i % rq;
+    float v[8];
+    [[unroll]] for (uint j = 0; j < 8; ++j) v[j] = elem(b, c * 8 + j, k);
+    put(pc.hi + (b * pc.Kp + k) * rq + c, pack8_f16(v));
     return;
   }
 
