@@ -76,6 +76,22 @@ void grid_1d(uint64_t workgroups, const EncodeLimits& lim, uint32_t groups[3]) {
   groups[2] = 1;
 }
 
+uint64_t splitk_want(uint64_t tiles, uint64_t K, uint64_t min_depth, uint64_t step, Force force) {
+  if (force == Force::all) return std::min<uint64_t>(4, K / step);
+  const uint64_t target = 264;
+  if (tiles * 2 > target || K < 1024) return 1;
+  return std::min<uint64_t>(ceil_div(target, tiles), K / min_depth);
+}
+
+uint64_t splitk_slices(uint64_t K, uint64_t want, uint64_t step, uint64_t& slice) {
+  slice = K;
+  if (want < 2) return 1;
+  const uint64_t depth = ceil_div(ceil_div(K, want), step) * step, n = ceil_div(K, depth);
+  if (n < 2) return 1;
+  slice = depth;
+  return n;
+}
+
 Force force_from_env(const char* name, bool offers_large) {
   const char* e = std::getenv(name);
   if (!e) return Force::automatic;

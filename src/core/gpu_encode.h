@@ -55,4 +55,14 @@ void grid_1d(uint64_t workgroups, const EncodeLimits& lim, uint32_t groups[3]);
 enum class Force : uint8_t { automatic, never, large, all };
 Force force_from_env(const char* name, bool offers_large);
 
+// Split-K, shared by the GEMMs of both backends: a deep product with few output tiles leaves most of a large
+// GPU idle, so its contraction K is cut into slices run side by side and summed by a reduction.
+// splitk_want: the slices to ask for where the device does not say how many multiprocessors it has: enough
+// for ~264 workgroups (two per multiprocessor of a 132-multiprocessor GPU) when the output has at most 132
+// tiles and K >= 1024, each slice >= min_depth deep; force all: up to 4 slices of >= step (to test edges).
+uint64_t splitk_want(uint64_t tiles, uint64_t K, uint64_t min_depth, uint64_t step, Force force);
+// `want` slices evened out to a depth `slice` that is a multiple of step; returns how many that makes
+// (1: not split, slice = K).
+uint64_t splitk_slices(uint64_t K, uint64_t want, uint64_t step, uint64_t& slice);
+
 }  // namespace edgetrain::gpu

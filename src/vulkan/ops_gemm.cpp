@@ -43,17 +43,8 @@ uint32_t split_slices(const GemmArgs& g, uint64_t tiles, const EncodeContext& ct
   chunk = static_cast<uint32_t>(g.K);
   if (force == gpu::Force::never || !g.split_k || g.layout != 0 || g.batch != 1 || g.K < 32) return 1;
   if (force == gpu::Force::automatic && !(ctx.subgroup_size == 32 && ctx.max_shared_bytes >= 48 * 1024)) return 1;
-  uint64_t want;
-  if (force == gpu::Force::all) {
-    want = std::min<uint64_t>(4, g.K / 16);
-  } else {
-    const uint64_t target = 264;
-    if (tiles * 2 > target || g.K < 1024) return 1;
-    want = std::min<uint64_t>((target + tiles - 1) / tiles, g.K / 256);
-  }
-  if (want < 2) return 1;
-  uint64_t c = ((g.K + want - 1) / want + 15) / 16 * 16;
-  uint64_t s = (g.K + c - 1) / c;
+  uint64_t c;
+  const uint64_t s = gpu::splitk_slices(g.K, gpu::splitk_want(tiles, g.K, 256, 16, force), 16, c);
   if (s < 2 || s * g.M * g.N >= (1ull << 32)) return 1;
   chunk = static_cast<uint32_t>(c);
   return static_cast<uint32_t>(s);

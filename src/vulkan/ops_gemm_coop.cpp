@@ -71,9 +71,7 @@ uint64_t coop_slices(uint64_t tiles, uint64_t Kp, uint64_t bk, const CoopEpilogu
   // gemm_splitk_reduce.comp's bindings are layout 0's: out 2, scalars 3, scratch 4.
   if (ep.out_bind != 2 || ep.scalar_bind != 3 || ep.scratch_bind != 4) return 1;
   uint64_t want = 1;
-  if (force == gpu::Force::all) {
-    want = std::min<uint64_t>(4, Kp / bk);
-  } else if (ctx.multiprocessors > 0) {
+  if (force != gpu::Force::all && ctx.multiprocessors > 0) {
     const uint64_t slots = ctx.multiprocessors, most = std::min<uint64_t>(16, Kp / 512);
     double best = 0.0;
     for (uint64_t s = 1; s <= std::max<uint64_t>(most, 1); ++s) {
@@ -83,15 +81,9 @@ uint64_t coop_slices(uint64_t tiles, uint64_t Kp, uint64_t bk, const CoopEpilogu
       if (busy >= 0.9) break;
     }
   } else {
-    const uint64_t target = 264;
-    if (tiles * 2 > target || Kp < 1024) return 1;
-    want = std::min<uint64_t>((target + tiles - 1) / tiles, Kp / 512);
+    want = gpu::splitk_want(tiles, Kp, 512, bk, force);
   }
-  if (want < 2) return 1;
-  const uint64_t slice = round_up((Kp + want - 1) / want, bk), slices = (Kp + slice - 1) / slice;
-  if (slices < 2) return 1;
-  kslice = slice;
-  return slices;
+  return gpu::splitk_slices(Kp, want, bk, kslice);
 }
 
 }  // namespace

@@ -131,7 +131,7 @@ struct GemmShape {
 // Appends the product g: one GEMM dispatch, or (split-K, gemm_big.wgsl) the sliced product into the pooled
 // scratch and gemm_splitk_reduce.wgsl.
 void append_gemm(const GemmShape& g, Bind a, Bind b, Bind bias, Bind c, const EncodeContext& ctx, Encoded& out);
-// Whether gemm_dispatch runs the large-tile kernel (gemm_big.wgsl) for g (Tuning::gemm_big).
+// Whether append_gemm runs the large-tile kernel (gemm_big.wgsl) for g (Tuning::gemm_big).
 bool big_gemm(const GemmShape& g, const EncodeContext& ctx);
 
 }  // namespace edgetrain::wg

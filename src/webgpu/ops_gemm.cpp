@@ -1,10 +1,10 @@
 // WebGPU encoders of the dense matrix products (mm, bmm, linear), all on the strided tiled GEMMs (gemm.wgsl,
 // gemm_big.wgsl for large products, split-K with gemm_splitk_reduce.wgsl for deep ones with few tiles).
+#include <algorithm>
+
 #include "gemm.wgsl.h"
 #include "gemm_big.wgsl.h"
 #include "gemm_splitk_reduce.wgsl.h"
-#include <algorithm>
-
 #include "webgpu/kernel.h"
 
 namespace edgetrain::wg {
@@ -30,27 +30,24 @@ namespace {
 // gradient dW [768, 768] over 8192 tokens is 36 workgroups), so its contraction is cut into slices run side
 // by side over z, each into its own plane of partial sums in the pooled scratch, added up in a fixed order
 // by gemm_splitk_reduce.wgsl. WebGPU does not say how many multiprocessors a GPU has: like the Vulkan
-// kernels on devices that do not say, enough slices (each >= 512 deep) for ~264 workgroups. Returns the
-// slice count (1: not split) and sets kslice.
-uint32_t splitk_slices(const GemmShape& g, uint64_t tiles, const EncodeContext& ctx, uint32_t& kslice) {
+// kernels on devices that do not say, enough slices (each >= 512 deep) for ~264 workgroups
+// (gpu::splitk_want). Returns the slice count (1: not split) and sets kslice.
+uint32_t split_slices(const GemmShape& g, uint64_t tiles, const EncodeContext& ctx, uint32_t& kslice) {
   kslice = 0;
   const gpu::Force force = ctx.tuning.split_k;
   if (g.batch != 1 || force == gpu::Force::never) return 1;
-  uint64_t want;
-  if (force == gpu::Force::all) {
-    want = std::min<uint64_t>(4, ceil_div(g.K, 16));
-  } else {
-    const uint64_t target = 264;
-    if (tiles * 2 > target || g.K < 1024) return 1;
-    want = std::min<uint64_t>(ceil_div(target, tiles), g.K / 512);
-  }
-  while (want >= 2 && want * g.M * g.N * 4 > ctx.max_binding_bytes) --want;
-  if (want < 2) return 1;
-  const uint64_t slice = ceil_div(ceil_div(g.K, want), 16) * 16, slices = ceil_div(g.K, slice);
-  if (slices < 2) return 1;
+  uint64_t slice;
+  const uint64_t n = gpu::splitk_slices(g.K, gpu::splitk_want(tiles, g.K, 512, 16, force), 16, slice);
+  if (n < 2 || n * g.M * g.N * 4 > ctx.max_binding_bytes) return 1;  // the partial sums bind as one range
   kslice = static_cast<uint32_t>(slice);
-  return static_cast<uint32_t>(slices);
+  return static_cast<uint32_t>(n);
 }
+
+// The epilogue's flags (gemm_io.wgsl, gemm_splitk_reduce.wgsl: 1 bias, 2 accumulate, 4 alpha) and alpha's slot.
+uint32_t epilogue_flags(const GemmShape& g) {
+  return (g.bias ? 1u : 0u) | (g.accumulate ? 2u : 0u) | (g.alpha_index >= 0 ? 4u : 0u);
+}
+uint32_t alpha_slot(const GemmShape& g) { return static_cast<uint32_t>(g.alpha_index < 0 ? 0 : g.alpha_index); }
 
 Dispatch gemm_dispatch(const GemmShape& g, Bind a, Bind b, Bind bias, Bind c, const EncodeContext& ctx) {
   const bool big = big_gemm(g, ctx);
@@ -58,10 +55,9 @@ Dispatch gemm_dispatch(const GemmShape& g, Bind a, Bind b, Bind bias, Bind c, co
   if (big) d.constant("A_K", g.a_sc == 1 ? 1 : 0).constant("B_N", g.b_sj == 1 ? 1 : 0);
   d.constant("F16", g.f16 ? 1 : 0);
   d.bind(a).bind(b).bind(bias).bind(c).scalars().uniform();
-  uint32_t flags = (g.bias ? 1u : 0u) | (g.accumulate ? 2u : 0u) | (g.alpha_index >= 0 ? 4u : 0u);
-  d.arg(g.M).arg(g.N).arg(g.K).arg(flags);
+  d.arg(g.M).arg(g.N).arg(g.K).arg(epilogue_flags(g));
   d.arg(g.a_si).arg(g.a_sc).arg(g.b_sc).arg(g.b_sj);
-  d.arg(g.a_batch).arg(g.b_batch).arg(g.c_batch).arg(static_cast<uint32_t>(g.alpha_index < 0 ? 0 : g.alpha_index));
+  d.arg(g.a_batch).arg(g.b_batch).arg(g.c_batch).arg(alpha_slot(g));
   d.arg(g.kslice).arg(0u).arg(0u).arg(0u);  // then padding
   const uint64_t tile = big ? 128 : 32;
   d.groups[0] = static_cast<uint32_t>(ceil_div(g.N, tile));
@@ -74,7 +70,7 @@ Dispatch gemm_dispatch(const GemmShape& g, Bind a, Bind b, Bind bias, Bind c, co
 
 void append_gemm(const GemmShape& g, Bind a, Bind b, Bind bias, Bind c, const EncodeContext& ctx, Encoded& out) {
   uint32_t kslice = 0, slices = 1;
-  if (big_gemm(g, ctx)) slices = splitk_slices(g, ceil_div(g.M, 128) * ceil_div(g.N, 128), ctx, kslice);
+  if (big_gemm(g, ctx)) slices = split_slices(g, ceil_div(g.M, 128) * ceil_div(g.N, 128), ctx, kslice);
   if (slices < 2) {
     out.dispatches.push_back(gemm_dispatch(g, a, b, bias, c, ctx));
     return;
@@ -92,9 +88,8 @@ void append_gemm(const GemmShape& g, Bind a, Bind b, Bind bias, Bind c, const En
 
   Dispatch r(ET_WG_KERNEL(gemm_splitk_reduce));
   r.pooled(Access::read).bind(bias).bind(c).scalars().uniform();
-  const uint32_t flags = (g.bias ? 1u : 0u) | (g.accumulate ? 2u : 0u) | (g.alpha_index >= 0 ? 4u : 0u);
-  r.arg(g.M * g.N).arg(g.N).arg(slices).arg(flags);
-  r.arg(static_cast<uint32_t>(g.alpha_index < 0 ? 0 : g.alpha_index)).arg(0u).arg(0u).arg(0u);
+  r.arg(g.M * g.N).arg(g.N).arg(slices).arg(epilogue_flags(g));
+  r.arg(alpha_slot(g)).arg(0u).arg(0u).arg(0u);
   grid_1d(ceil_div(uint64_t{g.M} * g.N, 256), ctx, r.groups);
   out.dispatches.push_back(std::move(r));
 }

@@ -1,4 +1,4 @@
-// The interface of the dense fp32 GEMMs gemm.wgsl and gemm_big.wgsl (one encoder, gemm_dispatch, picks
+// The interface of the dense fp32 GEMMs gemm.wgsl and gemm_big.wgsl (one encoder, append_gemm, picks
 // either): parameters, bindings, the operand rounding of the f16 flag and the epilogue. C[b,i,j] = alpha * sum_c A(i,c) B(c,j) (+ bias[j])
 // (+ C when accumulating), with A(i,c) = A[b*a_batch + i*a_si + c*a_sc], B(c,j) = B[b*b_batch + c*b_sc +
 // j*b_sj] and b = workgroup z. Split-K (gemm_big.wgsl only, kslice != 0): z is instead a slice of the
