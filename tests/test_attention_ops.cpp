@@ -387,7 +387,7 @@ TEST(AttentionTiles, TensorCoreTilesFitTheirMemory) {
     EXPECT_EQ(br, hd <= 64 ? 64u : 32u);
     EXPECT_LE(gpu::attention_coop_shared_bytes(hc, br), 48u * 1024);
     EXPECT_GT(gpu::attention_coop_shared_bytes(hc, 64), br == 64 ? 0u : 48u * 1024);
-    EXPECT_EQ(gpu::attention_coop_rows(hd, 16 * 1024), 0u);
+    EXPECT_EQ(gpu::attention_coop_rows(hd, 8 * 1024), 0u);
   }
   EXPECT_EQ(gpu::attention_coop_rows(gpu::kAttnMaxHeadDim + 1, 1 << 20), 0u);
 }

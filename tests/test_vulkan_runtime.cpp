@@ -130,6 +130,20 @@ TEST(VulkanRuntime, UploadDownloadRoundTrip) {
   EXPECT_EQ(b.to_vector<float>(tb), big);
 }
 
+// Where the device has cooperative matrices, the probe ran at backend start: NVIDIA's (the one
+// implementation of VK_NV_cooperative_matrix) must fit, or fp16 attention would leave the tensor cores.
+TEST(VulkanRuntime, CoopLayoutProbeFitsWhereCooperativeMatricesExist) {
+  NEED_VULKAN();
+  vk::VulkanBackend& b = vb();
+  if (!b.context().limits().coopmat) GTEST_SKIP() << "no cooperative matrices on " << b.device_name();
+  const vk::EncodeContext e = b.encode_context();
+  EXPECT_TRUE(e.coop_acc_known);
+  const vk::CoopAccLayout l = vk::probe_coop_acc_layout(b);
+  ASSERT_TRUE(l.known) << l.what;
+  EXPECT_EQ(l.rows_high, e.coop_acc_rows_high);
+  EXPECT_EQ(l.columns, e.coop_acc_columns);
+}
+
 TEST(VulkanRuntime, OutOfMemoryNamesTheSize) {
   NEED_VULKAN();
   const int64_t n = int64_t(1) << 48;  // 1 PiB of f32

@@ -31,12 +31,11 @@ AttnTiles attention_tiles(AttnKernel k, int64_t hd, const EncodeLimits& lim, con
 // Past 64 the kernels move output columns through the stage 64 at a time, so the capacity is 128 there.
 uint32_t attention_capacity(int64_t hd) { return hd > 64 ? 128 : static_cast<uint32_t>((hd + 15) / 16 * 16); }
 
-// attention_coop.glsl: two B tiles of fp16 rows (pitch hc + 8), a 16-row fp32 stage per subgroup (pitch
-// max(br, min(hc, 64)) + 4), a 16 x br fp16 P tile per subgroup (pitch br + 8), and the backward's lse and
-// D of a B tile.
+// attention_coop.glsl: two B tiles of fp16 rows (pitch hc + 8), a 16-row fp32 stage per subgroup for the
+// output rows (pitch min(hc, 64) + 4), and the backward's lse and D of a B tile.
 size_t attention_coop_shared_bytes(uint32_t hc, uint32_t br) {
-  const size_t cw = hc < 64 ? hc : 64, sp = (br > cw ? br : cw) + 4;
-  return 2 * br * (hc + 8) * 2 + 4 * 16 * sp * 4 + 4 * 16 * (br + 8) * 2 + 2 * br * 4;
+  const size_t cw = hc < 64 ? hc : 64, sp = cw + 4;
+  return 2 * br * (hc + 8) * 2 + 4 * 16 * sp * 4 + 2 * br * 4;
 }
 
 uint32_t attention_coop_rows(int64_t hd, size_t max_shared) {

@@ -67,6 +67,9 @@ struct Tuning {
 struct EncodeContext : gpu::EncodeLimits {
   uint32_t subgroup_size = 32;            // device subgroup size (e.g. 32 on NVIDIA, 4..64 on CPUs)
   bool coopmat = false;                   // fp16 cooperative matrices usable (Limits::coopmat)
+  // Their fp32 accumulators' element layout (coop_layout.h), which the tensor-core attention kernels need.
+  bool coop_acc_known = false;
+  uint32_t coop_acc_rows_high = 0, coop_acc_columns = 0;
   uint32_t multiprocessors = 0;           // Limits::multiprocessors (0: unknown)
   uint64_t max_storage_range = 1u << 27;  // maxStorageBufferRange: the largest buffer a binding may cover
   Tuning tuning;

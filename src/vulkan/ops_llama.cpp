@@ -173,10 +173,11 @@ AttnShape attention_shape(const OpCall& c, size_t qi) {
   return {u32(q[0], c), u32(q[1], c), u32(k[1], c), u32(q[2], c), u32(k[2], c), u32(q[3], c)};
 }
 // The tensor-core kernels (attention_coop*.comp) for a call with the f16 flag on a device with fp16
-// cooperative matrices, subgroups of 32 and room for their tiles; 0 when they do not apply, else the
-// rows of their B tiles.
+// cooperative matrices whose accumulator layout is known (coop_layout.h), subgroups of 32 and room for
+// their tiles; 0 when they do not apply, else the rows of their B tiles.
 uint32_t coop_attention_rows(const OpCall& c, const AttnShape& a, const EncodeContext& ctx) {
-  if (!f16_operands(c) || !ctx.coopmat || ctx.subgroup_size != 32 || ctx.max_invocations < 128) return 0;
+  if (!f16_operands(c) || !ctx.coopmat || !ctx.coop_acc_known || ctx.subgroup_size != 32 || ctx.max_invocations < 128)
+    return 0;
   return gpu::attention_coop_rows(a.hd, ctx.max_shared_bytes);
 }
 // One dispatch of kernel `kind`: with coop_rows (coop_attention_rows, 0: none) attention_coop.comp or
@@ -193,9 +194,9 @@ Dispatch attention_dispatch(gpu::AttnKernel kind, const AttnShape& a, uint32_t c
   const uint32_t has_pos = c.in.size() > pos && c.in[pos].defined() ? 1u : 0u;
   uint32_t a_rows;
   std::vector<uint32_t> spec;
-  if (coop_rows) {  // constants HC, BR, HAS_POS, then MODE
+  if (coop_rows) {  // constants HC, BR, HAS_POS, the accumulator layout, then MODE
     a_rows = gpu::kAttnCoopRows;
-    spec = {gpu::attention_capacity(a.hd), coop_rows, has_pos};
+    spec = {gpu::attention_capacity(a.hd), coop_rows, has_pos, ctx.coop_acc_rows_high, ctx.coop_acc_columns};
     if (!forward) spec.push_back(mode);
   } else {  // the tile constants 0-5, then MODE, then HAS_POS
     const gpu::AttnTiles t = gpu::attention_tiles(kind, a.hd, ctx, c);

@@ -21,6 +21,11 @@ VulkanBackend::VulkanBackend(const BackendOptions& opts) {
   dummy_ = mem_->create(16);
   xfer_->zero_fill_later(dummy_.buffer);
   prof_ = Profiler::from_env(*ctx_);
+  if (ctx_->limits().coopmat) {
+    coop_layout_ = probe_coop_acc_layout(*this);
+    if (!coop_layout_.known)
+      std::fprintf(stderr, "edgetrain vulkan: fp16 attention runs without the tensor cores: %s\n", coop_layout_.what.c_str());
+  }
 }
 
 VulkanBackend::~VulkanBackend() {
@@ -53,6 +58,9 @@ EncodeContext VulkanBackend::encode_context() const {
   e.max_shared_bytes = l.max_shared_bytes;
   e.max_invocations = l.max_invocations;
   e.coopmat = l.coopmat;
+  e.coop_acc_known = coop_layout_.known;
+  e.coop_acc_rows_high = coop_layout_.rows_high;
+  e.coop_acc_columns = coop_layout_.columns;
   e.multiprocessors = l.multiprocessors;
   e.max_storage_range = l.max_storage_range;
   e.tuning = ctx_->tuning();

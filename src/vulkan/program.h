@@ -9,6 +9,7 @@
 
 #include "edgetrain/backends.h"
 #include "vulkan/context.h"
+#include "vulkan/coop_layout.h"
 #include "vulkan/kernel.h"
 #include "vulkan/memory.h"
 #include "vulkan/pipelines.h"
@@ -57,6 +58,7 @@ class VulkanBackend : public Backend {
   uint64_t next_id_ = 1;
   DeviceBuffer dummy_;
   std::unique_ptr<Profiler> prof_;
+  CoopAccLayout coop_layout_;  // probed at start where the device has cooperative matrices
 };
 
 class VulkanProgram : public Program {

@@ -1,16 +1,18 @@
 // What the tensor-core attention kernels (attention_coop.comp, attention_coop_backward.comp) share: their
-// tile geometry, workgroup memory, and the loads that round fp32 rows to fp16. They run attention calls
-// with the f16 flag (ops.inc) on devices with NV cooperative matrices (16x16x16 fp16 products, fp32
-// accumulation); ops_llama.cpp chooses them and src/core/attention_tiles.h sizes them.
+// tile geometry, workgroup memory, the loads that round fp32 rows to fp16, and the element layout of the
+// accumulators. They run attention calls with the f16 flag (ops.inc) on devices with NV cooperative
+// matrices (16x16x16 fp16 products, fp32 accumulation) whose accumulator layout the backend has probed
+// (coop_layout.h); ops_llama.cpp chooses them and src/core/attention_tiles.h sizes them.
 //
 // A workgroup is 4 subgroups of 32. Each subgroup owns 16 rows of the workgroup's 64-row "A" tile (queries
 // in the forward and dq, keys in dk/dv) and walks "B" tiles of BR rows (keys, or queries) staged as fp16 in
-// workgroup memory. A 16 x BR score tile of a subgroup is a row of BR/16 accumulators; the row-wise work
-// (mask, softmax, dS) needs each element's row and column, which a cooperative matrix does not expose, so
-// the scores go through the subgroup's fp32 stage: lane l owns row l%16 and half l/16 of its columns (so
-// the 8 lanes of a quarter subgroup read 8 different rows: 16-byte reads free of bank conflicts). The
-// probabilities (or dS) it computes go back as fp16 through the subgroup's P tile, loaded as the A
-// operand of the next product.
+// workgroup memory. A 16 x BR score tile of a subgroup is a row of BR/16 accumulators. The row-wise work
+// (mask, softmax, dS) is done on the accumulators' elements in registers: element i of lane l sits at row
+// (l >> 2) + 8 * bit i of ACC_ROWS_HIGH and column 2 (l & 3) + nibble i of ACC_COLUMNS, so the 4 lanes of a
+// quad share two rows and a row's max or sum is two shuffles away. The probabilities (or dS) become the A
+// operand of the next product by an fp16 conversion of the accumulator, without workgroup memory. Measured
+// on an H200 against the previous kernels, which moved every score tile, probability tile and P V product
+// through workgroup memory: docs/PERFORMANCE.md.
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_NV_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
@@ -23,16 +25,19 @@
 layout(local_size_x = 128) in;
 layout(constant_id = 0) const uint HC = 64;  // head-dim capacity: 16, 32, 48, 64 or 128 (a multiple of CW)
 layout(constant_id = 1) const uint BR = 64;  // rows of a B tile (64, or 32 for HC 128: workgroup memory)
+// constant_id 2 is the kernels' HAS_POS. The accumulator layout (coop_layout.h; the defaults are what an
+// H200 reports): bit i set = element i in the quad's second row; nibble i = element i's column offset.
+layout(constant_id = 3) const uint ACC_ROWS_HIGH = 0xF0u;
+layout(constant_id = 4) const uint ACC_COLUMNS = 0x98109810u;
 
 const uint AR = 64u;             // rows of the A tile: 16 per subgroup
 const uint NH = HC / 16u;        // 16-wide fragments across the head dim
 const uint NB = BR / 16u;        // 16-wide fragments across a B tile
 const uint KP8 = (HC + 8u) / 8u;  // pitch of a head-dim row in uvec4s of 8 halves (HC + 8 halves: 16-byte
                                   // aligned, spreads banks); the unit of the cooperative loads' offsets
-const uint PP8 = (BR + 8u) / 8u;  // pitch of a P tile row, in uvec4s
 const uint CW = HC < 64u ? HC : 64u;  // output columns per pass through the stage
-const uint SP4 = (BR > CW ? BR : CW) / 4u + 1u;  // pitch of a stage row, in uvec4s of 4 floats
-const uint NH_MAX = 8u, NB_MAX = 4u, HALF_MAX = 64u;  // register arrays' sizes for the largest tiles
+const uint SP4 = CW / 4u + 1u;  // pitch of a stage row, in uvec4s of 4 floats
+const uint NH_MAX = 8u, NB_MAX = 4u;  // register arrays' sizes for the largest tiles
 
 #define ACC fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>
 #define HALF fcoopmatNV<16, gl_ScopeSubgroup, 16, 16>
@@ -40,12 +45,20 @@ const uint NH_MAX = 8u, NB_MAX = 4u, HALF_MAX = 64u;  // register arrays' sizes 
 // fp16 tiles are uvec4 arrays (8 halves each), the element type the cooperative loads take.
 // Two B tiles (K and V, or Q and dout), or at the start one A tile of 64 rows: 2 * BR >= 64.
 shared uvec4 Ts[2u * BR * KP8];
-shared uvec4 stage[4u * 16u * SP4];  // a 16-row fp32 stage per subgroup (float bits: the stores' type)
-shared uvec4 Ps[4u * 16u * PP8];    // a 16 x BR fp16 P (or dS) tile per subgroup
+shared uvec4 stage[4u * 16u * SP4];  // a 16-row fp32 stage per subgroup for output rows (float bits)
 
-uvec4 pack8(vec4 a, vec4 b) {
-  return uvec4(packFloat2x16(f16vec2(a.xy)), packFloat2x16(f16vec2(a.zw)), packFloat2x16(f16vec2(b.xy)),
-               packFloat2x16(f16vec2(b.zw)));
+// Element i of this lane's accumulators: which of the quad's two rows (0: lane >> 2, 1: 8 + lane >> 2),
+// and its column within the 16 (2 (lane & 3) + acc_col(i)).
+uint acc_row_half(uint i) { return (ACC_ROWS_HIGH >> i) & 1u; }
+uint acc_col(uint i) { return (ACC_COLUMNS >> (4u * i)) & 15u; }
+// The maximum and the sum over a row's quad of lanes.
+float quad_max(float x) {
+  x = max(x, subgroupShuffleXor(x, 1u));
+  return max(x, subgroupShuffleXor(x, 2u));
+}
+float quad_sum(float x) {
+  x += subgroupShuffleXor(x, 1u);
+  return x + subgroupShuffleXor(x, 2u);
 }
 
 // Tiles are loaded in slots of 4 head-dim columns: the HC/4 slots of a row go to consecutive invocations,
@@ -101,45 +114,28 @@ const uint NS = (BR * SL + 127u) / 128u, NS_MAX = 8u;
     if (r_ < BR) ET_PUT_SLOT(at, r_, s_, x[k_])                                               \
   }
 
-// The stage and P tile of subgroup sg, and where lane l's row and columns start in them.
+// The stage of subgroup sg, and one column of a row of it.
 uint stage_at(uint sg) { return sg * 16u * SP4; }
-// Columns col..col+3 (col % 4 == 0) of row r of subgroup sg's stage, and one column.
-vec4 stage4(uint sg, uint r, uint col) { return uintBitsToFloat(stage[stage_at(sg) + r * SP4 + col / 4u]); }
 float stage1(uint sg, uint r, uint col) { return uintBitsToFloat(stage[stage_at(sg) + r * SP4 + col / 4u][col % 4u]); }
-uint p_at(uint sg) { return sg * 16u * PP8; }
 
-// acc[j] = A (16 x HC, the fragments a[]) times the transpose of B tile rows j*16.. (head-dim rows of Ts at
-// `at`), for j < NB, stored to the subgroup's stage at column j*16: a 16 x BR tile of dot products.
-#define ET_SCORES_TO_STAGE(a, at, sg)                                                         \
-  [[unroll]] for (uint j_ = 0u; j_ < NB; ++j_) {                                              \
-    ACC s_ = ACC(0.0);                                                                        \
-    [[unroll]] for (uint kk_ = 0u; kk_ < NH; ++kk_) {                                         \
+// s = A (16 x HC, the fragments a[]) times the transpose of rows j*16..j*16+15 of the B tile at `at`
+// (head-dim rows of Ts): a 16 x 16 tile of dot products.
+#define ET_SCORES(s, a, at, j)                                                                \
+  s = ACC(0.0);                                                                               \
+  [[unroll]] for (uint kk_ = 0u; kk_ < NH; ++kk_) {                                           \
+    HALF b_;                                                                                  \
+    coopMatLoadNV(b_, Ts, (at) + (j) * 16u * KP8 + kk_ * 2u, KP8, true);                      \
+    s = coopMatMulAddNV(a[kk_], b_, s);                                                       \
+  }
+
+// acc[n] += P (16 x BR: the fp16 fragments p[]) times the B tile at `at` (BR x HC), n < NH.
+#define ET_TIMES_TILE(acc, p, at)                                                             \
+  [[unroll]] for (uint n_ = 0u; n_ < NH; ++n_)                                                \
+    [[unroll]] for (uint k_ = 0u; k_ < NB; ++k_) {                                            \
       HALF b_;                                                                                \
-      coopMatLoadNV(b_, Ts, (at) + j_ * 16u * KP8 + kk_ * 2u, KP8, true);                     \
-      s_ = coopMatMulAddNV(a[kk_], b_, s_);                                                   \
-    }                                                                                         \
-    coopMatStoreNV(s_, stage, stage_at(sg) + j_ * 4u, SP4, false);                            \
-  }
-
-// acc[n] += P (the subgroup's 16 x BR fp16 tile) times rows of the B tile at `at` (BR x HC), n < NH.
-#define ET_P_TIMES_TILE(acc, at, sg)                                                          \
-  {                                                                                           \
-    HALF p_[NB_MAX];                                                                          \
-    [[unroll]] for (uint k_ = 0u; k_ < NB; ++k_) coopMatLoadNV(p_[k_], Ps, p_at(sg) + k_ * 2u, PP8, false); \
-    [[unroll]] for (uint n_ = 0u; n_ < NH; ++n_)                                              \
-      [[unroll]] for (uint k_ = 0u; k_ < NB; ++k_) {                                          \
-        HALF b_;                                                                              \
-        coopMatLoadNV(b_, Ts, (at) + k_ * 16u * KP8 + n_ * 2u, KP8, false);                   \
-        acc[n_] = coopMatMulAddNV(p_[k_], b_, acc[n_]);                                       \
-      }                                                                                       \
-  }
-
-// Writes lane's BR/2 values x[] (its row, its half of the columns) to the subgroup's P tile as fp16.
-#define ET_STORE_P(x, sg, row, half_)                                                         \
-  [[unroll]] for (uint i_ = 0u; i_ < BR / 16u; ++i_)                                         \
-    Ps[p_at(sg) + (row) * PP8 + (half_) * (BR / 16u) + i_] =                                  \
-        pack8(vec4(x[8u * i_], x[8u * i_ + 1u], x[8u * i_ + 2u], x[8u * i_ + 3u]),            \
-              vec4(x[8u * i_ + 4u], x[8u * i_ + 5u], x[8u * i_ + 6u], x[8u * i_ + 7u]));
+      coopMatLoadNV(b_, Ts, (at) + k_ * 16u * KP8 + n_ * 2u, KP8, false);                     \
+      acc[n_] = coopMatMulAddNV(p[k_], b_, acc[n_]);                                          \
+    }
 
 // Stores the fragments acc[] (16 x HC fp32, times `mul`) of the subgroup's 16 rows to a buffer through the
 // stage, CW columns at a time: row r goes to F at base + r * stride if r < nvalid, the first hd columns.

@@ -2,20 +2,21 @@
 // D, softmax and gradient sums), flash-attention-2 style without atomics, as attention_backward.comp: P is
 // recomputed from q, k and the forward's lse. Two dispatches:
 //   MODE 0, dq: one workgroup per (batch, query head, block of 64 queries). Writes D = rowsum(dout * out)
-//     of its rows to the scratch buffer; per tile of BR keys: S = Q K^T and then dP = dout V^T through the
-//     stage, P = exp(scale S - lse) and dS = P (dP - D) per lane, dS to the P tile, dq += dS K in
-//     accumulators; dq *= scale.
+//     of its rows to the scratch buffer; per 16 keys of a tile of BR: S = Q K^T and dP = dout V^T in
+//     accumulators, P = exp(scale S - lse) and dS = P (dP - D) on their elements, dS to fp16 fragments;
+//     dq += dS K; dq *= scale.
 //   MODE 1, dk/dv: one workgroup per (batch, kv head, block of 64 keys), keys and values as fp16 fragments,
 //     walking every query head of the group and every tile of BR queries that sees a key of the block:
 //     S^T = K Q^T, P^T (D from MODE 0), dv += P^T dout; dP^T = V dout^T, dS^T = P^T (dP^T - D),
 //     dk += dS^T Q; dk *= scale. dk and dv sum the group's query heads in order, in one workgroup.
-// Layouts and masking (HAS_POS) as attention_backward.comp; shared pieces in attention_coop.glsl.
+// The element-wise work needs each accumulator element's row and column (attention_coop.glsl). Layouts and
+// masking (HAS_POS) as attention_backward.comp; shared pieces in attention_coop.glsl.
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #include "attention_coop.glsl"
 #include "generic_common.glsl"
 layout(constant_id = 2) const uint HAS_POS = 0;  // 1: binding 6 holds pos [B, T]
-layout(constant_id = 3) const uint MODE = 0;     // 0 dq (and D), 1 dk/dv
+layout(constant_id = 5) const uint MODE = 0;     // 0 dq (and D), 1 dk/dv (3 and 4: attention_coop.glsl)
 
 layout(set = 0, binding = 0) readonly buffer DOb { float dout[]; };
 layout(set = 0, binding = 0) readonly buffer DOv { vec4 dout4[]; };
@@ -44,14 +45,15 @@ shared float LDs[2u * BR];  // MODE 1: lse and D of the query tile's rows
 
 uint first_key(uint b, uint t) { return t - uint(clamp(tok_pos[b * p.T + t], 0, int(t))); }
 
-void dq_block(uint wid, uint sg, uint lane, uint row, uint hf) {
+void dq_block(uint wid, uint sg, uint lane) {
   const uint bh = wid / p.nblocks, qb = p.nblocks - 1u - (wid - bh * p.nblocks);
   const uint b = bh / p.H, h = bh - b * p.H, g = h / (p.H / p.KV);
   const uint t0 = qb * AR, nq = min(AR, p.T - t0), off = p.S - p.T;
   const uint qstride = p.H * p.hd, kstride = p.KV * p.hd;
   const uint qbase = ((b * p.T + t0) * p.H + h) * p.hd, kbase = (b * p.S * p.KV + g) * p.hd;
   const float scale = scal[p.scale_idx];
-  const uint r16 = sg * 16u + row, t = t0 + r16;
+  const uint rq = lane >> 2u, cq = 2u * (lane & 3u);
+  const uint tq[2] = {t0 + sg * 16u + rq, t0 + sg * 16u + rq + 8u};  // this lane's two queries
 
   HALF qf[NH_MAX], df[NH_MAX];
   ET_LOAD_F16(0u, AR, q, q4, qbase, qstride, nq, p.hd)
@@ -62,24 +64,25 @@ void dq_block(uint wid, uint sg, uint lane, uint row, uint hf) {
   barrier();
   [[unroll]] for (uint kk = 0u; kk < NH; ++kk) coopMatLoadNV(df[kk], Ts, sg * 16u * KP8 + kk * 2u, KP8, false);
 
-  // D = rowsum(dout * out) in fp32 from the unrounded rows: each lane of a row's pair half the head dim.
-  float D = 0.0, L = 0.0;
-  if (t < p.T) {
-    const uint orow = qbase + r16 * qstride;
-    for (uint c = hf; c < p.hd; c += 2u) D += dout[orow + c] * o[orow + c];
-    L = lse[(b * p.H + h) * p.T + t];
+  // D = rowsum(dout * out) in fp32 from the unrounded rows: the quad's lanes a quarter of the head dim each.
+  float D[2] = {0.0, 0.0}, L[2] = {0.0, 0.0};
+  uint first[2] = {0u, 0u};
+  [[unroll]] for (uint r = 0u; r < 2u; ++r) {
+    if (tq[r] < p.T) {
+      const uint orow = qbase + (tq[r] - t0) * qstride;
+      for (uint c = lane & 3u; c < p.hd; c += 4u) D[r] += dout[orow + c] * o[orow + c];
+      L[r] = lse[(b * p.H + h) * p.T + tq[r]];
+      if (HAS_POS == 1u) first[r] = first_key(b, tq[r]);
+    }
+    D[r] = quad_sum(D[r]);
+    if (tq[r] < p.T && (lane & 3u) == 0u) Dr[(b * p.H + h) * p.T + tq[r]] = D[r];
   }
-  D += subgroupShuffleXor(D, 16u);
-  if (t < p.T && hf == 0u) Dr[(b * p.H + h) * p.T + t] = D;
 
   ACC dqa[NH_MAX];
   [[unroll]] for (uint n = 0u; n < NH; ++n) dqa[n] = ACC(0.0);
   const uint kend = t0 + nq + off;
-  uint first = 0u, cbeg = 0u;
-  if (HAS_POS == 1u) {
-    first = t < p.T ? first_key(b, t) : 0u;
-    cbeg = first_of_block(b, t0, nq) / BR * BR;
-  }
+  uint cbeg = 0u;
+  if (HAS_POS == 1u) cbeg = first_of_block(b, t0, nq) / BR * BR;
   const uint VT = BR * KP8;
   vec4 kt[NS_MAX], vt[NS_MAX];  // the next K and V tiles, in flight
   if (cbeg < kend) {
@@ -96,31 +99,19 @@ void dq_block(uint wid, uint sg, uint lane, uint row, uint hf) {
       ET_FETCH_TILE(kt, k, k4, kbase + cn * kstride, kstride, p.S - cn, p.hd)
       ET_FETCH_TILE(vt, v, v4, kbase + cn * kstride, kstride, p.S - cn, p.hd)
     }
-    ET_SCORES_TO_STAGE(qf, 0u, sg)
-    subgroupMemoryBarrierShared();
-    subgroupBarrier();
-    float x[32];
-    [[unroll]] for (uint j4 = 0u; j4 < BR / 8u; ++j4) {
-      const vec4 s4 = stage4(sg, row, hf * (BR / 2u) + 4u * j4);
-      [[unroll]] for (uint e = 0u; e < 4u; ++e) {
-        const uint j = 4u * j4 + e, c = c0 + hf * (BR / 2u) + j;
-        const bool seen = t < p.T && c < p.S && c <= t + off && (HAS_POS == 0u || c >= first);
-        x[j] = seen ? exp(scale * s4[e] - L) : 0.0;
+    HALF dsf[NB_MAX];
+    [[unroll]] for (uint j = 0u; j < NB; ++j) {
+      ACC s, dp;
+      ET_SCORES(s, qf, 0u, j)
+      ET_SCORES(dp, df, VT, j)
+      [[unroll]] for (uint i = 0u; i < 8u; ++i) {
+        const uint r = acc_row_half(i), c = c0 + j * 16u + cq + acc_col(i);
+        const bool seen = tq[r] < p.T && c < p.S && c <= tq[r] + off && (HAS_POS == 0u || c >= first[r]);
+        s[i] = seen ? exp(scale * s[i] - L[r]) * (dp[i] - D[r]) : 0.0;
       }
+      dsf[j] = HALF(s);
     }
-    subgroupBarrier();  // the scores are read before dP overwrites them
-    ET_SCORES_TO_STAGE(df, VT, sg)
-    subgroupMemoryBarrierShared();
-    subgroupBarrier();
-    [[unroll]] for (uint j4 = 0u; j4 < BR / 8u; ++j4) {
-      const vec4 d4 = stage4(sg, row, hf * (BR / 2u) + 4u * j4);
-      [[unroll]] for (uint e = 0u; e < 4u; ++e) x[4u * j4 + e] *= d4[e] - D;
-    }
-    ET_STORE_P(x, sg, row, hf)
-    subgroupMemoryBarrierShared();
-    subgroupBarrier();
-    ET_P_TIMES_TILE(dqa, 0u, sg)
-    subgroupBarrier();  // the P tile and stage are read before the next tile's writes
+    ET_TIMES_TILE(dqa, dsf, 0u)
   }
   ET_STORE_ROWS(dqa, scale, sg, lane, dq, qbase + sg * 16u * qstride, qstride, nq > sg * 16u ? nq - sg * 16u : 0u, p.hd)
 }
@@ -151,7 +142,7 @@ uint next_tile(uint b, uint i, uint ntiles, uint total, uint tbeg, uint c0, uint
     D_n = r_ < n_ ? Dr[lb_ + r_] : 0.0;                                                       \
   }
 
-void dkdv_block(uint wid, uint sg, uint lane, uint row, uint hf) {
+void dkdv_block(uint wid, uint sg, uint lane) {
   const uint G = p.H / p.KV;
   const uint bg = wid / p.nblocks, kb = wid - bg * p.nblocks;  // early (heavy) key blocks first
   const uint b = bg / p.KV, g = bg - b * p.KV;
@@ -159,7 +150,8 @@ void dkdv_block(uint wid, uint sg, uint lane, uint row, uint hf) {
   const uint qstride = p.H * p.hd, kstride = p.KV * p.hd;
   const uint kbase = ((b * p.S + c0) * p.KV + g) * p.hd;
   const float scale = scal[p.scale_idx];
-  const uint r16 = sg * 16u + row, c = c0 + r16;  // this lane's key
+  const uint rq = lane >> 2u, cq = 2u * (lane & 3u);
+  const uint kc[2] = {c0 + sg * 16u + rq, c0 + sg * 16u + rq + 8u};  // this lane's two keys
 
   HALF kf[NH_MAX], vf[NH_MAX];
   ET_LOAD_F16(0u, AR, k, k4, kbase, kstride, nk, p.hd)
@@ -198,34 +190,27 @@ void dkdv_block(uint wid, uint sg, uint lane, uint row, uint hf) {
     barrier();
     i = next_tile(b, i + 1u, ntiles, total, tbeg, c0, cend, off);
     if (i < total) FETCH_QUERY_TILE(i)
-    ET_SCORES_TO_STAGE(kf, 0u, sg)  // S^T: this subgroup's 16 keys x BR queries
-    subgroupMemoryBarrierShared();
-    subgroupBarrier();
-    float x[32];
-    [[unroll]] for (uint j4 = 0u; j4 < BR / 8u; ++j4) {
-      const vec4 s4 = stage4(sg, row, hf * (BR / 2u) + 4u * j4);
-      [[unroll]] for (uint e = 0u; e < 4u; ++e) {
-        const uint j = 4u * j4 + e, tj = hf * (BR / 2u) + j, tq = t0 + tj;
-        const bool seen = tj < nq && c < p.S && c <= tq + off && (HAS_POS == 0u || c >= first_key(b, tq));
-        x[j] = seen ? exp(scale * s4[e] - LDs[tj]) : 0.0;
+    // P^T: this subgroup's 16 keys x BR queries (columns), then dv += P^T dout.
+    ACC pt[NB_MAX];
+    HALF pf[NB_MAX];
+    [[unroll]] for (uint j = 0u; j < NB; ++j) {
+      ET_SCORES(pt[j], kf, 0u, j)
+      [[unroll]] for (uint e = 0u; e < 8u; ++e) {
+        const uint r = acc_row_half(e), tj = j * 16u + cq + acc_col(e), t = t0 + tj;
+        const bool seen = tj < nq && kc[r] < p.S && kc[r] <= t + off && (HAS_POS == 0u || kc[r] >= first_key(b, t));
+        pt[j][e] = seen ? exp(scale * pt[j][e] - LDs[tj]) : 0.0;
       }
+      pf[j] = HALF(pt[j]);
     }
-    ET_STORE_P(x, sg, row, hf)
-    subgroupMemoryBarrierShared();
-    subgroupBarrier();
-    ET_P_TIMES_TILE(dva, DT, sg)  // dv += P^T dout
-    ET_SCORES_TO_STAGE(vf, DT, sg)  // dP^T = V dout^T
-    subgroupMemoryBarrierShared();
-    subgroupBarrier();
-    [[unroll]] for (uint j4 = 0u; j4 < BR / 8u; ++j4) {
-      const vec4 d4 = stage4(sg, row, hf * (BR / 2u) + 4u * j4);
-      [[unroll]] for (uint e = 0u; e < 4u; ++e) x[4u * j4 + e] *= d4[e] - LDs[BR + hf * (BR / 2u) + 4u * j4 + e];
+    ET_TIMES_TILE(dva, pf, DT)
+    // dS^T = P^T (dP^T - D) with dP^T = V dout^T, then dk += dS^T Q.
+    [[unroll]] for (uint j = 0u; j < NB; ++j) {
+      ACC dpt;
+      ET_SCORES(dpt, vf, DT, j)
+      [[unroll]] for (uint e = 0u; e < 8u; ++e) pt[j][e] *= dpt[e] - LDs[BR + j * 16u + cq + acc_col(e)];
+      pf[j] = HALF(pt[j]);
     }
-    ET_STORE_P(x, sg, row, hf)
-    subgroupMemoryBarrierShared();
-    subgroupBarrier();
-    ET_P_TIMES_TILE(dka, 0u, sg)  // dk += dS^T Q
-    subgroupBarrier();
+    ET_TIMES_TILE(dka, pf, 0u)
   }
   const uint nrows = nk > sg * 16u ? nk - sg * 16u : 0u, rbase = kbase + sg * 16u * kstride;
   ET_STORE_ROWS(dka, scale, sg, lane, dk, rbase, kstride, nrows, p.hd)
@@ -236,6 +221,6 @@ void main() {
   const uint wid = et_group();
   if (wid >= (MODE == 0u ? p.B * p.H : p.B * p.KV) * p.nblocks) return;  // uniform per workgroup
   const uint sg = gl_SubgroupID, lane = gl_SubgroupInvocationID;
-  if (MODE == 0u) dq_block(wid, sg, lane, lane & 15u, lane >> 4);
-  else dkdv_block(wid, sg, lane, lane & 15u, lane >> 4);
+  if (MODE == 0u) dq_block(wid, sg, lane);
+  else dkdv_block(wid, sg, lane);
 }
