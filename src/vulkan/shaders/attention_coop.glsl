@@ -90,13 +90,21 @@ const uint SL = HC / 4u;  // slots per row
     Ts[i_][c_ + 1u] = packFloat2x16(f16vec2((x).zw));                                         \
   }
 
-// The ROWS rows of an A tile as fp16, into Ts at `at`: loaded once.
+// The ROWS rows of an A tile as fp16, into Ts at `at`: loaded once, every load issued before the first
+// store (measured on an H200: a loop that waited for each load in turn made the fixed cost of a workgroup
+// larger than its products).
+const uint NA_MAX = 16u;  // slots per invocation of a 64-row tile at head dim 128
 #define ET_LOAD_F16(at, ROWS, F, F4, base, stride, nvalid, hd)                                 \
-  for (uint e_ = gl_LocalInvocationIndex; e_ < (ROWS) * SL; e_ += 128u) {                     \
-    const uint r_ = e_ / SL, s_ = e_ - r_ * SL;                                               \
-    vec4 x_;                                                                                  \
-    ET_FETCH_SLOT(x_, r_, s_, F, F4, base, stride, nvalid, hd)                                \
-    ET_PUT_SLOT(at, r_, s_, x_)                                                               \
+  {                                                                                           \
+    vec4 x_[NA_MAX];                                                                          \
+    [[unroll]] for (uint k_ = 0u; k_ < ((ROWS) * SL + 127u) / 128u; ++k_) {                  \
+      const uint e_ = gl_LocalInvocationIndex + 128u * k_, r_ = e_ / SL, s_ = e_ - r_ * SL;   \
+      ET_FETCH_SLOT(x_[k_], r_, s_, F, F4, base, stride, min(nvalid, ROWS), hd)              \
+    }                                                                                         \
+    [[unroll]] for (uint k_ = 0u; k_ < ((ROWS) * SL + 127u) / 128u; ++k_) {                  \
+      const uint e_ = gl_LocalInvocationIndex + 128u * k_, r_ = e_ / SL, s_ = e_ - r_ * SL;   \
+      if (r_ < (ROWS)) ET_PUT_SLOT(at, r_, s_, x_[k_])                                        \
+    }                                                                                         \
   }
 
 // A B tile in flight (measured: waiting for each tile's loads took over half the forward's time): an

@@ -27,6 +27,7 @@ layout(set = 0, binding = 2) readonly buffer Kv { vec4 k4[]; };
 layout(set = 0, binding = 3) readonly buffer Vb { float v[]; };
 layout(set = 0, binding = 3) readonly buffer Vv { vec4 v4[]; };
 layout(set = 0, binding = 4) readonly buffer Ob { float o[]; };
+layout(set = 0, binding = 4) readonly buffer Ov { vec4 o4[]; };
 layout(set = 0, binding = 5) readonly buffer Lb { float lse[]; };
 layout(set = 0, binding = 6) readonly buffer Pb { int tok_pos[]; };  // a dummy unless HAS_POS
 layout(set = 0, binding = 7) writeonly buffer DQb { float dq[]; };
@@ -64,13 +65,20 @@ void dq_block(uint wid, uint sg, uint lane) {
   barrier();
   [[unroll]] for (uint kk = 0u; kk < NH; ++kk) coopMatLoadNV(df[kk], Ts, sg * 16u * KP8 + kk * 2u, KP8, false);
 
-  // D = rowsum(dout * out) in fp32 from the unrounded rows: the quad's lanes a quarter of the head dim each.
+  // D = rowsum(dout * out) in fp32 from the unrounded rows: the quad's lanes every fourth 4-column slot
+  // each, all loads issued at once.
   float D[2] = {0.0, 0.0}, L[2] = {0.0, 0.0};
   uint first[2] = {0u, 0u};
   [[unroll]] for (uint r = 0u; r < 2u; ++r) {
+    const uint orow = qbase + (tq[r] - t0) * qstride, nrow = tq[r] < p.T ? 1u : 0u;
+    vec4 dv4[(SL + 3u) / 4u], ov4[(SL + 3u) / 4u];
+    [[unroll]] for (uint k = 0u; k < (SL + 3u) / 4u; ++k) {
+      const uint sl = (lane & 3u) + 4u * k;
+      ET_FETCH_SLOT(dv4[k], 0u, sl, dout, dout4, orow, 0u, nrow, p.hd)
+      ET_FETCH_SLOT(ov4[k], 0u, sl, o, o4, orow, 0u, nrow, p.hd)
+    }
+    [[unroll]] for (uint k = 0u; k < (SL + 3u) / 4u; ++k) D[r] += dot(dv4[k], ov4[k]);
     if (tq[r] < p.T) {
-      const uint orow = qbase + (tq[r] - t0) * qstride;
-      for (uint c = lane & 3u; c < p.hd; c += 4u) D[r] += dout[orow + c] * o[orow + c];
       L[r] = lse[(b * p.H + h) * p.T + tq[r]];
       if (HAS_POS == 1u) first[r] = first_key(b, tq[r]);
     }
