@@ -263,6 +263,42 @@ TEST(VulkanRuntime, ProgramReplaysWithChangingSlots) {
 
 // Requant where latent/s is within an ulp of a .5 tie with scales that are not powers of two: only a
 // correctly rounded division gives the reference's codes.
+// Barriers only where calls depend on each other (program.cpp): calls on disjoint buffers run without one
+// between them, a read of a buffer written since the last barrier (RAW), a write of one read (WAR) or
+// written (WAW) since then each get one, and the values are those of running the calls in order.
+TEST(VulkanRuntime, BarriersOnlyBetweenDependentCalls) {
+  NEED_VULKAN();
+  Backend& b = vb();
+  const int64_t n = 1000;
+  std::vector<Tensor> t;
+  for (int i = 0; i < 6; ++i) t.push_back(b.zeros(Shape{n}, DType::f32));
+  auto barriers = [](Program& p) { return dynamic_cast<vk::VulkanProgram&>(p).barrier_count(); };
+  {
+    auto p = b.new_program();  // independent fills: no barrier
+    for (int i = 0; i < 4; ++i) p->record({Op::fill, {}, {t[i]}, {}, {float(i + 1)}});
+    p->finalize();
+    EXPECT_EQ(barriers(*p), 0u);
+    p->replay();
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(b.to_vector<float>(t[i]), std::vector<float>(n, float(i + 1)));
+  }
+  {
+    auto p = b.new_program();
+    p->record({Op::add, {t[0], t[1]}, {t[4]}, {}, {1.0f}});  // t4 = 1 + 2
+    p->record({Op::add, {t[2], t[3]}, {t[5]}, {}, {1.0f}});  // independent: t5 = 3 + 4
+    p->record({Op::add, {t[4], t[5]}, {t[0]}, {}, {1.0f}});  // RAW on t4, t5 (and WAR on t0): t0 = 10
+    p->record({Op::fill, {}, {t[1]}, {}, {-1.0f}});           // independent of the last: t1 = -1
+    p->record({Op::fill, {}, {t[4]}, {}, {0.5f}});            // WAR on t4 (read by the third call): t4 = 0.5
+    p->record({Op::fill, {}, {t[4]}, {}, {0.25f}});           // WAW on t4: t4 = 0.25
+    p->finalize();
+    EXPECT_EQ(barriers(*p), 3u);
+    p->replay();
+    EXPECT_EQ(b.to_vector<float>(t[0]), std::vector<float>(n, 10.0f));
+    EXPECT_EQ(b.to_vector<float>(t[1]), std::vector<float>(n, -1.0f));
+    EXPECT_EQ(b.to_vector<float>(t[4]), std::vector<float>(n, 0.25f));
+    EXPECT_EQ(b.to_vector<float>(t[5]), std::vector<float>(n, 7.0f));
+  }
+}
+
 TEST(VulkanRuntime, RequantBitExactNearTies) {
   NEED_VULKAN();
   const int64_t N = 37, K = 100, gs = 20;

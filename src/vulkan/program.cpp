@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <unordered_set>
 
 #include "vulkan/ops_gemm.h"
 
@@ -217,8 +218,19 @@ void VulkanProgram::on_finalize() {
                     " bytes exceeds this device's maxStorageBufferRange (", max_range, " bytes) in call ", call.str());
       infos.push_back({db.buffer, t.offset(), range});
     };
+    // Absent optional inputs and the padding bindings get a 16-byte zero buffer of the call's own: calls
+    // that run at once (see the barriers below) then share no buffer that a kernel declares writable.
+    VkBuffer dummy = VK_NULL_HANDLE;
+    auto own_dummy = [&]() {
+      if (!dummy) {
+        scratch_.push_back(vb_.memory().create(16));
+        vb_.transfer().zero_fill_later(scratch_.back().buffer);
+        dummy = scratch_.back().buffer;
+      }
+      return dummy;
+    };
     for (const Tensor& t : call.in) {
-      if (!t.defined()) add(vb_.dummy().buffer, 16, "dummy");
+      if (!t.defined()) add(own_dummy(), 16, "dummy");
       else add_tensor(t, "input");
     }
     for (const Tensor& t : call.out) add_tensor(t, "output");
@@ -229,7 +241,7 @@ void VulkanProgram::on_finalize() {
       add(scratch_.back().buffer, scratch_.back().size, "scratch buffer");
     }
     if (enc[c].pooled_scratch_bytes) add(pooled.buffer, pooled.size, "pooled scratch buffer");
-    while (infos.size() < nbind[c]) infos.push_back({vb_.dummy().buffer, 0, VK_WHOLE_SIZE});
+    while (infos.size() < nbind[c]) infos.push_back({own_dummy(), 0, VK_WHOLE_SIZE});
     std::vector<VkWriteDescriptorSet> writes(infos.size());
     for (uint32_t i = 0; i < infos.size(); ++i) {
       writes[i] = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
@@ -290,9 +302,27 @@ void VulkanProgram::on_finalize() {
   // Uploads, fills and earlier replays happen before this program's first kernel.
   memory_barrier(cmd_, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, VK_ACCESS_MEMORY_WRITE_BIT,
                  VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
+  // Barriers only where the work needs them: between the dispatches of one call (they pass values
+  // through their scratch), and before a call that reads a buffer written since the last barrier or writes
+  // one read or written since then. Calls on disjoint buffers (the update's per-tensor AdamW, requant and
+  // zeroing, the norm's per-tensor partial sums) then overlap on the device. Buffers, not byte ranges: the
+  // views of one tensor and the planned tensors that share an arena buffer (plan_memory) are one buffer
+  // here. The pooled scratch counts as written by every call that binds it. The profiler keeps a barrier
+  // before every dispatch: its timestamps time one dispatch at a time.
+  std::unordered_set<VkBuffer> written, read;  // since the last barrier
+  const bool serial = queries_ != VK_NULL_HANDLE;
   bool first = true;
   for (size_t c = 0; c < calls.size(); ++c) {
     VkPipelineLayout pl = vb_.pipelines().layout(nbind[c]);
+    std::vector<VkBuffer> reads, writes;
+    for (const Tensor& t : calls[c].in)
+      if (t.defined()) reads.push_back(vb_.buffer(t.id()).buffer);
+    for (const Tensor& t : calls[c].out) writes.push_back(vb_.buffer(t.id()).buffer);
+    if (enc[c].pooled_scratch_bytes) writes.push_back(pooled.buffer);
+    bool hazard = false;
+    for (VkBuffer b : reads) hazard |= written.count(b) > 0;
+    for (VkBuffer b : writes) hazard |= written.count(b) > 0 || read.count(b) > 0;
+    bool call_first = true;
     for (const Dispatch& d : enc[c].dispatches) {
       if (d.groups[0] == 0 || d.groups[1] == 0 || d.groups[2] == 0) continue;
       ET_CHECK(d.push.size() <= kPushBytes, "vulkan: kernel ", d.kernel.name, " has ", d.push.size(),
@@ -302,10 +332,17 @@ void VulkanProgram::on_finalize() {
                       d.kernel.name, " needs ", d.groups[i], " workgroups on axis ", i, ", more than the device's ",
                       ctx.limits().max_groups[i], " (call ", calls[c].str(), ")");
       VkPipeline p = vb_.pipelines().get(d.kernel, d.spec, nbind[c]);
-      if (!first)
+      if (!first && (serial || hazard || !call_first)) {
         memory_barrier(cmd_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
                        VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
+        written.clear();
+        read.clear();
+        ++barriers_;
+      }
       first = false;
+      call_first = false;
+      written.insert(writes.begin(), writes.end());
+      read.insert(reads.begin(), reads.end());
       vkCmdBindPipeline(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, p);
       vkCmdBindDescriptorSets(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, pl, 0, 1, &sets[c], 0, nullptr);
       if (!d.push.empty())

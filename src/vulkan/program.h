@@ -67,6 +67,7 @@ class VulkanProgram : public Program {
   ~VulkanProgram() override;
 
   size_t dispatch_count() const { return dispatches_; }
+  size_t barrier_count() const { return barriers_; }  // between dispatches (the program's first and last aside)
 
  protected:
   void on_finalize() override;
@@ -80,6 +81,7 @@ class VulkanProgram : public Program {
   VkDescriptorPool pool_ = VK_NULL_HANDLE;
   VkCommandBuffer cmd_ = VK_NULL_HANDLE;
   size_t dispatches_ = 0;
+  size_t barriers_ = 0;
   VkQueryPool queries_ = VK_NULL_HANDLE;     // profiling only: 2 timestamps per dispatch
   std::shared_ptr<ProgramProfile> profile_;  // profiling only
   std::string what_;  // "replay of [op, op, ...]" for messages
