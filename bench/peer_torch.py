@@ -178,13 +178,18 @@ def adamw_case(P):
     def build(dev):
         p = nn.Parameter(rand((P,), dev))
         p.grad = rand((P,), dev, -1e-2, 1e-2)
+        # edgetrain's adamw_step also zeroes the gradient it took: the peer does the same work.
         try:
             opt = torch.optim.AdamW([p], lr=1e-3, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1, fused=True)
-            what = "torch.optim.AdamW(fused=True).step() on one tensor"
+            what = "torch.optim.AdamW(fused=True).step() + zero_grad(set_to_none=False) on one tensor"
         except (RuntimeError, ValueError, TypeError) as e:
             opt = torch.optim.AdamW([p], lr=1e-3, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
-            what = f"torch.optim.AdamW().step() on one tensor (fused unavailable: {e})"
-        return opt.step, what
+            what = f"torch.optim.AdamW().step() + zero_grad(set_to_none=False) on one tensor (fused unavailable: {e})"
+
+        def step():
+            opt.step()
+            opt.zero_grad(set_to_none=False)
+        return step, what
     return "adamw_step", dims(P=P), build
 
 

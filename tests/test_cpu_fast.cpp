@@ -235,11 +235,17 @@ TEST(CpuFast, FusedCe) {
 TEST(CpuFast, AdamwBitIdentical) {
   Rng r(18);
   const Shape s{100003};
-  OpCase c = make(Op::adamw_step, "n100003", {random_f32(r, s), random_f32(r, s, -0.1f, 0.1f), random_f32(r, s, 0, 0.01f),
-                  random_f32(r, s)}, {f32z(s), f32z(s), f32z(s)}, {}, {1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.271f, 0.0975f},
-                  tol::exact);
-  c.out_alias = {0, 1, 2};
-  check(c);
+  HostTensor scale(Shape{}, DType::f32);
+  scale.as<float>()[0] = 0.37f;
+  for (bool scaled : {false, true}) {
+    std::vector<HostTensor> in = {random_f32(r, s), random_f32(r, s, -0.1f, 0.1f), random_f32(r, s, 0, 0.01f),
+                                  random_f32(r, s)};
+    if (scaled) in.push_back(scale);
+    OpCase c = make(Op::adamw_step, scaled ? "n100003_scaled" : "n100003", in, {f32z(s), f32z(s), f32z(s), f32z(s)}, {},
+                    {1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.271f, 0.0975f}, tol::exact);
+    c.out_alias = {0, 1, 2, 3};
+    check(c);
+  }
 }
 
 TEST(CpuFast, GradNorm) {

@@ -100,8 +100,12 @@ TEST_F(Misuse, WrongOutputShape) {
 TEST_F(Misuse, AdamwOutputsMustAliasInputs) {
   Tensor p = f32({10}), m = f32({10}), v = f32({10}), g = f32({10});
   std::vector<Scalar> hp = {1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, 0.1f, 0.001f};
-  expect_error({Op::adamw_step, {p, m, v, g}, {p, m, f32({10})}, {}, hp}, {"adamw_step", "output 2", "in place"});
-  expect_error({Op::adamw_step, {p, m, v, f32({11})}, {p, m, v}, {}, hp}, {"adamw_step", "grad", "f32[11]"});
+  expect_error({Op::adamw_step, {p, m, v, g}, {p, m, f32({10}), g}, {}, hp}, {"adamw_step", "output 2", "in place"});
+  expect_error({Op::adamw_step, {p, m, v, g}, {p, m, v, f32({10})}, {}, hp}, {"adamw_step", "output 3", "in place"});
+  Tensor g11 = f32({11});
+  expect_error({Op::adamw_step, {p, m, v, g11}, {p, m, v, g11}, {}, hp}, {"adamw_step", "grad", "f32[11]"});
+  expect_error({Op::adamw_step, {p, m, v, g, f32({2})}, {p, m, v, g}, {}, hp},
+               {"adamw_step", "grad_scale must hold one value", "f32[2]"});
 }
 
 TEST_F(Misuse, BmmBatchMismatchAndContraction) {
@@ -118,9 +122,9 @@ TEST_F(Misuse, WrongArgumentCounts) {
                {"mm", "expected 2 to 3 int arguments, got 1"});
   Tensor p = f32({10});
   expect_error({Op::adamw_step, {p, f32({10}), f32({10}), f32({10})}, {p}, {}, {1e-3f, 0.9f, 0.999f}},
-               {"adamw_step", "expected 3 outputs"});
-  Tensor q = f32({10}), m = f32({10}), v = f32({10});
-  expect_error({Op::adamw_step, {q, m, v, f32({10})}, {q, m, v}, {}, {1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, 0.1f}},
+               {"adamw_step", "expected 4 outputs"});
+  Tensor q = f32({10}), m = f32({10}), v = f32({10}), g = f32({10});
+  expect_error({Op::adamw_step, {q, m, v, g}, {q, m, v, g}, {}, {1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, 0.1f}},
                {"adamw_step", "expected 7 float arguments, got 6"});
   expect_error({Op::linear, {f32({4, 8})}, {f32({4, 6})}, {}, {}}, {"linear", "expected 2 to 3 inputs, got 1"});
   expect_error({Op::grad_norm, {}, {f32({})}, {}, {}}, {"grad_norm", "inputs, got 0"});

@@ -314,15 +314,21 @@ ET_OP_CASES(q4gsw_requant, q4gsw_requant_cases);
 
 // ---- AdamW ----
 
+// grad_scale < 0: no grad_scale input. The gradient output (the gradient itself) must come back zeroed.
 OpCase adamw_case(std::string name, Rng& r, Shape shape, float lr, float b1, float b2, float eps, float wd,
-                  int step) {
+                  int step, float grad_scale = -1.0f, float grad_range = 0.2f) {
   OpCase c;
   c.name = std::move(name);
   c.op = Op::adamw_step;
   c.in = {random_f32(r, shape, -1, 1), random_f32(r, shape, -0.1f, 0.1f), random_f32(r, shape, 0.0f, 0.01f),
-          random_f32(r, shape, -0.2f, 0.2f)};
-  c.out = {zeros(shape, DType::f32), zeros(shape, DType::f32), zeros(shape, DType::f32)};
-  c.out_alias = {0, 1, 2};
+          random_f32(r, shape, -grad_range, grad_range)};
+  if (grad_scale >= 0.0f) {
+    HostTensor s(Shape{}, DType::f32);
+    s.as<float>()[0] = grad_scale;
+    c.in.push_back(s);
+  }
+  c.out = {zeros(shape, DType::f32), zeros(shape, DType::f32), zeros(shape, DType::f32), zeros(shape, DType::f32)};
+  c.out_alias = {0, 1, 2, 3};
   const float bc1 = static_cast<float>(1.0 - std::pow(static_cast<double>(b1), step));
   const float bc2 = static_cast<float>(1.0 - std::pow(static_cast<double>(b2), step));
   c.floats = {lr, b1, b2, eps, wd, bc1, bc2};
@@ -339,6 +345,11 @@ std::vector<OpCase> adamw_step_cases() {
   cs.push_back(adamw_case("8x8_step10_wd", r, Shape{8, 8}, 3e-3f, 0.9f, 0.95f, 1e-6f, 0.01f, 10));
   cs.push_back(adamw_case("n65_step1000", r, Shape{65}, 1e-4f, 0.8f, 0.99f, 1e-8f, 0.0f, 1000));
   cs.push_back(adamw_case("3x4097_step2_wd", r, Shape{3, 4097}, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.05f, 2));
+  // With grad_scale: a clip factor; a loss scale's inverse on gradients that carry it; 0 (only decay moves p).
+  cs.push_back(adamw_case("n67_scaled_clip", r, Shape{67}, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 3, 0.37f));
+  cs.push_back(adamw_case("5x129_scaled_unscale", r, Shape{5, 129}, 2e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 7,
+                          1.0f / 65536.0f, 0.2f * 65536.0f));
+  cs.push_back(adamw_case("n9_scale0", r, Shape{9}, 1e-2f, 0.9f, 0.999f, 1e-8f, 0.1f, 1, 0.0f));
   return cs;
 }
 ET_OP_CASES(adamw_step, adamw_step_cases);
@@ -515,24 +526,33 @@ TEST(TrainReference, RequantByHand) {
 }
 
 TEST(TrainReference, AdamwByHand) {
-  // The expectation is computed in double from the very fp32 hyperparameters the op receives.
+  // The expectation is computed in double from the very fp32 hyperparameters the op receives; with a
+  // grad_scale the gradient is scaled first (0.5: exact). The gradient comes back zeroed either way.
   const float hp[7] = {0.1f, 0.9f, 0.999f, 1e-8f, 0.01f, 0.1f, 0.001f};
   const double lr = hp[0], b1 = hp[1], b2 = hp[2], eps = hp[3], wd = hp[4], bc1 = hp[5], bc2 = hp[6];
-  OpCase c = one(Op::adamw_step, {f32(Shape{2}, {1, -2}), f32(Shape{2}, {0, 0.5f}), f32(Shape{2}, {0, 0.25f}),
-                                  f32(Shape{2}, {0.5f, -1})},
-                 {zeros(Shape{2}, DType::f32), zeros(Shape{2}, DType::f32), zeros(Shape{2}, DType::f32)}, {},
-                 std::vector<float>(hp, hp + 7));
-  c.out_alias = {0, 1, 2};
-  auto o = run_reference(c);
-  const double p0[2] = {1, -2}, m0[2] = {0, 0.5}, v0[2] = {0, 0.25}, g[2] = {0.5, -1};
-  for (int i = 0; i < 2; ++i) {
-    double p = p0[i] - lr * wd * p0[i];
-    double m = b1 * m0[i] + (1 - b1) * g[i];
-    double v = b2 * v0[i] + (1 - b2) * g[i] * g[i];
-    p -= lr * (m / bc1) / (std::sqrt(v / bc2) + eps);
-    EXPECT_NEAR(o[0].as<float>()[i], p, 1e-5 * std::fabs(p)) << i;
-    EXPECT_NEAR(o[1].as<float>()[i], m, 1e-6 * std::fabs(m)) << i;
-    EXPECT_NEAR(o[2].as<float>()[i], v, 1e-6 * std::fabs(v)) << i;
+  for (double scale : {1.0, 0.5}) {
+    SCOPED_TRACE("grad_scale " + std::to_string(scale));
+    std::vector<HostTensor> in = {f32(Shape{2}, {1, -2}), f32(Shape{2}, {0, 0.5f}), f32(Shape{2}, {0, 0.25f}),
+                                  f32(Shape{2}, {0.5f, -1})};
+    if (scale != 1.0) in.push_back(f32(Shape{}, {static_cast<float>(scale)}));
+    OpCase c = one(Op::adamw_step, in,
+                   {zeros(Shape{2}, DType::f32), zeros(Shape{2}, DType::f32), zeros(Shape{2}, DType::f32),
+                    zeros(Shape{2}, DType::f32)},
+                   {}, std::vector<float>(hp, hp + 7));
+    c.out_alias = {0, 1, 2, 3};
+    auto o = run_reference(c);
+    const double p0[2] = {1, -2}, m0[2] = {0, 0.5}, v0[2] = {0, 0.25}, g0[2] = {0.5, -1};
+    for (int i = 0; i < 2; ++i) {
+      const double g = g0[i] * scale;
+      double p = p0[i] - lr * wd * p0[i];
+      double m = b1 * m0[i] + (1 - b1) * g;
+      double v = b2 * v0[i] + (1 - b2) * g * g;
+      p -= lr * (m / bc1) / (std::sqrt(v / bc2) + eps);
+      EXPECT_NEAR(o[0].as<float>()[i], p, 1e-5 * std::fabs(p)) << i;
+      EXPECT_NEAR(o[1].as<float>()[i], m, 1e-6 * std::fabs(m)) << i;
+      EXPECT_NEAR(o[2].as<float>()[i], v, 1e-6 * std::fabs(v)) << i;
+      EXPECT_EQ(o[3].as<float>()[i], 0.0f) << i;
+    }
   }
 }
 
@@ -727,8 +747,8 @@ TEST_P(ReplayStep, MatchesEagerReference) {
                                        {zeros(Shape{M, K}, DType::f32)}, {gs, K}))[0];
     HostTensor dwr = run_reference(one(Op::linear_dW, {ceo[1], x}, {zeros(Shape{N, K}, DType::f32)}, {0}))[0];
     auto adam = [&](HostTensor& p, HostTensor& m, HostTensor& v, const HostTensor& grad, float decay) {
-      OpCase a = one(Op::adamw_step, {p, m, v, grad}, {p, m, v}, {}, {lrv, b1, b2, eps, decay, bc1v, bc2v});
-      a.out_alias = {0, 1, 2};
+      OpCase a = one(Op::adamw_step, {p, m, v, grad}, {p, m, v, grad}, {}, {lrv, b1, b2, eps, decay, bc1v, bc2v});
+      a.out_alias = {0, 1, 2, 3};
       auto o = run_reference(a);
       p = o[0];
       m = o[1];

@@ -214,7 +214,7 @@ Step build_step(Backend& b, const std::vector<float>& x, const std::vector<float
   s.p->record({Op::linear_q4gsw, {s.x, s.w, s.scales, Tensor()}, {s.y}, {gs}, {}});
   s.p->record({Op::fused_ce, {s.y, s.labels}, {s.loss, s.y}, {}, {s.nvalid}});  // dlogits in place
   s.p->record({Op::linear_dW, {s.y, s.x}, {s.dw}, {0}, {}});
-  s.p->record({Op::adamw_step, {s.latent, s.m, s.v, s.dw}, {s.latent, s.m, s.v}, {},
+  s.p->record({Op::adamw_step, {s.latent, s.m, s.v, s.dw}, {s.latent, s.m, s.v, s.dw}, {},
                {s.lr, 0.9f, 0.999f, 1e-8f, 0.01f, s.bc1, s.bc2}});
   s.p->finalize();
   return s;
@@ -415,8 +415,9 @@ TEST(VulkanRuntime, LargerShapesMatchReference) {
   ad.name = "adamw_70001";
   ad.op = Op::adamw_step;
   for (int i = 0; i < 4; ++i) ad.in.push_back(random_f32(r, Shape{70001}, 0.0f, 0.5f));
-  ad.out = {zeros(Shape{70001}, DType::f32), zeros(Shape{70001}, DType::f32), zeros(Shape{70001}, DType::f32)};
-  ad.out_alias = {0, 1, 2};
+  ad.out = {zeros(Shape{70001}, DType::f32), zeros(Shape{70001}, DType::f32), zeros(Shape{70001}, DType::f32),
+            zeros(Shape{70001}, DType::f32)};
+  ad.out_alias = {0, 1, 2, 3};
   ad.floats = {1e-3f, 0.9f, 0.99f, 1e-8f, 0.1f, 0.19f, 0.0199f};
   ad.tol = tol::transcendental;
   cs.push_back(ad);

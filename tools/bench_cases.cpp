@@ -109,12 +109,12 @@ Case ce_case(int64_t R, int64_t V) {
 }
 
 Case adamw_case(int64_t P) {
-  return {Op::adamw_step, dims({{"P", P}}), "GB/s", 28.0 * P, "bytes = 28 per param (read p,m,v,g; write p,m,v)",
+  return {Op::adamw_step, dims({{"P", P}}), "GB/s", 32.0 * P, "bytes = 32 per param (read p,m,v,g; write p,m,v and g = 0)",
           [=](Backend& b, Rng& r) {
             Tensor p = random_f32(b, Shape{P}, r), g = random_f32(b, Shape{P}, r, -1e-2f, 1e-2f);
             Tensor m = b.zeros(Shape{P}, DType::f32), v = b.zeros(Shape{P}, DType::f32);
             std::vector<Scalar> f = {1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.1f, 0.05f};
-            return make_call(b, Op::adamw_step, {p, m, v, g}, {}, f, {p, m, v});
+            return make_call(b, Op::adamw_step, {p, m, v, g}, {}, f, {p, m, v, g});
           }};
 }
 

@@ -112,10 +112,11 @@ std::vector<Probe> probes() {
                    Graph gr(b);
                    Tensor p = b.from_vector(Shape{N, K}, DType::f32, lat), m = b.zeros(Shape{N, K}, DType::f32),
                           v = b.zeros(Shape{N, K}, DType::f32);
-                   Tensor gt = b.from_vector(Shape{N, K}, DType::f32, grad);
+                   // A fresh gradient each step (AdamW zeroes the one it takes), the last two scaled.
+                   Tensor half = b.from_vector(Shape{}, DType::f32, std::vector<float>{0.5f});
                    for (int t = 1; t <= 3; ++t)
-                     gr.adamw_step(p, m, v, gt, 1e-2f, 0.9f, 0.999f, 1e-8f, 0.1f, 1.0f - std::pow(0.9f, t),
-                                   1.0f - std::pow(0.999f, t));
+                     gr.adamw_step(p, m, v, b.from_vector(Shape{N, K}, DType::f32, grad), 1e-2f, 0.9f, 0.999f, 1e-8f,
+                                   0.1f, 1.0f - std::pow(0.9f, t), 1.0f - std::pow(0.999f, t), t > 1 ? half : Tensor());
                    return concat(concat(as_floats(b, p), as_floats(b, m)), as_floats(b, v));
                  }});
   out.push_back({"attention + backward (B2,T37,H4,KV2,hd32)", 1e-5, [=](Backend& b) {

@@ -57,8 +57,10 @@ class Graph {
                                      bool in_place = false);
   // Clamps latent in place into the range its codes round from, then writes the codes w.
   void q4gsw_requant(const Tensor& latent, const Tensor& scales, int64_t group_size, const Tensor& w);
+  // AdamW on g * grad_scale[0] (grad_scale: one f32, or undefined for g as it is); g is zeroed.
   void adamw_step(const Tensor& p, const Tensor& m, const Tensor& v, const Tensor& g, Scalar lr, Scalar beta1,
-                  Scalar beta2, Scalar eps, Scalar weight_decay, Scalar bc1, Scalar bc2);
+                  Scalar beta2, Scalar eps, Scalar weight_decay, Scalar bc1, Scalar bc2,
+                  const Tensor& grad_scale = Tensor());
 
   // Generic ops.
   Tensor mm(const Tensor& a, const Tensor& b, bool trans_a = false, bool trans_b = false, Scalar alpha = 1.0f);

@@ -197,7 +197,11 @@ void sig_adamw_step(Ctx& x) {
     if (x.in(i).numel() != x.in(0).numel())
       x.bad(names[i], " must have as many elements as param ", x.in(0).str(), ", got ", x.in(i).str());
   }
-  for (size_t i = 0; i < 3; ++i) {
+  if (x.c.in.size() > 4 && x.c.in[4].defined()) {
+    x.dtype(x.in(4), DType::f32, "grad_scale");
+    if (x.in(4).numel() != 1) x.bad("grad_scale must hold one value, got ", x.in(4).str());
+  }
+  for (size_t i = 0; i < 4; ++i) {
     x.out(x.in(i).shape(), DType::f32);
     if (!x.inferring && i < x.c.out.size() && !x.c.out[i].same_memory(x.in(i)))
       x.bad("output ", i, " must be the same tensor as input ", i, " (adamw_step updates in place)");

@@ -95,8 +95,8 @@ void Graph::q4gsw_requant(const Tensor& latent, const Tensor& scales, int64_t gs
   call(Op::q4gsw_requant, {latent, scales}, {w, latent}, {gs});
 }
 void Graph::adamw_step(const Tensor& p, const Tensor& m, const Tensor& v, const Tensor& g, Scalar lr, Scalar b1,
-                       Scalar b2, Scalar eps, Scalar wd, Scalar bc1, Scalar bc2) {
-  call(Op::adamw_step, {p, m, v, g}, {p, m, v}, {}, {lr, b1, b2, eps, wd, bc1, bc2});
+                       Scalar b2, Scalar eps, Scalar wd, Scalar bc1, Scalar bc2, const Tensor& grad_scale) {
+  call(Op::adamw_step, {p, m, v, g, grad_scale}, {p, m, v, g}, {}, {lr, b1, b2, eps, wd, bc1, bc2});
 }
 
 Tensor Graph::mm(const Tensor& a, const Tensor& b, bool ta, bool tb, Scalar alpha) {

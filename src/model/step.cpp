@@ -314,20 +314,19 @@ static void record_optimizer(Model& model, Model::Impl& m) {
     } else {
       coef = g.clip_coef(m.grad_norm, m.max_norm);
     }
+    // AdamW takes the gradients times coef and leaves them zeroed for the next step's accumulation.
     // Recorded op by op rather than parameter by parameter: the calls of one group touch disjoint tensors,
     // so a GPU backend runs each group without barriers inside it (vulkan/program.cpp).
-    for (const Tensor& gr : grads) g.call(Op::mul, {gr, coef}, {gr});
     for (Param& q : model.params()) {
       if (!q.trainable) continue;
       const std::vector<Tensor> value = binding_parts(b, q.value), mom = binding_parts(b, q.m),
                                 vel = binding_parts(b, q.v), grad = binding_parts(b, q.grad);
       for (size_t i = 0; i < value.size(); ++i)
         g.adamw_step(value[i], mom[i], vel[i], grad[i], m.lr, m.beta1, m.beta2, m.eps,
-                     q.decay ? m.weight_decay : Scalar(0.0f), m.bc1, m.bc2);
+                     q.decay ? m.weight_decay : Scalar(0.0f), m.bc1, m.bc2, coef);
     }
     for (Param& q : model.params())
       if (q.trainable && q.quantized()) g.q4gsw_requant(q.value, q.scales, model.config().group_size, q.codes);
-    for (const Tensor& gr : grads) g.fill(gr, 0.0f);
     p.finalize();
   }
   m.zero_prog = b.new_program();

@@ -235,18 +235,22 @@ void adamw_step(const Call& c) {
   float* p = c.out[0].as<float>();
   float* m = c.out[1].as<float>();
   float* v = c.out[2].as<float>();
-  const float* g = c.in[3].as<float>();
+  float* grad = c.out[3].as<float>();
+  const bool scaled = c.in.size() > 4 && c.in[4].defined();
+  const float s = scaled ? c.in[4].as<float>()[0] : 1.0f;
   const float lr = c.floats[0], b1 = c.floats[1], b2 = c.floats[2], eps = c.floats[3], wd = c.floats[4],
               bc1 = c.floats[5], bc2 = c.floats[6];
   for (int64_t i = 0; i < c.in[0].numel(); ++i) {
+    const float g = scaled ? grad[i] * s : grad[i];
     float pi = p[i];
     pi = pi - lr * wd * pi;
-    float mi = b1 * m[i] + (1.0f - b1) * g[i];
-    float vi = b2 * v[i] + (1.0f - b2) * g[i] * g[i];
+    float mi = b1 * m[i] + (1.0f - b1) * g;
+    float vi = b2 * v[i] + (1.0f - b2) * g * g;
     pi = pi - lr * (mi / bc1) / (std::sqrt(vi / bc2) + eps);
     p[i] = pi;
     m[i] = mi;
     v[i] = vi;
+    grad[i] = 0.0f;
   }
 }
 

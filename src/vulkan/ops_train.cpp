@@ -183,13 +183,14 @@ void encode_q4gsw_requant(const OpCall& c, const EncodeContext& ctx, Encoded& ou
   out.dispatches.push_back(std::move(d));
 }
 
-// In-place AdamW, 4 elements per thread.
+// In-place AdamW, 4 elements per thread; the gradient scaled when grad_scale is given, then zeroed.
 void encode_adamw_step(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   int64_t n = c.in[0].numel();
   if (n == 0) return;
   Dispatch d{ET_VK_KERNEL(adamw_step)};
   d.arg(u32(n, c));
   for (int i = 0; i < 7; ++i) d.arg(ctx.float_index.at(i));
+  d.arg(uint32_t(c.in.size() > 4 && c.in[4].defined() ? 1 : 0));
   grid_1d((n + 255) / 256, ctx, d.groups);
   out.dispatches.push_back(std::move(d));
 }

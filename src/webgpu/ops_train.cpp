@@ -183,16 +183,17 @@ void encode_q4gsw_requant(const OpCall& c, const EncodeContext& ctx, Encoded& ou
   out.dispatches.push_back(std::move(d));
 }
 
-// In-place AdamW, one element per invocation.
+// In-place AdamW, one element per invocation; the gradient scaled when grad_scale is given, then zeroed.
 void encode_adamw_step(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   const int64_t n = c.in[0].numel();
   if (n == 0) return;
   Dispatch d(ET_WG_KERNEL(adamw_step));
   uint32_t wg = ctx.wg_size(256);
   d.constant("WG", wg);
-  d.out(0).out(1).out(2).in(3).scalars().uniform();
+  d.out(0).out(1).out(2).out(3).in(4).scalars().uniform();
   d.arg(u32(n, c));
   for (int i = 0; i < 7; ++i) d.arg(ctx.float_index[i]);
+  d.arg(uint32_t(c.in.size() > 4 && c.in[4].defined() ? 1 : 0));
   grid_1d(ceil_div(static_cast<uint64_t>(n), wg), ctx, d.groups);
   out.dispatches.push_back(std::move(d));
 }

@@ -1,7 +1,9 @@
 // adamw_step, in place: one thread per 4 elements (vec4 loads/stores, component stores in the tail), grid
 // folded in 2-D for any size; all seven hyper-parameters come from the scalar block, so learning-rate
-// schedules and bias corrections change per replay without re-recording. Same operation order as the
-// reference, marked precise so no multiply-add is contracted.
+// schedules and bias corrections change per replay without re-recording. The gradient is multiplied by
+// grad_scale[0] when given (the clip and loss-scale factors, computed on the device) and zeroed once read,
+// which spares the update a multiply and a fill per tensor. Same operation order as the reference, marked
+// precise so no multiply-add is contracted.
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
@@ -12,14 +14,17 @@ layout(set = 0, binding = 0) readonly buffer BufP { vec4 P[]; };
 layout(set = 0, binding = 1) readonly buffer BufM { vec4 Mo[]; };
 layout(set = 0, binding = 2) readonly buffer BufV { vec4 Vo[]; };
 layout(set = 0, binding = 3) readonly buffer BufG { vec4 G[]; };
-layout(set = 0, binding = 4) buffer BufPo { vec4 Po[]; };  // same buffers as bindings 0..2
-layout(set = 0, binding = 5) buffer BufMo { vec4 Mout[]; };
-layout(set = 0, binding = 6) buffer BufVo { vec4 Vout[]; };
-layout(set = 0, binding = 7) readonly buffer BufScalars { float Sc[]; };
+layout(set = 0, binding = 4) readonly buffer BufGS { float GS[]; };  // grad_scale (a dummy when absent)
+layout(set = 0, binding = 5) buffer BufPo { vec4 Po[]; };  // same buffers as bindings 0..3
+layout(set = 0, binding = 6) buffer BufMo { vec4 Mout[]; };
+layout(set = 0, binding = 7) buffer BufVo { vec4 Vout[]; };
+layout(set = 0, binding = 8) buffer BufGo { vec4 Gout[]; };
+layout(set = 0, binding = 9) readonly buffer BufScalars { float Sc[]; };
 
 layout(push_constant) uniform Push {
   uint n;
   uint lr, beta1, beta2, eps, wd, bc1, bc2;  // scalar-block indices
+  uint scaled;                               // 1: grad_scale is bound
 } pc;
 
 void main() {
@@ -27,7 +32,8 @@ void main() {
   if (4 * i >= pc.n) return;
   const float lr = Sc[pc.lr], b1 = Sc[pc.beta1], b2 = Sc[pc.beta2], eps = Sc[pc.eps], wd = Sc[pc.wd],
               bc1 = Sc[pc.bc1], bc2 = Sc[pc.bc2];
-  const vec4 g = G[i];
+  precise vec4 g = G[i];
+  if (pc.scaled != 0u) g = g * GS[0];
   precise vec4 p = P[i];
   precise vec4 m = Mo[i];
   precise vec4 v = Vo[i];
@@ -39,11 +45,13 @@ void main() {
     Po[i] = p;
     Mout[i] = m;
     Vout[i] = v;
+    Gout[i] = vec4(0.0);
   } else {
     for (uint c = 0; c < 4 && 4 * i + c < pc.n; ++c) {
       Po[i][c] = p[c];
       Mout[i][c] = m[c];
       Vout[i][c] = v[c];
+      Gout[i][c] = 0.0;
     }
   }
 }
