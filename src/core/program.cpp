@@ -79,7 +79,9 @@ Tensor Program::planned_tensor(Shape shape, DType dtype) {
 // elsewhere (a loss read back, a tensor used by a later program), one first read before any call writes it
 // (its value carries over from the previous replay), or one no call uses gets a buffer of its own, which it
 // then owns. Every kernel sees the same values as with a buffer per tensor: the backends order every call
-// after the previous one (a barrier between dispatches), and no op reads what it did not write this replay.
+// after the previous one that uses the same buffer (Vulkan: a barrier before a call that reads or writes a
+// buffer an unbarriered earlier call wrote, or writes one it read; a shared buffer is one buffer there),
+// and no op reads what it did not write this replay.
 // A training step's backward temporaries thus reuse each other's memory.
 void Program::plan_memory() {
   struct Life {

@@ -11,7 +11,9 @@
 //   then the program's pooled scratch when the call asks for it (Encoded::pooled_scratch_bytes).
 // All are storage buffers. Float arguments reach shaders as indices into the scalar block (passed in push
 // constants), so a new learning rate or bias correction is a write to that block, never a re-record.
-// The runtime puts a full compute->compute memory barrier between consecutive dispatches.
+// The runtime puts a full compute->compute memory barrier between the dispatches of one call, and before a
+// call that reads a buffer an earlier call wrote since the last barrier or writes one read or written since
+// (program.cpp): a call's inputs are what it reads and its outputs what it writes, nothing else.
 #pragma once
 
 #include <algorithm>

@@ -1,6 +1,7 @@
 // The Vulkan backend (tensors as device buffers, synchronous transfers) and its Program: finalize encodes
 // every call, allocates scratch, builds descriptor sets and records ONE command buffer with a barrier
-// between dispatches; replay writes the slot values into the host-visible scalar block, submits and waits.
+// wherever a call depends on an earlier one (program.cpp says when); replay writes the slot values into the
+// host-visible scalar block, submits and waits.
 #pragma once
 
 #include <memory>
