@@ -73,11 +73,7 @@ CoopAccLayout probe_coop_acc_layout(VulkanBackend& vb) {
     w.pBufferInfo = infos.data();
     vkUpdateDescriptorSets(dev, 1, &w, 0, nullptr);
 
-    VkCommandBufferAllocateInfo cai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
-    cai.commandPool = vb.transfer().pool();
-    cai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
-    cai.commandBufferCount = 1;
-    check(vkAllocateCommandBuffers(dev, &cai, &cb), "vkAllocateCommandBuffers");
+    cb = allocate_command_buffer(dev, vb.transfer().pool());
     VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
     bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
     check(vkBeginCommandBuffer(cb, &bi), "vkBeginCommandBuffer");

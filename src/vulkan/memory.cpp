@@ -20,6 +20,16 @@ VkDeviceSize align_up(VkDeviceSize v, VkDeviceSize a) { return (v + a - 1) / a *
 }
 }  // namespace
 
+VkCommandBuffer allocate_command_buffer(VkDevice dev, VkCommandPool pool) {
+  VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+  ai.commandPool = pool;
+  ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+  ai.commandBufferCount = 1;
+  VkCommandBuffer cb = VK_NULL_HANDLE;
+  check(vkAllocateCommandBuffers(dev, &ai, &cb), "vkAllocateCommandBuffers");
+  return cb;
+}
+
 void memory_barrier(VkCommandBuffer cb, VkPipelineStageFlags src_stage, VkAccessFlags src_access,
                     VkPipelineStageFlags dst_stage, VkAccessFlags dst_access) {
   VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
@@ -176,11 +186,7 @@ Transfer::Transfer(Context& ctx, Memory& mem) : ctx_(ctx), mem_(mem) {
   pi.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
   pi.queueFamilyIndex = ctx.queue_family();
   check(vkCreateCommandPool(ctx.device(), &pi, nullptr, &pool_), "vkCreateCommandPool");
-  VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
-  ai.commandPool = pool_;
-  ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
-  ai.commandBufferCount = 1;
-  check(vkAllocateCommandBuffers(ctx.device(), &ai, &cmd_), "vkAllocateCommandBuffers");
+  cmd_ = allocate_command_buffer(ctx.device(), pool_);
   VkFenceCreateInfo fi{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
   check(vkCreateFence(ctx.device(), &fi, nullptr, &fence_), "vkCreateFence");
 }

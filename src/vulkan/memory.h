@@ -91,6 +91,9 @@ class Transfer {
   std::vector<VkBuffer> pending_fills_;
 };
 
+// A primary command buffer from `pool` (the caller frees it or keeps it with the pool).
+VkCommandBuffer allocate_command_buffer(VkDevice dev, VkCommandPool pool);
+
 // A full memory barrier between two command-buffer stages (used between dispatches and around copies).
 void memory_barrier(VkCommandBuffer cb, VkPipelineStageFlags src_stage, VkAccessFlags src_access,
                     VkPipelineStageFlags dst_stage, VkAccessFlags dst_access);

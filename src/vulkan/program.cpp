@@ -287,11 +287,7 @@ void VulkanProgram::on_finalize() {
   }
 
   // One command buffer for the whole program.
-  VkCommandBufferAllocateInfo cai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
-  cai.commandPool = vb_.transfer().pool();
-  cai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
-  cai.commandBufferCount = 1;
-  check(vkAllocateCommandBuffers(dev, &cai, &cmd_), "vkAllocateCommandBuffers");
+  cmd_ = allocate_command_buffer(dev, vb_.transfer().pool());
   VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
   check(vkBeginCommandBuffer(cmd_, &bi), "vkBeginCommandBuffer");
   if (queries_) vkCmdResetQueryPool(cmd_, queries_, 0, static_cast<uint32_t>(2 * profile_->key.size()));
