@@ -66,6 +66,39 @@ VkShaderModule Pipelines::module(const Kernel& k) {
   return m;
 }
 
+// SPIR-V: the (set 0) Binding of each variable, its pointee type, and NonWritable on variables or on every
+// member of their block types. Declarations of one binding under several names (a float and a vec4 view)
+// are all looked at: the binding is writable when any of them is.
+const std::vector<bool>& Pipelines::writable_bindings(const Kernel& k) {
+  auto it = writable_.find(k.spirv);
+  if (it != writable_.end()) return it->second;
+  constexpr uint32_t kDecorate = 71, kMemberDecorate = 72, kVariable = 59, kTypePointer = 32, kTypeStruct = 30;
+  constexpr uint32_t kNonWritable = 24, kBinding = 33;
+  std::map<uint32_t, uint32_t> binding, pointee, members, var_type;
+  std::map<uint32_t, uint32_t> readonly_members;  // struct -> members decorated NonWritable
+  std::map<uint32_t, bool> readonly_var;
+  for (size_t i = 5; i < k.words;) {
+    const uint32_t n = k.spirv[i] >> 16, op = k.spirv[i] & 0xffff;
+    ET_CHECK(n > 0 && i + n <= k.words, "vulkan: kernel ", k.name, ": malformed SPIR-V at word ", i);
+    const uint32_t* w = k.spirv + i;
+    if (op == kDecorate && n >= 4 && w[2] == kBinding) binding[w[1]] = w[3];
+    if (op == kDecorate && n >= 3 && w[2] == kNonWritable) readonly_var[w[1]] = true;
+    if (op == kMemberDecorate && n >= 4 && w[3] == kNonWritable) ++readonly_members[w[1]];
+    if (op == kTypePointer && n >= 4) pointee[w[1]] = w[3];
+    if (op == kTypeStruct) members[w[1]] = n - 2;
+    if (op == kVariable && n >= 4) var_type[w[2]] = w[1];
+    i += n;
+  }
+  std::vector<bool> out;
+  for (const auto& [var, b] : binding) {
+    const uint32_t st = var_type.count(var) && pointee.count(var_type[var]) ? pointee[var_type[var]] : 0;
+    const bool ro = readonly_var[var] || (members.count(st) && readonly_members[st] == members[st]);
+    if (out.size() <= b) out.resize(b + 1, false);
+    if (!ro) out[b] = true;
+  }
+  return writable_[k.spirv] = out;
+}
+
 VkPipeline Pipelines::get(const Kernel& k, const std::vector<uint32_t>& spec, uint32_t bindings) {
   auto key = std::make_tuple(k.spirv, spec, bindings);
   auto it = pipelines_.find(key);

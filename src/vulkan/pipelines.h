@@ -29,6 +29,10 @@ class Pipelines {
   VkDescriptorSetLayout set_layout(uint32_t bindings);  // bindings already padded
   VkPipelineLayout layout(uint32_t bindings);
   VkPipeline get(const Kernel& k, const std::vector<uint32_t>& spec, uint32_t bindings);
+  // Per binding of set 0, whether kernel k declares a buffer there that it may write (no `readonly` on some
+  // declaration of it): what the synchronization validation assumes a dispatch writes, and what the
+  // programs' barriers follow (program.cpp). Read from the SPIR-V once per kernel.
+  const std::vector<bool>& writable_bindings(const Kernel& k);
   size_t size() const { return pipelines_.size(); }
 
  private:
@@ -45,6 +49,7 @@ class Pipelines {
   bool fail_pipelines_ = false;  // test-only fault injection (EDGETRAIN_VK_FAULT=pipeline), see the constructor
   std::map<uint32_t, Layout> layouts_;
   std::map<const uint32_t*, VkShaderModule> modules_;
+  std::map<const uint32_t*, std::vector<bool>> writable_;
   std::map<std::tuple<const uint32_t*, std::vector<uint32_t>, uint32_t>, VkPipeline> pipelines_;
 };
 

@@ -191,6 +191,7 @@ void VulkanProgram::on_finalize() {
     pooled = scratch_.back();
   }
   std::vector<VkDescriptorSet> sets(calls.size());
+  std::vector<std::vector<VkBuffer>> bound(calls.size());  // per call, the buffer at each binding
   for (size_t c = 0; c < calls.size(); ++c) {
     const OpCall& call = calls[c];
     VkDescriptorSetLayout sl = vb_.pipelines().set_layout(nbind[c]);
@@ -252,6 +253,7 @@ void VulkanProgram::on_finalize() {
       writes[i].pBufferInfo = &infos[i];
     }
     vkUpdateDescriptorSets(dev, static_cast<uint32_t>(writes.size()), writes.data(), 0, nullptr);
+    for (const VkDescriptorBufferInfo& info : infos) bound[c].push_back(info.buffer);
   }
 
   // Profiling (EDGETRAIN_PROFILE): a timestamp before and after every dispatch, both at the compute
@@ -299,25 +301,23 @@ void VulkanProgram::on_finalize() {
   memory_barrier(cmd_, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, VK_ACCESS_MEMORY_WRITE_BIT,
                  VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
   // Barriers only where the work needs them: between the dispatches of one call (they pass values
-  // through their scratch), and before a call that reads a buffer written since the last barrier or writes
-  // one read or written since then. Calls on disjoint buffers (the update's per-tensor AdamW, requant and
-  // zeroing, the norm's per-tensor partial sums) then overlap on the device. Buffers, not byte ranges: the
-  // views of one tensor and the planned tensors that share an arena buffer (plan_memory) are one buffer
-  // here. The pooled scratch counts as written by every call that binds it. The profiler keeps a barrier
-  // before every dispatch: its timestamps time one dispatch at a time.
+  // through their scratch), and before a dispatch that reads a buffer written since the last barrier or
+  // writes one read or written since then. Calls on disjoint buffers (the update's per-tensor AdamW and
+  // requant, the q, k, v projections) then overlap on the device. A dispatch writes its call's outputs,
+  // the pooled scratch, and whatever its kernel binds where it declares a writable buffer (generic kernels
+  // such as the GEMMs declare bindings writable that hold inputs or the scalar block in some layouts: that
+  // is what the synchronization validation assumes, so it is assumed here too); it reads the rest of what
+  // it binds. Buffers, not byte ranges: the views of one tensor and the planned tensors that share an arena
+  // buffer (plan_memory) are one buffer here. The profiler keeps a barrier before every dispatch: its
+  // timestamps time one dispatch at a time.
   std::unordered_set<VkBuffer> written, read;  // since the last barrier
   const bool serial = queries_ != VK_NULL_HANDLE;
   bool first = true;
   for (size_t c = 0; c < calls.size(); ++c) {
     VkPipelineLayout pl = vb_.pipelines().layout(nbind[c]);
-    std::vector<VkBuffer> reads, writes;
-    for (const Tensor& t : calls[c].in)
-      if (t.defined()) reads.push_back(vb_.buffer(t.id()).buffer);
-    for (const Tensor& t : calls[c].out) writes.push_back(vb_.buffer(t.id()).buffer);
-    if (enc[c].pooled_scratch_bytes) writes.push_back(pooled.buffer);
-    bool hazard = false;
-    for (VkBuffer b : reads) hazard |= written.count(b) > 0;
-    for (VkBuffer b : writes) hazard |= written.count(b) > 0 || read.count(b) > 0;
+    std::unordered_set<VkBuffer> outputs;
+    for (const Tensor& t : calls[c].out) outputs.insert(vb_.buffer(t.id()).buffer);
+    if (enc[c].pooled_scratch_bytes) outputs.insert(pooled.buffer);
     bool call_first = true;
     for (const Dispatch& d : enc[c].dispatches) {
       if (d.groups[0] == 0 || d.groups[1] == 0 || d.groups[2] == 0) continue;
@@ -328,6 +328,13 @@ void VulkanProgram::on_finalize() {
                       d.kernel.name, " needs ", d.groups[i], " workgroups on axis ", i, ", more than the device's ",
                       ctx.limits().max_groups[i], " (call ", calls[c].str(), ")");
       VkPipeline p = vb_.pipelines().get(d.kernel, d.spec, nbind[c]);
+      std::vector<VkBuffer> reads, writes(outputs.begin(), outputs.end());
+      const std::vector<bool>& writable = vb_.pipelines().writable_bindings(d.kernel);
+      for (size_t i = 0; i < bound[c].size(); ++i)
+        (i < writable.size() && writable[i] ? writes : reads).push_back(bound[c][i]);
+      bool hazard = false;
+      for (VkBuffer b : reads) hazard |= written.count(b) > 0;
+      for (VkBuffer b : writes) hazard |= written.count(b) > 0 || read.count(b) > 0;
       if (!first && (serial || hazard || !call_first)) {
         memory_barrier(cmd_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
                        VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
