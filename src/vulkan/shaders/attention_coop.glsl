@@ -90,37 +90,35 @@ const uint SL = HC / 4u;  // slots per row
     Ts[i_][c_ + 1u] = packFloat2x16(f16vec2((x).zw));                                         \
   }
 
-// The ROWS rows of an A tile as fp16, into Ts at `at`: loaded once, every load issued before the first
-// store (measured on an H200: a loop that waited for each load in turn made the fixed cost of a workgroup
-// larger than its products).
+// The fp32 slots of ROWS rows of a buffer in flight: an invocation fetches its slots (slot e of the tile,
+// e = invocation + 128 k) into registers x[], and later puts them into Ts as fp16. Every fetch is issued
+// before the first put (measured on an H200: waiting for each read in turn, or for each tile's reads
+// before the products of the previous one, took over half the forward's time).
+#define ET_FETCH_ROWS(x, ROWS, F, F4, base, stride, nvalid, hd)                               \
+  [[unroll]] for (uint k_ = 0u; k_ < ((ROWS) * SL + 127u) / 128u; ++k_) {                    \
+    const uint e_ = gl_LocalInvocationIndex + 128u * k_, r_ = e_ / SL, s_ = e_ - r_ * SL;     \
+    ET_FETCH_SLOT(x[k_], r_, s_, F, F4, base, stride, min(nvalid, ROWS), hd)                  \
+  }
+#define ET_PUT_ROWS(x, ROWS, at)                                                              \
+  [[unroll]] for (uint k_ = 0u; k_ < ((ROWS) * SL + 127u) / 128u; ++k_) {                    \
+    const uint e_ = gl_LocalInvocationIndex + 128u * k_, r_ = e_ / SL, s_ = e_ - r_ * SL;     \
+    if (r_ < (ROWS)) ET_PUT_SLOT(at, r_, s_, x[k_])                                           \
+  }
+
+// The ROWS rows of an A tile as fp16, into Ts at `at`: loaded once.
 const uint NA_MAX = 16u;  // slots per invocation of a 64-row tile at head dim 128
 #define ET_LOAD_F16(at, ROWS, F, F4, base, stride, nvalid, hd)                                 \
   {                                                                                           \
     vec4 x_[NA_MAX];                                                                          \
-    [[unroll]] for (uint k_ = 0u; k_ < ((ROWS) * SL + 127u) / 128u; ++k_) {                  \
-      const uint e_ = gl_LocalInvocationIndex + 128u * k_, r_ = e_ / SL, s_ = e_ - r_ * SL;   \
-      ET_FETCH_SLOT(x_[k_], r_, s_, F, F4, base, stride, min(nvalid, ROWS), hd)              \
-    }                                                                                         \
-    [[unroll]] for (uint k_ = 0u; k_ < ((ROWS) * SL + 127u) / 128u; ++k_) {                  \
-      const uint e_ = gl_LocalInvocationIndex + 128u * k_, r_ = e_ / SL, s_ = e_ - r_ * SL;   \
-      if (r_ < (ROWS)) ET_PUT_SLOT(at, r_, s_, x_[k_])                                        \
-    }                                                                                         \
+    ET_FETCH_ROWS(x_, ROWS, F, F4, base, stride, nvalid, hd)                                  \
+    ET_PUT_ROWS(x_, ROWS, at)                                                                 \
   }
 
-// A B tile in flight (measured: waiting for each tile's loads took over half the forward's time): an
-// invocation fetches its NS slots of the next tile into registers x[] before the products of the current
-// one, and puts them into Ts as fp16 after the barrier that ends them.
+// A B tile in flight: its NS slots per invocation are fetched before the products of the current tile
+// and put into Ts after the barrier that ends them.
 const uint NS = (BR * SL + 127u) / 128u, NS_MAX = 8u;
-#define ET_FETCH_TILE(x, F, F4, base, stride, nvalid, hd)                                      \
-  [[unroll]] for (uint k_ = 0u; k_ < NS; ++k_) {                                             \
-    const uint e_ = gl_LocalInvocationIndex + 128u * k_, r_ = e_ / SL, s_ = e_ - r_ * SL;     \
-    ET_FETCH_SLOT(x[k_], r_, s_, F, F4, base, stride, min(nvalid, BR), hd)                    \
-  }
-#define ET_PUT_TILE(x, at)                                                                    \
-  [[unroll]] for (uint k_ = 0u; k_ < NS; ++k_) {                                             \
-    const uint e_ = gl_LocalInvocationIndex + 128u * k_, r_ = e_ / SL, s_ = e_ - r_ * SL;     \
-    if (r_ < BR) ET_PUT_SLOT(at, r_, s_, x[k_])                                               \
-  }
+#define ET_FETCH_TILE(x, F, F4, base, stride, nvalid, hd) ET_FETCH_ROWS(x, BR, F, F4, base, stride, nvalid, hd)
+#define ET_PUT_TILE(x, at) ET_PUT_ROWS(x, BR, at)
 
 // The stage of subgroup sg, and one column of a row of it.
 uint stage_at(uint sg) { return sg * 16u * SP4; }
