@@ -12,8 +12,9 @@
 // All are storage buffers. Float arguments reach shaders as indices into the scalar block (passed in push
 // constants), so a new learning rate or bias correction is a write to that block, never a re-record.
 // The runtime puts a full compute->compute memory barrier between the dispatches of one call, and before a
-// call that reads a buffer an earlier call wrote since the last barrier or writes one read or written since
-// (program.cpp): a call's inputs are what it reads and its outputs what it writes, nothing else.
+// dispatch that reads a buffer written since the last barrier or writes one read or written since
+// (program.cpp): a dispatch writes its call's outputs and whatever its kernel binds where it declares a
+// writable buffer, and reads the rest of what it binds.
 #pragma once
 
 #include <algorithm>
