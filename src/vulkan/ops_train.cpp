@@ -49,11 +49,11 @@ void encode_linear_q4gsw(const OpCall& c, const EncodeContext& ctx, Encoded& out
   uint32_t has_bias = c.in.size() > 3 && c.in[3].defined() ? 1u : 0u;
   const bool f16 = f16_operands(c);
   if (M == 0) return;
-  if (M == 1 && !f16) {  // the GEMV factors each group's scale out of its sum: no per-weight fp16 rounding
+  if (M == 1) {  // decoding: a GEMV reads each weight once
     Dispatch d{ET_VK_KERNEL(linear_q4gsw_gemv)};
     uint32_t lanes = pow2_lanes(128, ctx);
     uint32_t cols = std::min<uint32_t>(4, lanes / 4);
-    d.spec = {cols, lanes / cols, lanes};
+    d.spec = {cols, lanes / cols, lanes, f16 ? 1u : 0u};
     q4_push(d, M, g, c);
     d.arg(has_bias);
     grid_1d((g.N8() + cols - 1) / cols, ctx, d.groups);

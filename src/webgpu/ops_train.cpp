@@ -79,10 +79,10 @@ void encode_linear_q4gsw(const OpCall& c, const EncodeContext& ctx, Encoded& out
   const int64_t M = xs.rows();
   bool bias = c.in.size() > 3 && c.in[3].defined();
   if (M == 0) return;
-  if (M == 1 && !f16_operands(c)) {  // the GEMV factors each group's scale out: no per-weight fp16 rounding
+  if (M == 1) {  // decoding: a GEMV reads each weight once
     Dispatch d(ET_WG_KERNEL(linear_q4gsw_gemv));
     uint32_t wg = ctx.wg_size(64);
-    d.constant("WG", wg);
+    d.constant("WG", wg).constant("F16", f16_operands(c) ? 1 : 0);
     q4_common(d, g, UINT32_MAX, bias, c);
     d.arg(0u).arg(0u);
     grid_1d(static_cast<uint64_t>(g.N8()), ctx, d.groups);
