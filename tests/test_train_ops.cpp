@@ -360,7 +360,10 @@ std::vector<OpCase> grad_norm_cases() {
   Rng r(107);
   std::vector<std::vector<Shape>> sets = {
       {Shape{1}}, {Shape{64, 64}}, {Shape{}, Shape{63}, Shape{3, 5, 7}}, {Shape{4097}, Shape{129, 65}},
-      {Shape{1000003}, Shape{0}, Shape{70001}}};  // many workgroups per tensor, an empty tensor
+      {Shape{1000003}, Shape{0}, Shape{70001}},  // many workgroups per tensor, an empty tensor
+      // More inputs than one dispatch takes (Vulkan 8, WebGPU 7), empties among them, a large one later.
+      {Shape{5000}, Shape{1}, Shape{3, 3}, Shape{4096}, Shape{4097}, Shape{7}, Shape{0}, Shape{8193}, Shape{2},
+       Shape{0}, Shape{120001}, Shape{1}, Shape{33}, Shape{65537}, Shape{5}, Shape{6}, Shape{17}, Shape{9}}};
   std::vector<OpCase> cs;
   for (size_t i = 0; i < sets.size(); ++i) {
     OpCase c;

@@ -3,12 +3,13 @@
 //
 // grad_norm's inputs are bindings 0..n_in-1 and its output and scratch follow them, so no fixed binding
 // number can name "input i" or "the output" for every call. The encoder therefore keeps copies of the
-// grad_norm SPIR-V with the Binding decorations rewritten (0 -> input i, 1 -> scratch, 2 -> output), one
-// per (n_in, i), each with its own kernel name so pipeline caches keep them apart.
+// grad_norm SPIR-V with the Binding decorations rewritten (0..7 -> a group of up to 8 inputs, 8 -> scratch,
+// 9 -> output), one per (n_in, group), each with its own kernel name so pipeline caches keep them apart.
 #include <map>
 #include <mutex>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "clip_coef.spv.h"
 #include "grad_norm.spv.h"
@@ -44,8 +45,9 @@ Kernel rebound(const Kernel& k, const std::vector<uint32_t>& remap, const std::s
   return Kernel{it->first.c_str(), it->second.data(), it->second.size()};
 }
 
-// Elements per workgroup of the per-input pass (each invocation sums CHUNK / WG of them first).
-constexpr uint32_t kNormChunk = 4096;
+// Elements per workgroup of the sums of squares (each invocation sums CHUNK / WG of them first), and the
+// inputs one dispatch takes (grad_norm.comp's bindings 0..7).
+constexpr uint32_t kNormChunk = 4096, kNormGroup = 8;
 
 }  // namespace
 
@@ -55,21 +57,45 @@ void encode_grad_norm(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   uint32_t wg = reduce_wg(ctx);
   const Kernel base = ET_VK_KERNEL(grad_norm);
   uint64_t total = 0;
-  for (uint32_t i = 0; i < n_in; ++i) {
-    uint32_t n = u32(c.in[i].numel(), c);
-    if (n == 0) continue;
-    uint32_t groups = (n + kNormChunk - 1) / kNormChunk;
-    Dispatch d(rebound(base, {i, scratch_binding, out_binding},
-                                "grad_norm#" + std::to_string(n_in) + "_" + std::to_string(i)),
-                        {wg, 0u});
-    d.arg(n).arg(kNormChunk).arg(u32(total, c));
+  std::vector<uint32_t> group;  // the non-empty inputs of the next dispatch
+  auto flush = [&] {
+    if (group.empty()) return;
+    std::vector<uint32_t> remap(kNormGroup + 2, group[0]);  // unused input bindings alias the first
+    std::string name = "grad_norm#" + std::to_string(n_in);
+    for (size_t j = 0; j < group.size(); ++j) {
+      remap[j] = group[j];
+      name += '_';
+      name += std::to_string(group[j]);
+    }
+    remap[kNormGroup] = scratch_binding;
+    remap[kNormGroup + 1] = out_binding;
+    Dispatch d(rebound(base, remap, name), {wg, 0u, kNormChunk});
+    uint32_t n[kNormGroup] = {}, first[kNormGroup] = {}, groups = 0;
+    for (size_t j = 0; j < group.size(); ++j) {
+      n[j] = u32(c.in[group[j]].numel(), c);
+      first[j] = groups;
+      groups += (n[j] + kNormChunk - 1) / kNormChunk;
+    }
+    d.arg(u32(total, c)).arg(static_cast<uint32_t>(group.size()));
+    for (uint32_t v : n) d.arg(v);
+    for (uint32_t v : first) d.arg(v);
     grid_1d(groups, ctx, d.groups);
     out.dispatches.push_back(d);
     total += groups;
+    group.clear();
+  };
+  for (uint32_t i = 0; i < n_in; ++i) {
+    if (c.in[i].numel() == 0) continue;
+    group.push_back(i);
+    if (group.size() == kNormGroup) flush();
   }
-  Dispatch fin(rebound(base, {0u, scratch_binding, out_binding}, "grad_norm#" + std::to_string(n_in) + "_final"),
-                        {wg, 1u});
-  fin.arg(u32(total, c)).arg(0u).arg(0u);
+  flush();
+  std::vector<uint32_t> remap(kNormGroup + 2, 0u);
+  remap[kNormGroup] = scratch_binding;
+  remap[kNormGroup + 1] = out_binding;
+  Dispatch fin(rebound(base, remap, "grad_norm#" + std::to_string(n_in) + "_final"), {wg, 1u, kNormChunk});
+  fin.arg(0u).arg(0u).arg(u32(total, c));
+  for (uint32_t i = 1; i < 2 * kNormGroup; ++i) fin.arg(0u);
   out.dispatches.push_back(fin);
   out.scratch_bytes.push_back(std::max<size_t>(16, total * sizeof(float)));
 }

@@ -1,14 +1,12 @@
-// grad_norm (and fused_ce's loss sum): each workgroup sums one chunk of `chunk` floats of src into
-// out[out_idx + w], w its linear workgroup id; a fixed-order tree within the workgroup and fixed chunks, so
-// results are deterministic. grad_norm runs it twice: many workgroups per gradient tensor write partial sums
-// of squares (SQUARE) into scratch, then one workgroup sums every partial and writes the root (ROOT). One
-// workgroup per tensor was the update phase's bottleneck (133.6 ms of the base step on the H200). fused_ce's
-// loss is the plain sum of its row terms (one workgroup, chunk = n); fused_ce_part's too, ACCUMULATE adding
-// the old value of out (the previous parts' loss). A NaN anywhere gives NaN, tested on the bits so no
+// grad_norm's last pass (and fused_ce's loss sum): each workgroup sums one chunk of `chunk` floats of src
+// into out[out_idx + w], w its linear workgroup id; a fixed-order tree within the workgroup and fixed chunks,
+// so results are deterministic. grad_norm: one workgroup sums the partial sums of squares that
+// grad_norm_squares.wgsl wrote and writes the root (ROOT). fused_ce's loss is the plain sum of its row terms
+// (one workgroup, chunk = n); fused_ce_part's too, ACCUMULATE adding the old value of out (the previous
+// parts' loss). A NaN anywhere gives NaN, tested on the bits so no
 // fast-math assumption can drop it.
 #include "workgroup_reduce.wgsl"
 override WG: u32 = 256u;
-override SQUARE: bool = false;
 override ROOT: bool = false;
 override ACCUMULATE: bool = false;
 struct Params { n: u32, nan_bits: u32, out_idx: u32, chunk: u32 }  // nan_bits: WGSL has no NaN constant
@@ -35,7 +33,7 @@ fn main(@builtin(local_invocation_index) li: u32, @builtin(workgroup_id) wid: ve
   for (var i = begin + li; i < end; i += WG) {
     let x = src[i];
     if (is_nan(x)) { bad = true; }
-    if (SQUARE) { acc = fma(x, x, acc); } else { acc += x; }
+    acc += x;
   }
   if (bad) { atomicStore(&nan_seen, 1u); }
   var r = wg_sum(acc, li);
