@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "edgetrain/backends.h"
+#include "edgetrain/graph.h"
 #include "edgetrain/q4gsw.h"
 #include "harness/op_case.h"
 
@@ -266,6 +267,41 @@ TEST(VulkanRuntime, ProgramReplaysWithChangingSlots) {
 // Barriers only where calls depend on each other (program.cpp): calls on disjoint buffers run without one
 // between them, a read of a buffer written since the last barrier (RAW), a write of one read (WAR) or
 // written (WAW) since then each get one, and the values are those of running the calls in order.
+// The tensor-core GEMMs stage each fp16 operand in the program's pooled scratch. A later call that would
+// stage the same operand again (the q, k and v projections of one activation) skips it while the image is
+// intact, and stages it again once the activation is rewritten. Values against the CPU backend, which a
+// stale image would not match (the third product reads the rewritten x).
+TEST(VulkanRuntime, StagedOperandIsReusedUntilItsSourceChanges) {
+  NEED_VULKAN();
+  vk::VulkanBackend& b = vb();
+  if (!b.encode_context().coopmat) GTEST_SKIP() << "no cooperative matrices on " << b.device_name();
+  Rng r(7);
+  const HostTensor x = random_f32(r, Shape{300, 256}), w1 = random_f32(r, Shape{200, 256}),
+                   w2 = random_f32(r, Shape{136, 256}), w3 = random_f32(r, Shape{200, 256});
+  auto run = [&](Backend& be, size_t* skipped) {
+    auto up = [&](const HostTensor& h) { return be.from_host(h.shape(), DType::f32, h.data(), h.nbytes()); };
+    Tensor tx = up(x), t1 = up(w1), t2 = up(w2), t3 = up(w3);
+    auto p = be.new_program();
+    Graph g(be, *p);
+    g.set_precision(Precision::fp16);
+    Tensor y1 = g.linear(tx, t1), y2 = g.linear(tx, t2);
+    g.call(Op::fill, {}, {tx}, {}, {0.5f});
+    Tensor y3 = g.linear(tx, t3);
+    p->finalize();
+    p->replay();
+    if (skipped) *skipped = dynamic_cast<vk::VulkanProgram&>(*p).skipped_stagings();
+    return std::vector<std::vector<float>>{be.to_vector<float>(y1), be.to_vector<float>(y2), be.to_vector<float>(y3)};
+  };
+  size_t skipped = 0;
+  const auto got = run(b, &skipped), want = run(backend_for_tests("cpu"), nullptr);
+  EXPECT_EQ(skipped, 1u);  // the second product's x; the third's x was rewritten
+  for (size_t i = 0; i < 3; ++i) {
+    ASSERT_EQ(got[i].size(), want[i].size());
+    for (size_t j = 0; j < got[i].size(); ++j)
+      ASSERT_NEAR(got[i][j], want[i][j], 1e-4f * (1.0f + std::fabs(want[i][j]))) << "product " << i << ", element " << j;
+  }
+}
+
 TEST(VulkanRuntime, BarriersOnlyBetweenDependentCalls) {
   NEED_VULKAN();
   Backend& b = vb();

@@ -45,6 +45,17 @@ struct Dispatch {
   std::vector<uint32_t> spec;   // specialization constants, constant_id 0, 1, 2, ...
   std::vector<uint8_t> push;    // push-constant bytes (<= 128)
   uint32_t groups[3] = {1, 1, 1};
+  // What it writes in the program's pooled scratch (program.cpp), where it says (pooled_known): bytes
+  // [pooled_begin, pooled_end); a dispatch that binds the pooled scratch and does not say may write all of it.
+  bool pooled_known = false;
+  uint64_t pooled_begin = 0, pooled_end = 0;
+  // A staging dispatch (the tensor-core GEMMs' operand conversion) says which of its call's bindings it
+  // reads: what it leaves in its pooled range is a function of those, its kernel, spec and push constants
+  // alone, so program.cpp skips it where the same staging left that range and nothing wrote either since.
+  // Its first stage_bind_specs specialization constants are binding numbers: calls bind differently, so
+  // those are compared through the ranges the bindings name rather than by number.
+  std::vector<uint32_t> stage_reads;
+  uint32_t stage_bind_specs = 0;
   // Appends a POD value to the push constants (keep std430-compatible order: 4-byte fields).
   template <typename T>
   Dispatch& arg(const T& v) {

@@ -107,6 +107,7 @@ void append_splitk_reduce(uint64_t count, uint32_t splits, uint32_t alpha_idx, u
   Dispatch r{ET_VK_KERNEL(gemm_splitk_reduce)};
   r.arg(static_cast<uint32_t>(count)).arg(splits).arg(alpha_idx).arg(flags).arg(base);
   grid_1d((count + 255) / 256, ctx, r.groups);
+  r.pooled_known = true;  // reads the partial sums, writes only the output
   out.dispatches.push_back(std::move(r));
 }
 

@@ -41,8 +41,10 @@ void split(const CoopOperand& o, uint64_t Rp, uint64_t Kp, uint32_t batch, uint3
     d.spec = {o.src_bind, o.scale_bind, scr_bind, o.kind, mode, f16 ? 1u : 0u};
     d.arg(index32(o.R)).arg(index32(o.K)).arg(index32(Rp)).arg(index32(Kp));
     d.arg(o.sr).arg(o.sk).arg(o.sbatch);
-    d.arg(index32(hi)).arg(index32(lo)).arg(index32(ex));
-    d.arg(o.q4_N).arg(index32((o.q4_N + 7) / 8)).arg(o.q4_gs).arg(index32(px));
+    // f16 reads no lo part, exponents or maxima: zeros there keep one operand's staging identical
+    // whatever the other operand is (program.cpp compares them).
+    d.arg(index32(hi)).arg(index32(f16 ? 0 : lo)).arg(index32(f16 ? 0 : ex));
+    d.arg(o.q4_N).arg(index32((o.q4_N + 7) / 8)).arg(o.q4_gs).arg(index32(f16 ? 0 : px));
     uint64_t groups;
     if (mode == 0) groups = o.kind == 1 ? (Rp / 32) * chunks : o.kind == 2 ? Rp / 32 : Rp;
     else if (mode == 2) groups = (Rp + 255) / 256;
@@ -51,6 +53,14 @@ void split(const CoopOperand& o, uint64_t Rp, uint64_t Kp, uint32_t batch, uint3
     else groups = (Rp * (Kp / 8) + 255) / 256;
     grid_1d(std::max<uint64_t>(groups, 1), ctx, d.groups);
     d.groups[2] = batch;
+    if (f16) {  // one pass, writing hi alone: the same operand staged again can be skipped (program.cpp)
+      d.pooled_known = true;
+      d.pooled_begin = hi * 16;
+      d.pooled_end = hi * 16 + batch * Rp * Kp * 2;
+      d.stage_reads = {o.src_bind};
+      if (o.kind >= 2) d.stage_reads.push_back(o.scale_bind);
+      d.stage_bind_specs = 3;  // SRC_BIND, SCALE_BIND, SCR_BIND
+    }
     out.dispatches.push_back(std::move(d));
   }
 }
@@ -150,6 +160,9 @@ bool append_coop(const CoopOperand& a, const CoopOperand& b, const CoopEpilogue&
   d.groups[0] = index32(Np / 128);
   d.groups[1] = index32(Mp / 128);
   d.groups[2] = static_cast<uint32_t>(slices > 1 ? slices : batch);
+  d.pooled_known = true;  // only split-K's partial sums
+  d.pooled_begin = parts_end;
+  d.pooled_end = slices > 1 ? total : parts_end;
   out.dispatches.push_back(std::move(d));
   out.pooled_scratch_bytes = static_cast<size_t>(total);
   if (slices > 1)

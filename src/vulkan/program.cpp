@@ -3,6 +3,7 @@
 #include "vulkan/program.h"
 
 #include <algorithm>
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -11,6 +12,72 @@
 #include "vulkan/ops_gemm.h"
 
 namespace edgetrain::vk {
+
+namespace {
+
+// Operands the tensor-core GEMMs have staged in a program's pooled scratch and that are still there, while
+// its dispatches are recorded in order (the q, k and v projections, and qlora's x A^T, convert the same
+// activations). A staging dispatch (Dispatch::stage_reads) identical to one of them, reading the same byte
+// ranges, need not run. An image is forgotten when a call writes an overlapping range of what it was made
+// from (an output: an op writes nothing else but scratch; not what a kernel declares writable, since
+// generic kernels such as gemm_coop declare their inputs' bindings so), or its bytes of the pooled scratch.
+class StagedOperands {
+ public:
+  // Whether dispatch d of a call binding `bound` would stage an operand that is still there.
+  bool still_there(const Dispatch& d, const std::vector<VkDescriptorBufferInfo>& bound) const {
+    if (d.stage_reads.empty()) return false;
+    const Image im = image(d, bound);
+    for (const Image& s : images_) {
+      bool match = s.spirv == im.spirv && s.spec == im.spec && s.push == im.push && s.begin == im.begin &&
+                   s.end == im.end && s.reads.size() == im.reads.size();
+      for (size_t i = 0; match && i < s.reads.size(); ++i)
+        match = s.reads[i].buffer == im.reads[i].buffer && s.reads[i].offset == im.reads[i].offset &&
+                s.reads[i].range == im.reads[i].range;
+      if (match) return true;
+    }
+    return false;
+  }
+  // Dispatch d ran: its call writes `outs` and, if it binds it, the pooled scratch (d's range where it says).
+  void dispatched(const Dispatch& d, const std::vector<VkDescriptorBufferInfo>& bound,
+                  const std::vector<VkDescriptorBufferInfo>& outs, bool binds_pooled) {
+    if (binds_pooled) {
+      if (!d.pooled_known) images_.clear();
+      erase([&](const Image& s) { return s.begin < d.pooled_end && d.pooled_begin < s.end; });
+    }
+    for (const VkDescriptorBufferInfo& o : outs)
+      erase([&](const Image& s) {
+        for (const VkDescriptorBufferInfo& r : s.reads)
+          if (r.buffer == o.buffer && r.offset < end_of(o) && o.offset < end_of(r)) return true;
+        return false;
+      });
+    if (!d.stage_reads.empty()) images_.push_back(image(d, bound));
+  }
+
+ private:
+  struct Image {
+    const uint32_t* spirv;
+    std::vector<uint32_t> spec;  // past the binding numbers (Dispatch::stage_bind_specs)
+    std::vector<uint8_t> push;
+    std::vector<VkDescriptorBufferInfo> reads;
+    uint64_t begin, end;  // pooled scratch bytes
+  };
+  static Image image(const Dispatch& d, const std::vector<VkDescriptorBufferInfo>& bound) {
+    const auto skip = static_cast<std::ptrdiff_t>(std::min<size_t>(d.stage_bind_specs, d.spec.size()));
+    Image im{d.kernel.spirv, {d.spec.begin() + skip, d.spec.end()}, d.push, {}, d.pooled_begin, d.pooled_end};
+    for (uint32_t i : d.stage_reads) im.reads.push_back(bound.at(i));
+    return im;
+  }
+  static VkDeviceSize end_of(const VkDescriptorBufferInfo& r) {
+    return r.range == VK_WHOLE_SIZE ? ~VkDeviceSize{0} : r.offset + r.range;
+  }
+  template <typename Pred>
+  void erase(Pred p) {
+    images_.erase(std::remove_if(images_.begin(), images_.end(), p), images_.end());
+  }
+  std::vector<Image> images_;
+};
+
+}  // namespace
 
 // ---- VulkanBackend ----
 
@@ -192,6 +259,7 @@ void VulkanProgram::on_finalize() {
   }
   std::vector<VkDescriptorSet> sets(calls.size());
   std::vector<std::vector<VkBuffer>> bound(calls.size());  // per call, the buffer at each binding
+  std::vector<std::vector<VkDescriptorBufferInfo>> ranges(calls.size());  // and the range it binds
   for (size_t c = 0; c < calls.size(); ++c) {
     const OpCall& call = calls[c];
     VkDescriptorSetLayout sl = vb_.pipelines().set_layout(nbind[c]);
@@ -254,6 +322,7 @@ void VulkanProgram::on_finalize() {
     }
     vkUpdateDescriptorSets(dev, static_cast<uint32_t>(writes.size()), writes.data(), 0, nullptr);
     for (const VkDescriptorBufferInfo& info : infos) bound[c].push_back(info.buffer);
+    ranges[c] = infos;
   }
 
   // Profiling (EDGETRAIN_PROFILE): a timestamp before and after every dispatch, both at the compute
@@ -313,6 +382,7 @@ void VulkanProgram::on_finalize() {
   std::unordered_set<VkBuffer> written, read;  // since the last barrier
   const bool serial = queries_ != VK_NULL_HANDLE;
   bool first = true;
+  StagedOperands staged;
   for (size_t c = 0; c < calls.size(); ++c) {
     VkPipelineLayout pl = vb_.pipelines().layout(nbind[c]);
     std::unordered_set<VkBuffer> outputs;
@@ -332,6 +402,14 @@ void VulkanProgram::on_finalize() {
       const std::vector<bool>& writable = vb_.pipelines().writable_bindings(d.kernel);
       for (size_t i = 0; i < bound[c].size(); ++i)
         (i < writable.size() && writable[i] ? writes : reads).push_back(bound[c][i]);
+      // A staging whose operand is still in the pooled scratch is left out.
+      const auto first_out = ranges[c].begin() + static_cast<std::ptrdiff_t>(calls[c].in.size());
+      const std::vector<VkDescriptorBufferInfo> outs(first_out, first_out + static_cast<std::ptrdiff_t>(calls[c].out.size()));
+      if (staged.still_there(d, ranges[c])) {
+        ++skipped_stagings_;
+        continue;
+      }
+      staged.dispatched(d, ranges[c], outs, enc[c].pooled_scratch_bytes > 0);
       bool hazard = false;
       for (VkBuffer b : reads) hazard |= written.count(b) > 0;
       for (VkBuffer b : writes) hazard |= written.count(b) > 0 || read.count(b) > 0;

@@ -69,6 +69,8 @@ class VulkanProgram : public Program {
 
   size_t dispatch_count() const { return dispatches_; }
   size_t barrier_count() const { return barriers_; }  // between dispatches (the program's first and last aside)
+  // Staging dispatches left out because the operand they stage was still in the pooled scratch.
+  size_t skipped_stagings() const { return skipped_stagings_; }
 
  protected:
   void on_finalize() override;
@@ -83,6 +85,7 @@ class VulkanProgram : public Program {
   VkCommandBuffer cmd_ = VK_NULL_HANDLE;
   size_t dispatches_ = 0;
   size_t barriers_ = 0;
+  size_t skipped_stagings_ = 0;
   VkQueryPool queries_ = VK_NULL_HANDLE;     // profiling only: 2 timestamps per dispatch
   std::shared_ptr<ProgramProfile> profile_;  // profiling only
   std::string what_;  // "replay of [op, op, ...]" for messages
