@@ -63,8 +63,19 @@ class Recorder {
 
   // Gradients of lin: accumulates dW (trainable base) and LoRA grads; returns dx.
   Tensor lin_backward(const Tensor& dy, const Model::Impl::Lin& L, const LinSaved& s) {
+    lin_weight_grads(dy, L, s);
+    return lin_input_grad(dy, L, s);
+  }
+
+  // The base weight's (and bias's) gradients of lin. Projections of one input record theirs one after
+  // another: the tensor-core GEMMs then stage that input once for all of them (vulkan/program.cpp).
+  void lin_weight_grads(const Tensor& dy, const Model::Impl::Lin& L, const LinSaved& s) {
     if (L.w->trainable) g_.linear_dW_into(dy, s.x, L.w->grad, true);
     if (L.bias && L.bias->trainable) add_into(L.bias->grad, g_.sum(dy, {0}));  // d bias[n] = sum_m dy[m, n]
+  }
+
+  // dx of lin, accumulating the LoRA grads on the way.
+  Tensor lin_input_grad(const Tensor& dy, const Model::Impl::Lin& L, const LinSaved& s) {
     Tensor dx = L.w->quantized() ? g_.linear_q4gsw_backward(dy, L.w->codes, L.w->scales, cfg_.group_size, L.K)
                                  : g_.mm(dy, L.w->value);
     if (L.a) {
@@ -124,8 +135,10 @@ class Recorder {
     // MLP: x3 = x2 + down(silu(gate(h2)) * up(h2)), h2 = rms_norm(x2).
     Tensor dm = lin_backward(dx3, L.down, s.down);
     auto [dg, du] = g_.silu_mul_backward(dm, s.g, s.u);
-    Tensor dh2 = lin_backward(dg, L.gate, s.gate);
-    add_into(dh2, lin_backward(du, L.up, s.up));
+    lin_weight_grads(dg, L.gate, s.gate);
+    lin_weight_grads(du, L.up, s.up);
+    Tensor dh2 = lin_input_grad(dg, L.gate, s.gate);
+    add_into(dh2, lin_input_grad(du, L.up, s.up));
     Tensor dx2 = rms_norm_backward(dh2, s.x2, L.ffn_norm, s.rstd2);
     add_into(dx2, dx3);
     // Attention: x2 = x + o(attn(rope(q(h)), rope(k(h)), v(h))), h = rms_norm(x).
@@ -139,9 +152,13 @@ class Recorder {
     }
     dq = dq.reshape(rd);
     dk = dk.reshape(rkv);
-    Tensor dh = lin_backward(dq, L.q, s.q);
-    add_into(dh, lin_backward(dk, L.k, s.k));
-    add_into(dh, lin_backward(dvr.reshape(rkv), L.v, s.v));
+    const Tensor dv = dvr.reshape(rkv);
+    lin_weight_grads(dq, L.q, s.q);
+    lin_weight_grads(dk, L.k, s.k);
+    lin_weight_grads(dv, L.v, s.v);
+    Tensor dh = lin_input_grad(dq, L.q, s.q);
+    add_into(dh, lin_input_grad(dk, L.k, s.k));
+    add_into(dh, lin_input_grad(dv, L.v, s.v));
     Tensor dx = rms_norm_backward(dh, s.x, L.attn_norm, s.rstd1);
     add_into(dx, dx2);
     return dx;
