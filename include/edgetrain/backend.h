@@ -35,6 +35,8 @@ struct OpCall {
   std::vector<Tensor> out;
   std::vector<int64_t> ints;
   std::vector<Scalar> floats;
+  // Whether optional input i is given: calls may leave trailing optional inputs out or pass undefined tensors.
+  bool has_in(size_t i) const { return i < in.size() && in[i].defined(); }
   std::string str() const;  // "linear_q4gsw(x f32[4, 8], ...) -> (f32[4, 16])" for messages
 };
 

@@ -197,7 +197,7 @@ void sig_adamw_step(Ctx& x) {
     if (x.in(i).numel() != x.in(0).numel())
       x.bad(names[i], " must have as many elements as param ", x.in(0).str(), ", got ", x.in(i).str());
   }
-  if (x.c.in.size() > 4 && x.c.in[4].defined()) {
+  if (x.c.has_in(4)) {
     x.dtype(x.in(4), DType::f32, "grad_scale");
     if (x.in(4).numel() != 1) x.bad("grad_scale must hold one value, got ", x.in(4).str());
   }

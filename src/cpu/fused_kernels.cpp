@@ -286,7 +286,7 @@ void adamw_step(const ref::Call& c) {
   float* m = c.out[1].as<float>();
   float* v = c.out[2].as<float>();
   float* g = c.out[3].as<float>();
-  const bool scaled = c.in.size() > 4 && c.in[4].defined();
+  const bool scaled = c.has_in(4);
   const float s = scaled ? c.in[4].as<float>()[0] : 1.0f;
   const float lr = c.floats[0], b1 = c.floats[1], b2 = c.floats[2], eps = c.floats[3], wd = c.floats[4],
               bc1 = c.floats[5], bc2 = c.floats[6];

@@ -167,7 +167,7 @@ void encode_linear(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   g.sb_red = 1;
   g.sb_col = static_cast<uint32_t>(g.K);
   g.layout = 1;
-  g.flags = c.in.size() > 2 && c.in[2].defined() ? 1u : 0u;
+  g.flags = c.has_in(2) ? 1u : 0u;
   g.f16 = f16_operands(c);
   append_gemm(g, ctx, out);
 }

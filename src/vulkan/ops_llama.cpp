@@ -75,8 +75,8 @@ void rope_like(const OpCall& c, const EncodeContext& ctx, Encoded& out, uint32_t
   uint32_t T = u32(s[r - 3], c), H = u32(s[r - 2], c), D = u32(s[r - 1], c);
   uint32_t n = u32(s.numel() / std::max<int64_t>(1, int64_t(H) * D) * (D / 2), c);  // B*T*D/2
   if (n == 0 || H == 0) return;
-  const uint32_t has_freqs = c.in.size() > 1 && c.in[1].defined() ? 1u : 0u;
-  const uint32_t has_pos = c.in.size() > 2 && c.in[2].defined() ? 1u : 0u;
+  const uint32_t has_freqs = c.has_in(1) ? 1u : 0u;
+  const uint32_t has_pos = c.has_in(2) ? 1u : 0u;
   Dispatch d(ET_VK_KERNEL(rope), {backward, has_freqs, has_pos});
   d.arg(n).arg(T).arg(H).arg(D).arg(ctx.float_index[0]).arg(ctx.float_index[1]);
   threads_grid(d, n, kWG, ctx);

@@ -46,7 +46,7 @@ void encode_linear_q4gsw(const OpCall& c, const EncodeContext& ctx, Encoded& out
   const Tensor& x = c.in[0];
   q4::Geometry g(c.in[2].shape()[1], x.shape().last(), c.ints[0]);
   int64_t M = x.shape().rows();
-  uint32_t has_bias = c.in.size() > 3 && c.in[3].defined() ? 1u : 0u;
+  uint32_t has_bias = c.has_in(3) ? 1u : 0u;
   const bool f16 = f16_operands(c);
   if (M == 0) return;
   if (M == 1) {  // decoding: a GEMV reads each weight once
@@ -190,7 +190,7 @@ void encode_adamw_step(const OpCall& c, const EncodeContext& ctx, Encoded& out) 
   Dispatch d{ET_VK_KERNEL(adamw_step)};
   d.arg(u32(n, c));
   for (int i = 0; i < 7; ++i) d.arg(ctx.float_index.at(i));
-  d.arg(uint32_t(c.in.size() > 4 && c.in[4].defined() ? 1 : 0));
+  d.arg(uint32_t(c.has_in(4) ? 1 : 0));
   grid_1d((n + 255) / 256, ctx, d.groups);
   out.dispatches.push_back(std::move(d));
 }

@@ -152,7 +152,7 @@ void encode_linear(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   g.a_sc = 1;
   g.b_sc = 1;      // B(c,j) = w[j, c]
   g.b_sj = g.K;
-  g.bias = c.in.size() > 2 && c.in[2].defined();
+  g.bias = c.has_in(2);
   g.f16 = f16_operands(c);
   Bind bias = g.bias ? Bind{Src::input, 2, Access::read} : kDummy;
   append_gemm(g, kA, kB, bias, kOut, ctx, out);

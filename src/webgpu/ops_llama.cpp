@@ -77,8 +77,8 @@ void rope_like(const OpCall& c, const EncodeContext& ctx, Encoded& out, bool bac
   const int64_t BT = H * D == 0 ? 0 : s.numel() / (H * D);
   if (BT == 0 || pairs == 0 || H == 0) return;
   u32(s.numel(), c);
-  const bool freqs = c.in.size() > 1 && c.in[1].defined();  // the kernel forms F from them
-  const bool pos = c.in.size() > 2 && c.in[2].defined();
+  const bool freqs = c.has_in(1);  // the kernel forms F from them
+  const bool pos = c.has_in(2);
   const bool slot = !freqs && c.floats[0].is_slot();
   for (int64_t first = 0; first < pairs; first += kRopeTablePairs) {
     const int64_t n_pairs = std::min(kRopeTablePairs, pairs - first);

@@ -77,7 +77,7 @@ void encode_linear_q4gsw(const OpCall& c, const EncodeContext& ctx, Encoded& out
   const Shape& xs = c.in[0].shape();
   q4::Geometry g(c.in[2].shape()[1], xs.last(), c.ints[0]);
   const int64_t M = xs.rows();
-  bool bias = c.in.size() > 3 && c.in[3].defined();
+  bool bias = c.has_in(3);
   if (M == 0) return;
   if (M == 1) {  // decoding: a GEMV reads each weight once
     Dispatch d(ET_WG_KERNEL(linear_q4gsw_gemv));
@@ -193,7 +193,7 @@ void encode_adamw_step(const OpCall& c, const EncodeContext& ctx, Encoded& out) 
   d.out(0).out(1).out(2).out(3).in(4).scalars().uniform();
   d.arg(u32(n, c));
   for (int i = 0; i < 7; ++i) d.arg(ctx.float_index[i]);
-  d.arg(uint32_t(c.in.size() > 4 && c.in[4].defined() ? 1 : 0));
+  d.arg(uint32_t(c.has_in(4) ? 1 : 0));
   grid_1d(ceil_div(static_cast<uint64_t>(n), wg), ctx, d.groups);
   out.dispatches.push_back(std::move(d));
 }
