@@ -248,6 +248,30 @@ TEST(CpuFast, AdamwBitIdentical) {
   }
 }
 
+// The fused update of a 4-bit weight, bit for bit, on shapes whose 8-row blocks spread over the threads.
+TEST(CpuFast, AdamwQ4gswStepBitIdentical) {
+  Rng r(23);
+  HostTensor scale(Shape{}, DType::f32);
+  scale.as<float>()[0] = 0.37f;
+  struct S {
+    int64_t N, K, gs;
+  };
+  for (S sh : {S{768, 512, 64}, S{13, 37, 4}, S{129, 130, 128}})
+    for (bool scaled : {false, true}) {
+      const Shape s{sh.N, sh.K};
+      q4::Geometry g(sh.N, sh.K, sh.gs);
+      std::vector<HostTensor> in = {random_f32(r, s, -0.8f, 0.8f), random_f32(r, s, -0.1f, 0.1f),
+                                    random_f32(r, s, 0, 0.01f), random_f32(r, s),
+                                    random_f32(r, Shape{g.groups(), sh.N}, 0.01f, 0.1f)};
+      if (scaled) in.push_back(scale);
+      OpCase c = make(Op::adamw_q4gsw_step, "N" + std::to_string(sh.N) + "_K" + std::to_string(sh.K) + (scaled ? "_scaled" : ""),
+                      in, {f32z(s), f32z(s), f32z(s), f32z(s), zeros(Shape{g.words()}, DType::u32)}, {sh.gs},
+                      {1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.271f, 0.0975f}, tol::exact);
+      c.out_alias = {0, 1, 2, 3, -1};
+      check(c);
+    }
+}
+
 TEST(CpuFast, GradNorm) {
   Rng r(19);
   check(make(Op::grad_norm, "three", {random_f32(r, Shape{200000}), random_f32(r, Shape{7}), random_f32(r, Shape{70, 1000})},

@@ -108,6 +108,22 @@ TEST_F(Misuse, AdamwOutputsMustAliasInputs) {
                {"adamw_step", "grad_scale must hold one value", "f32[2]"});
 }
 
+TEST_F(Misuse, AdamwQ4gswStepNamesWhatIsWrong) {
+  Tensor lat = f32({8, 8}), m = f32({8, 8}), v = f32({8, 8}), g = f32({8, 8}), sc = f32({1, 8});
+  std::vector<Scalar> hp = {1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, 0.1f, 0.001f};
+  expect_error({Op::adamw_q4gsw_step, {lat, m, v, g, sc}, {lat, m, f32({8, 8}), g, q4w(8, 8)}, {8}, hp},
+               {"adamw_q4gsw_step", "output 2", "in place"});
+  expect_error({Op::adamw_q4gsw_step, {lat, m, v, g, f32({2, 8})}, {lat, m, v, g, q4w(8, 8)}, {8}, hp},
+               {"adamw_q4gsw_step", "scales must be [ceil(K/group_size), N] = [1, 8]", "f32[2, 8]"});
+  Tensor m64 = f32({64});
+  expect_error({Op::adamw_q4gsw_step, {lat, m64, v, g, sc}, {lat, m64, v, g, q4w(8, 8)}, {8}, hp},
+               {"adamw_q4gsw_step", "m must have the latent's shape", "f32[64]"});
+  expect_error({Op::adamw_q4gsw_step, {lat, m, v, g, sc}, {lat, m, v, g, q4w(8, 8)}, {6}, hp},
+               {"adamw_q4gsw_step", "group_size", "6"});
+  expect_error({Op::adamw_q4gsw_step, {lat, m, v, g, sc}, {lat, m, v, g, b->zeros(Shape{8}, DType::i32)}, {8}, hp},
+               {"adamw_q4gsw_step", "u32[8]", "i32[8]"});
+}
+
 TEST_F(Misuse, BmmBatchMismatchAndContraction) {
   expect_error({Op::bmm, {f32({2, 3, 4}), f32({3, 4, 5})}, {f32({2, 3, 5})}, {0, 0}, {Scalar(1.0f)}},
                {"bmm", "batch dims differ", "f32[2, 3, 4]", "f32[3, 4, 5]"});

@@ -354,6 +354,62 @@ std::vector<OpCase> adamw_step_cases() {
 }
 ET_OP_CASES(adamw_step, adamw_step_cases);
 
+// adamw_q4gsw_step: adamw_case's tensors on a [N, K] latent, scales as q4gsw_requant's cases (some 0), the
+// words' initial contents garbage. Codes compare exactly, so a word in the wrong place or a padding nibble
+// left out fails; the f32 outputs take adamw_step's tolerance.
+OpCase adamw_q4gsw_case(std::string name, Rng& r, int64_t N, int64_t K, int64_t gs, float lr, float wd, int step,
+                        float grad_scale = -1.0f, bool zero_scales = false) {
+  OpCase c = adamw_case(std::move(name), r, Shape{N, K}, lr, 0.9f, 0.999f, 1e-8f, wd, step, grad_scale);
+  c.op = Op::adamw_q4gsw_step;
+  q4::Geometry g(N, K, gs);
+  HostTensor scales = random_f32(r, Shape{g.groups(), N}, 0.1f, 0.3f);
+  if (zero_scales)
+    for (int64_t i = 0; i < scales.numel(); i += 4) scales.as<float>()[i] = 0.0f;
+  // Latents up to ~15 scales away from 0: rounding and clamping both happen.
+  c.in[0] = random_f32(r, Shape{N, K}, -1.5f, 1.5f);
+  HostTensor grad_scale_in;
+  if (c.in.size() > 4) grad_scale_in = c.in[4];
+  c.in.resize(4);
+  c.in.push_back(scales);
+  if (grad_scale >= 0.0f) c.in.push_back(grad_scale_in);
+  c.out.push_back(HostTensor::from(Shape{g.words()}, DType::u32,
+                                   std::vector<uint32_t>(static_cast<size_t>(g.words()), 0xDEADBEEFu)));
+  c.out_alias = {0, 1, 2, 3, -1};
+  c.ints = {gs};
+  return c;
+}
+
+std::vector<OpCase> adamw_q4gsw_step_cases() {
+  Rng r(108);
+  std::vector<OpCase> cs;
+  cs.push_back(adamw_q4gsw_case("N8_K8_gs32", r, 8, 8, 32, 1e-2f, 0.0f, 1));
+  cs.push_back(adamw_q4gsw_case("N13_K37_gs32_wd", r, 13, 37, 32, 3e-2f, 0.1f, 2));
+  cs.push_back(adamw_q4gsw_case("N1_K4_gs32", r, 1, 4, 32, 1e-2f, 0.0f, 1));
+  cs.push_back(adamw_q4gsw_case("N3_K7_gs4", r, 3, 7, 4, 5e-2f, 0.01f, 10));
+  cs.push_back(adamw_q4gsw_case("N65_K129_gs128_zeroscales", r, 65, 129, 128, 1e-2f, 0.1f, 3, -1.0f, true));
+  cs.push_back(adamw_q4gsw_case("N129_K33_gs8_scaled_clip", r, 129, 33, 8, 1e-2f, 0.05f, 5, 0.37f));
+  cs.push_back(adamw_q4gsw_case("N64_K256_gs64_scaled0", r, 64, 256, 64, 1e-2f, 0.1f, 1, 0.0f));
+  // lr 0 keeps every latent exactly (p - 0 = p), so the requantization sees exact .5 ties and special
+  // values, as in q4gsw_requant's case (an infinite latent becomes NaN: 0 * inf in the decay term).
+  {
+    const int64_t N = 9, K = 20, gs = 8;
+    OpCase c = adamw_q4gsw_case("N9_K20_gs8_lr0_ties_and_specials", r, N, K, gs, 0.0f, 0.1f, 1);
+    HostTensor& scales = c.in[4];
+    for (int64_t i = 0; i < scales.numel(); ++i) scales.as<float>()[i] = std::ldexp(1.0f, static_cast<int>(i % 5) - 3);
+    const float specials[] = {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                              -std::numeric_limits<float>::infinity(), 1e30f, -1e30f, -0.0f};
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t k = 0; k < K; ++k) {
+        const float s = scales.as<float>()[(k / gs) * N + n];
+        const int64_t i = n * K + k;
+        c.in[0].as<float>()[i] = i % 7 == 6 ? specials[(i / 7) % 6] : (static_cast<float>(i % 19) - 9.5f) * s;
+      }
+    cs.push_back(std::move(c));
+  }
+  return cs;
+}
+ET_OP_CASES(adamw_q4gsw_step, adamw_q4gsw_step_cases);
+
 // ---- gradient norm and clipping ----
 
 std::vector<OpCase> grad_norm_cases() {

@@ -61,6 +61,11 @@ class Graph {
   void adamw_step(const Tensor& p, const Tensor& m, const Tensor& v, const Tensor& g, Scalar lr, Scalar beta1,
                   Scalar beta2, Scalar eps, Scalar weight_decay, Scalar bc1, Scalar bc2,
                   const Tensor& grad_scale = Tensor());
+  // adamw_step on a 4-bit weight's latent, then q4gsw_requant of it into w, in one pass over the weight.
+  void adamw_q4gsw_step(const Tensor& latent, const Tensor& m, const Tensor& v, const Tensor& g,
+                        const Tensor& scales, int64_t group_size, const Tensor& w, Scalar lr, Scalar beta1,
+                        Scalar beta2, Scalar eps, Scalar weight_decay, Scalar bc1, Scalar bc2,
+                        const Tensor& grad_scale = Tensor());
 
   // Generic ops.
   Tensor mm(const Tensor& a, const Tensor& b, bool trans_a = false, bool trans_b = false, Scalar alpha = 1.0f);

@@ -190,23 +190,48 @@ void sig_fused_ce_part(Ctx& x) {
   x.out(lg.shape(), DType::f32);
 }
 
-void sig_adamw_step(Ctx& x) {
+// adamw_step's tensors (inputs 0..3, updated in place as outputs 0..3) and its optional grad_scale input.
+void adamw_tensors(Ctx& x, size_t grad_scale_input, const char* op) {
   for (size_t i = 0; i < 4; ++i) {
     static const char* names[] = {"param", "m", "v", "grad"};
     x.dtype(x.in(i), DType::f32, names[i]);
     if (x.in(i).numel() != x.in(0).numel())
       x.bad(names[i], " must have as many elements as param ", x.in(0).str(), ", got ", x.in(i).str());
   }
-  if (x.c.has_in(4)) {
-    x.dtype(x.in(4), DType::f32, "grad_scale");
-    if (x.in(4).numel() != 1) x.bad("grad_scale must hold one value, got ", x.in(4).str());
+  if (x.c.has_in(grad_scale_input)) {
+    x.dtype(x.in(grad_scale_input), DType::f32, "grad_scale");
+    if (x.in(grad_scale_input).numel() != 1) x.bad("grad_scale must hold one value, got ", x.in(grad_scale_input).str());
   }
   for (size_t i = 0; i < 4; ++i) {
     x.out(x.in(i).shape(), DType::f32);
     if (!x.inferring && i < x.c.out.size() && !x.c.out[i].same_memory(x.in(i)))
-      x.bad("output ", i, " must be the same tensor as input ", i, " (adamw_step updates in place)");
+      x.bad("output ", i, " must be the same tensor as input ", i, " (", op, " updates in place)");
   }
+}
+
+void sig_adamw_step(Ctx& x) {
+  adamw_tensors(x, 4, "adamw_step");
   if (x.inferring) x.bad("outputs are the inputs (in place); use Graph::adamw_step");
+}
+
+// latent [N, K] with adamw_step's m, v, grad of its shape; scales and w as q4gsw_requant's.
+void sig_adamw_q4gsw_step(Ctx& x) {
+  const Tensor &lat = x.in(0), &scales = x.in(4);
+  x.rank_is(lat, 2, "latent");
+  for (size_t i = 1; i < 4; ++i)
+    if (x.in(i).shape() != lat.shape())
+      x.bad(i == 1 ? "m" : i == 2 ? "v" : "grad", " must have the latent's shape ", lat.str(), ", got ", x.in(i).str());
+  adamw_tensors(x, 5, "adamw_q4gsw_step");
+  x.rank_is(scales, 2, "scales");
+  int64_t N = lat.shape()[0], K = lat.shape()[1], gs = x.ival(0);
+  if (gs <= 0 || gs % 4 != 0) x.bad("group_size must be a positive multiple of 4, got ", gs);
+  if (N < 1 || K < 1) x.bad("latent must be non-empty, got ", lat.str());
+  q4::Geometry g(N, K, gs);
+  x.dtype(scales, DType::f32, "scales");
+  if (scales.shape() != Shape{g.groups(), N})
+    x.bad("scales must be [ceil(K/group_size), N] = [", g.groups(), ", ", N, "], got ", scales.str());
+  x.out(Shape{g.words()}, DType::u32);
+  if (x.inferring) x.bad("outputs 0..3 are the inputs (in place); use Graph::adamw_q4gsw_step");
 }
 
 // ---- matrix products ----
@@ -641,7 +666,7 @@ void check_call(const OpCall& c) {
       if (!c.out[i].same_memory(c.in[j])) continue;
       bool elementwise = c.op == Op::scale || c.op == Op::add || c.op == Op::sub || c.op == Op::mul ||
                          c.op == Op::div;
-      bool allowed = (c.op == Op::adamw_step && i == j) || (c.op == Op::q4gsw_requant && i == 1 && j == 0) || (c.op == Op::fused_ce && i == 1 && j == 0) ||
+      bool allowed = ((c.op == Op::adamw_step || c.op == Op::adamw_q4gsw_step) && i == j) || (c.op == Op::q4gsw_requant && i == 1 && j == 0) || (c.op == Op::fused_ce && i == 1 && j == 0) ||
                      (c.op == Op::fused_ce_part && i == 1 && j == 0) ||
                      (elementwise && c.in[j].shape() == c.out[i].shape());
       if (!allowed)

@@ -98,6 +98,12 @@ void Graph::adamw_step(const Tensor& p, const Tensor& m, const Tensor& v, const 
                        Scalar b2, Scalar eps, Scalar wd, Scalar bc1, Scalar bc2, const Tensor& grad_scale) {
   call(Op::adamw_step, {p, m, v, g, grad_scale}, {p, m, v, g}, {}, {lr, b1, b2, eps, wd, bc1, bc2});
 }
+void Graph::adamw_q4gsw_step(const Tensor& latent, const Tensor& m, const Tensor& v, const Tensor& g,
+                             const Tensor& scales, int64_t gs, const Tensor& w, Scalar lr, Scalar b1, Scalar b2,
+                             Scalar eps, Scalar wd, Scalar bc1, Scalar bc2, const Tensor& grad_scale) {
+  call(Op::adamw_q4gsw_step, {latent, m, v, g, scales, grad_scale}, {latent, m, v, g, w}, {gs},
+       {lr, b1, b2, eps, wd, bc1, bc2});
+}
 
 Tensor Graph::mm(const Tensor& a, const Tensor& b, bool ta, bool tb, Scalar alpha) {
   return apply(Op::mm, {a, b}, precision_ints({ta, tb}), {alpha})[0];

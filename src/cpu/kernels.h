@@ -39,6 +39,17 @@ const float* gemm_operand(const float* p, int64_t n, bool f16, std::vector<float
 void linear_q4gsw(const ref::Call& c);
 void linear_q4gsw_backward(const ref::Call& c);
 void q4gsw_requant(const ref::Call& c);
+void adamw_q4gsw_step(const ref::Call& c);
+
+// adamw_step's arithmetic over elements [i0, i1) of a call's param, m, v and grad (outputs 0..3), for
+// adamw_step and adamw_q4gsw_step (fused_kernels.cpp).
+struct AdamwArgs {
+  float *p = nullptr, *m = nullptr, *v = nullptr, *g = nullptr;
+  bool scaled = false;
+  float s = 1, lr = 0, b1 = 0, b2 = 0, eps = 0, wd = 0, bc1 = 1, bc2 = 1;
+  static AdamwArgs of(const ref::Call& c, size_t grad_scale_input);
+  void run(int64_t i0, int64_t i1) const;
+};
 
 // ---- fused_kernels.cpp ----
 void fused_ce(const ref::Call& c);

@@ -217,41 +217,61 @@ void linear_q4gsw_backward(const ref::Call& c) {
   });
 }
 
-// latent [N, K] (clamped in place, output 1), scales [G, N], ints {group_size}; every W_4X8 word, codes by
-// q4::requant_code of the clamped latent, padding 8. Each task owns whole 8-row blocks, so it writes whole
-// words (and their latents) and no two tasks touch the same word.
+namespace {
+
+// q4gsw_requant of the 8-row blocks [a8, b8): latent [N, K] clamped in place, every W_4X8 word of those
+// blocks written (codes by q4::requant_code of the clamped latent, padding 8).
+void requant_row_blocks(float* lp, const float* s, uint32_t* w, int64_t N, int64_t K, int64_t gs, int64_t a8,
+                        int64_t b8) {
+#ifdef EDGETRAIN_AVX512_KERNELS
+  if (use_avx512()) return avx512::requant_blocks(lp, s, w, N, K, gs, a8, b8);
+#endif
+  const int64_t N8 = (N + 7) / 8, K4 = (K + 3) / 4;
+  for (int64_t n8 = a8; n8 < b8; ++n8)
+    for (int64_t k4 = 0; k4 < K4; ++k4)
+      for (int j = 0; j < 4; ++j) {
+        uint32_t word = 0x88888888u;
+        for (int p = 0; p < 2; ++p) {
+          const int64_t n = 8 * n8 + 2 * j + p;
+          if (n >= N) continue;
+          for (int b = 0; b < 4; ++b) {
+            const int64_t k = 4 * k4 + b;
+            if (k >= K) break;
+            const float sc = s[(k / gs) * N + n];
+            float& x = lp[n * K + k];
+            const uint32_t code = q4::requant_code(x, sc);
+            x = q4::clamp_to_range(x, sc);
+            const int sh = 8 * b + 4 * p;
+            word = (word & ~(0xFu << sh)) | (code << sh);
+          }
+        }
+        w[4 * (k4 * N8 + n8) + j] = word;
+      }
+}
+
+}  // namespace
+
+// latent [N, K] (clamped in place, output 1), scales [G, N], ints {group_size}. Each task owns whole 8-row
+// blocks, so it writes whole words (and their latents) and no two tasks touch the same word.
 void q4gsw_requant(const ref::Call& c) {
   const ref::View& lat = c.in[0];
   const int64_t N = lat.shape[0], K = lat.shape[1], gs = c.ints[0];
-  const int64_t N8 = (N + 7) / 8, K4 = (K + 3) / 4;
   const float* s = c.in[1].as<float>();
   float* lp = c.out[1].as<float>();
   uint32_t* w = c.out[0].as<uint32_t>();
-#ifdef EDGETRAIN_AVX512_KERNELS
-  if (use_avx512())
-    return parallel_for(N8, 1, [&](int64_t a8, int64_t b8) { avx512::requant_blocks(lp, s, w, N, K, gs, a8, b8); });
-#endif
-  parallel_for(N8, 1, [&](int64_t a8, int64_t b8) {
-    for (int64_t n8 = a8; n8 < b8; ++n8)
-      for (int64_t k4 = 0; k4 < K4; ++k4)
-        for (int j = 0; j < 4; ++j) {
-          uint32_t word = 0x88888888u;
-          for (int p = 0; p < 2; ++p) {
-            const int64_t n = 8 * n8 + 2 * j + p;
-            if (n >= N) continue;
-            for (int b = 0; b < 4; ++b) {
-              const int64_t k = 4 * k4 + b;
-              if (k >= K) break;
-              const float sc = s[(k / gs) * N + n];
-              float& x = lp[n * K + k];
-              const uint32_t code = q4::requant_code(x, sc);
-              x = q4::clamp_to_range(x, sc);
-              const int sh = 8 * b + 4 * p;
-              word = (word & ~(0xFu << sh)) | (code << sh);
-            }
-          }
-          w[4 * (k4 * N8 + n8) + j] = word;
-        }
+  parallel_for((N + 7) / 8, 1, [&](int64_t a8, int64_t b8) { requant_row_blocks(lp, s, w, N, K, gs, a8, b8); });
+}
+
+// AdamW then requantization, 8 rows at a time: a block's latents are still in cache when they are requantized.
+void adamw_q4gsw_step(const ref::Call& c) {
+  const ref::View& lat = c.in[0];
+  const int64_t N = lat.shape[0], K = lat.shape[1], gs = c.ints[0];
+  const AdamwArgs a = AdamwArgs::of(c, 5);
+  const float* s = c.in[4].as<float>();
+  uint32_t* w = c.out[4].as<uint32_t>();
+  parallel_for((N + 7) / 8, 1, [&](int64_t a8, int64_t b8) {
+    a.run(8 * a8 * K, std::min(N, 8 * b8) * K);
+    requant_row_blocks(a.p, s, w, N, K, gs, a8, b8);
   });
 }
 

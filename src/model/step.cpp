@@ -334,16 +334,20 @@ static void record_optimizer(Model& model, Model::Impl& m) {
     // AdamW takes the gradients times coef and leaves them zeroed for the next step's accumulation.
     // Recorded op by op rather than parameter by parameter: the calls of one group touch disjoint tensors,
     // so a GPU backend runs each group without barriers inside it (vulkan/program.cpp).
+    // A 4-bit weight's AdamW and requantization are one op (one pass over the weight, one dispatch).
     for (Param& q : model.params()) {
       if (!q.trainable) continue;
+      const Scalar decay = q.decay ? m.weight_decay : Scalar(0.0f);
+      if (q.quantized()) {
+        g.adamw_q4gsw_step(q.value, q.m, q.v, q.grad, q.scales, model.config().group_size, q.codes, m.lr, m.beta1,
+                           m.beta2, m.eps, decay, m.bc1, m.bc2, coef);
+        continue;
+      }
       const std::vector<Tensor> value = binding_parts(b, q.value), mom = binding_parts(b, q.m),
                                 vel = binding_parts(b, q.v), grad = binding_parts(b, q.grad);
       for (size_t i = 0; i < value.size(); ++i)
-        g.adamw_step(value[i], mom[i], vel[i], grad[i], m.lr, m.beta1, m.beta2, m.eps,
-                     q.decay ? m.weight_decay : Scalar(0.0f), m.bc1, m.bc2, coef);
+        g.adamw_step(value[i], mom[i], vel[i], grad[i], m.lr, m.beta1, m.beta2, m.eps, decay, m.bc1, m.bc2, coef);
     }
-    for (Param& q : model.params())
-      if (q.trainable && q.quantized()) g.q4gsw_requant(q.value, q.scales, model.config().group_size, q.codes);
     p.finalize();
   }
   m.zero_prog = b.new_program();

@@ -254,4 +254,15 @@ void adamw_step(const Call& c) {
   }
 }
 
+// latent [N, K], m, v, grad of its shape, scales [G, N], grad_scale? (inputs 0..5); outputs latent, m, v,
+// grad (in place) and w; ints {group_size}; floats as adamw_step's. Defined as the two ops in turn: a 4-bit
+// weight's update, which the backends fuse into one pass over the weight.
+void adamw_q4gsw_step(const Call& c) {
+  Call adamw{Op::adamw_step, {c.in[0], c.in[1], c.in[2], c.in[3]}, {c.out[0], c.out[1], c.out[2], c.out[3]}, {},
+             c.floats};
+  if (c.has_in(5)) adamw.in.push_back(c.in[5]);
+  adamw_step(adamw);
+  q4gsw_requant(Call{Op::q4gsw_requant, {c.out[0], c.in[4]}, {c.out[4], c.out[0]}, {c.ints[0]}, {}});
+}
+
 }  // namespace edgetrain::ref

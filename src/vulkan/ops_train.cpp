@@ -1,10 +1,12 @@
 // Encoders of the six training ops: linear_q4gsw (tiled GEMM, 128x128 *_big kernels for large products on
 // GPUs, or the GEMV kernel for one row),
 // linear_q4gsw_backward, linear_dW (the shared tiled GEMM contracting over M), fused_ce (+ row-loss sum),
-// logsumexp_rows and fused_ce_part (cross-entropy of a vocabulary in parts), q4gsw_requant and adamw_step.
+// logsumexp_rows and fused_ce_part (cross-entropy of a vocabulary in parts), q4gsw_requant, adamw_step and
+// adamw_q4gsw_step (the two in one pass).
 // Shapes were validated by check_call; these only size grids and constants.
 #include <algorithm>
 
+#include "adamw_q4gsw_step.spv.h"
 #include "adamw_step.spv.h"
 #include "edgetrain/q4gsw.h"
 #include "fused_ce.spv.h"
@@ -192,6 +194,21 @@ void encode_adamw_step(const OpCall& c, const EncodeContext& ctx, Encoded& out) 
   for (int i = 0; i < 7; ++i) d.arg(ctx.float_index.at(i));
   d.arg(uint32_t(c.has_in(4) ? 1 : 0));
   grid_1d((n + 255) / 256, ctx, d.groups);
+  out.dispatches.push_back(std::move(d));
+}
+
+// AdamW on a 4-bit weight's latent, then its requantization; one thread per W_4X8 word (the shader says
+// why along k).
+void encode_adamw_q4gsw_step(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
+  const Shape& s = c.in[0].shape();
+  q4::Geometry g(s[0], s[1], c.ints[0]);
+  const int64_t threads = 4 * g.N8() * g.K4();
+  Dispatch d{ET_VK_KERNEL(adamw_q4gsw_step)};
+  d.arg(u32(g.N, c)).arg(u32(g.K, c)).arg(u32(g.N8(), c)).arg(u32(g.K4(), c)).arg(u32(g.group_size, c));
+  d.arg(u32(threads, c));
+  for (int i = 0; i < 7; ++i) d.arg(ctx.float_index.at(i));
+  d.arg(uint32_t(c.has_in(5) ? 1 : 0));
+  grid_1d((threads + 63) / 64, ctx, d.groups);
   out.dispatches.push_back(std::move(d));
 }
 

@@ -2,6 +2,7 @@
 // gradient, dense weight gradient, fused cross-entropy (+ the loss sum) and its vocabulary-part pair
 // (logsumexp_rows, fused_ce_part), requantization into W_4X8, the clipped straight-through gradient of a QAT
 // weight and in-place AdamW.
+#include "adamw_q4gsw_step.wgsl.h"
 #include "adamw_step.wgsl.h"
 #include "edgetrain/q4gsw.h"
 #include "fused_ce.wgsl.h"
@@ -195,6 +196,24 @@ void encode_adamw_step(const OpCall& c, const EncodeContext& ctx, Encoded& out) 
   for (int i = 0; i < 7; ++i) d.arg(ctx.float_index[i]);
   d.arg(uint32_t(c.has_in(4) ? 1 : 0));
   grid_1d(ceil_div(static_cast<uint64_t>(n), wg), ctx, d.groups);
+  out.dispatches.push_back(std::move(d));
+}
+
+// AdamW on a 4-bit weight's latent, then its requantization; one thread per W_4X8 word.
+void encode_adamw_q4gsw_step(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
+  const Shape& s = c.in[0].shape();
+  q4::Geometry g(s[0], s[1], c.ints[0]);
+  const int64_t threads = 4 * g.N8() * g.K4();
+  Dispatch d(ET_WG_KERNEL(adamw_q4gsw_step));
+  d.out(0).out(1).out(2).out(3).in(4);
+  if (c.has_in(5)) d.in(5);
+  else d.dummy();
+  d.out(4).scalars().uniform();
+  d.arg(u32(g.N, c)).arg(u32(g.K, c)).arg(u32(g.group_size, c)).arg(u32(g.N8(), c)).arg(u32(g.K4(), c));
+  d.arg(u32(threads, c));
+  for (int i = 0; i < 7; ++i) d.arg(ctx.float_index[i]);
+  d.arg(uint32_t(c.has_in(5) ? 1 : 0)).arg(0u).arg(0u);
+  grid_1d(ceil_div(static_cast<uint64_t>(threads), 64), ctx, d.groups);
   out.dispatches.push_back(std::move(d));
 }
 

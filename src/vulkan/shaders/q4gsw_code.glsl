@@ -1,0 +1,57 @@
+// q4gsw_requant's code of one latent: clamp(roundEven(fl(latent / s)), -8, 7) + 8, bit-exact with the
+// reference even at .5 ties (GLSL division may be off by a few ulp, so the correctly rounded quotient is
+// rebuilt with integer long division on the mantissas); s == 0, a NaN or x/inf give 8. Included by
+// q4gsw_requant.comp and adamw_q4gsw_step.comp.
+
+// Finite non-zero |x| = m * 2^e with m in [2^23, 2^24) (subnormals normalized).
+void decompose(uint bits, out uint m, out int e) {
+  uint ex = (bits >> 23) & 0xffu, fr = bits & 0x7fffffu;
+  if (ex == 0u) {
+    int sh = 23 - findMSB(fr);
+    m = fr << uint(sh);
+    e = -149 - sh;
+  } else {
+    m = fr | 0x800000u;
+    e = int(ex) - 150;
+  }
+}
+
+// roundEven(fl(a / s)) for finite non-zero a, s > 0, saturated to 9 (enough for the clamp to 7).
+int rounded_quotient(uint abits, uint sbits) {
+  uint ma, ms;
+  int ea, es;
+  decompose(abits, ma, ea);
+  decompose(sbits, ms, es);
+  int d = ea - es;  // a/s = (ma/ms) * 2^d with ma/ms in (1/2, 2)
+  if (d >= 5) return 9;   // a/s > 16
+  if (d <= -3) return 0;  // a/s < 1/4
+  uint q = ma >= ms ? 1u : 0u, rem = ma - q * ms;
+  for (int i = 0; i < 26; ++i) {  // q = floor(ma * 2^26 / ms), in [2^25, 2^27)
+    rem <<= 1;
+    q <<= 1;
+    if (rem >= ms) {
+      rem -= ms;
+      q |= 1u;
+    }
+  }
+  int drop = findMSB(q) - 23;  // keep 24 significant bits, round half to even with the sticky remainder
+  uint qr = q >> uint(drop), low = q & ((1u << uint(drop)) - 1u), half_ = 1u << uint(drop - 1);
+  if (low > half_ || (low == half_ && (rem != 0u || (qr & 1u) == 1u))) qr += 1u;
+  float f = ldexp(float(qr), d - 26 + drop);  // exact: fl(a/s)
+  return int(roundEven(f));
+}
+
+uint requant_code(float a, float s) {
+  uint ab = floatBitsToUint(a), sb = floatBitsToUint(s);
+  uint aa = ab & 0x7fffffffu, sa = sb & 0x7fffffffu;
+  if (sa == 0u) return 8u;                              // s == 0
+  if (aa > 0x7f800000u || sa > 0x7f800000u) return 8u;  // NaN
+  if (sa == 0x7f800000u) return 8u;                     // x/inf = 0, inf/inf = NaN
+  bool neg = ((ab ^ sb) & 0x80000000u) != 0u;
+  int q;
+  if (aa == 0x7f800000u) q = 9;  // inf / finite
+  else if (aa == 0u) q = 0;
+  else q = rounded_quotient(aa, sa);
+  int v = clamp(neg ? -q : q, -8, 7);
+  return uint(v + 8);
+}

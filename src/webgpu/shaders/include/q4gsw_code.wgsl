@@ -1,0 +1,58 @@
+// q4gsw_requant's code of one latent: clamp(roundEven(latent / s), -8, 7) + 8, 8 where s == 0 or a NaN is
+// involved. WGSL division need not be correctly rounded, and a quotient one ulp off flips an exact .5 tie,
+// so the quotient is computed exactly: a 24-bit integer long division of the mantissas gives the correctly
+// rounded fp32 quotient whenever it matters (0.5 <= |q| < 16); outside that range the code is 8 or the
+// clamp limit regardless of rounding. Included by q4gsw_requant.wgsl and adamw_q4gsw_step.wgsl.
+
+// (mantissa with the leading bit at 2^23, exponent e) so that |x| = mant * 2^(e - 23); x finite, non-zero.
+fn split(b: u32) -> vec2<i32> {
+  let ex = i32((b >> 23u) & 0xFFu);
+  var m = b & 0x7FFFFFu;
+  if (ex == 0) {  // subnormal: normalize
+    let sh = countLeadingZeros(m) - 8u;
+    return vec2<i32>(i32(m << sh), -126 - i32(sh));
+  }
+  return vec2<i32>(i32(m | 0x800000u), ex - 127);
+}
+
+fn code_of(lat: f32, s: f32) -> u32 {
+  let lb = bitcast<u32>(lat);
+  let sb = bitcast<u32>(s);
+  let labs = lb & 0x7FFFFFFFu;
+  let sabs = sb & 0x7FFFFFFFu;
+  if (sabs == 0u || labs > 0x7F800000u || sabs > 0x7F800000u) { return 8u; }  // s == 0, NaN latent or scale
+  let neg = ((lb ^ sb) & 0x80000000u) != 0u;
+  var q = 0.0;  // |fl(latent / s)| rounded to an integer, for the cases that matter
+  if (labs == 0x7F800000u) {
+    if (sabs == 0x7F800000u) { return 8u; }  // inf / inf is NaN
+    q = 16.0;
+  } else if (sabs == 0x7F800000u || labs == 0u) {
+    q = 0.0;
+  } else {
+    let a = split(labs);
+    let d = split(sabs);
+    var num = u32(a.x);
+    let den = u32(d.x);
+    var e = a.y - d.y;
+    if (num < den) { num <<= 1u; e -= 1; }   // now 1 <= num/den < 2 and |q| = (num/den) * 2^e
+    if (e < -1) {
+      q = 0.0;                                // |q| < 0.5 rounds to 0 whatever the last bit
+    } else if (e >= 4) {
+      q = 16.0;                               // |q| >= 16 clamps
+    } else {
+      var quo = 0u;
+      var rem = num;
+      for (var i = 0u; i < 24u; i++) {
+        quo <<= 1u;
+        if (rem >= den) { rem -= den; quo |= 1u; }
+        rem <<= 1u;
+      }
+      if (rem > den || (rem == den && (quo & 1u) == 1u)) { quo += 1u; }  // round to nearest even
+      let fq = ldexp(f32(quo), e - 23);       // exact: quo <= 2^24 and the result is in [0.5, 16]
+      q = round(fq);                          // WGSL round: half to even
+    }
+  }
+  var c = i32(min(q, 16.0));
+  if (neg) { c = -c; }
+  return u32(clamp(c, -8, 7) + 8);
+}
