@@ -203,7 +203,7 @@ void encode_adamw_q4gsw_step(const OpCall& c, const EncodeContext& ctx, Encoded&
   const Shape& s = c.in[0].shape();
   q4::Geometry g(s[0], s[1], c.ints[0]);
   const int64_t threads = 4 * g.N8() * g.K4();
-  Dispatch d{ET_VK_KERNEL(adamw_q4gsw_step)};
+  Dispatch d{ET_VK_KERNEL(adamw_q4gsw_step), {g.K % 4 == 0 ? 1u : 0u}};  // VEC4: rows start on a vec4
   d.arg(u32(g.N, c)).arg(u32(g.K, c)).arg(u32(g.N8(), c)).arg(u32(g.K4(), c)).arg(u32(g.group_size, c));
   d.arg(u32(threads, c));
   for (int i = 0; i < 7; ++i) d.arg(ctx.float_index.at(i));

@@ -1,9 +1,10 @@
 // adamw_q4gsw_step: a 4-bit weight's update in one pass instead of adamw_step then q4gsw_requant — half the
 // dispatches of a QAT update, and the latent is read once. One thread per W_4X8 word: rows 2r and 2r + 1 at
-// k = 4k4 .. 4k4 + 3, threads running along k, so a subgroup reads consecutive latents of two rows (the
-// words themselves are written 4·N8 apart; they are 1/64 of the bytes). Per element: adamw_step.comp's
-// arithmetic in its order (precise, no contracted multiply-add), then q4gsw_requant.comp's clamp of the new
-// latent into [-8.5s, 7.5s] and its code; rows past N and k past K are padding code 8.
+// k = 4k4 .. 4k4 + 3, threads running along k, so a subgroup reads consecutive latents of two rows, 16 bytes
+// per row and thread (vec4 accesses where K % 4 == 0); the words themselves are written 4·N8 apart (1/64 of
+// the bytes). Per element: adamw_step.comp's arithmetic in its order (precise, no contracted multiply-add),
+// then q4gsw_requant.comp's clamp of the new latent into [-8.5s, 7.5s] and its code; rows past N and k past
+// K are padding code 8.
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
@@ -23,6 +24,17 @@ layout(set = 0, binding = 8) writeonly buffer BufVo { float Vo[]; };
 layout(set = 0, binding = 9) writeonly buffer BufGo { float Go[]; };
 layout(set = 0, binding = 10) writeonly buffer BufW { uint W[]; };
 layout(set = 0, binding = 11) readonly buffer BufScalars { float Sc[]; };
+// The same latent, moments and gradient as vec4s, for K % 4 == 0 (VEC4): one 16-byte access per row.
+layout(set = 0, binding = 0) readonly buffer BufL4 { vec4 L4[]; };
+layout(set = 0, binding = 1) readonly buffer BufM4 { vec4 Mi4[]; };
+layout(set = 0, binding = 2) readonly buffer BufV4 { vec4 Vi4[]; };
+layout(set = 0, binding = 3) readonly buffer BufG4 { vec4 G4[]; };
+layout(set = 0, binding = 6) writeonly buffer BufLo4 { vec4 Lo4[]; };
+layout(set = 0, binding = 7) writeonly buffer BufMo4 { vec4 Mo4[]; };
+layout(set = 0, binding = 8) writeonly buffer BufVo4 { vec4 Vo4[]; };
+layout(set = 0, binding = 9) writeonly buffer BufGo4 { vec4 Go4[]; };
+
+layout(constant_id = 0) const uint VEC4 = 0;  // 1: K % 4 == 0, every row starts on a vec4
 
 layout(push_constant) uniform Push {
   uint N, K, N8, K4, gs, threads;            // threads = 4·N8 row pairs (padding included) × K4
@@ -36,36 +48,53 @@ void main() {
   const uint k4 = t % pc.K4, r = t / pc.K4;
   const float lr = Sc[pc.lr], b1 = Sc[pc.beta1], b2 = Sc[pc.beta2], eps = Sc[pc.eps], wd = Sc[pc.wd],
               bc1 = Sc[pc.bc1], bc2 = Sc[pc.bc2];
-  uint word = 0u;
+  const uint valid = min(pc.K - 4 * k4, 4u);  // k past K: padding
+  uint word = 0x88888888u;
   for (uint h = 0; h < 2; ++h) {
     const uint n = 2 * r + h;
+    if (n >= pc.N) break;
     // group_size is a multiple of 4: the word's four k share one group.
-    const float s = n < pc.N ? S[(4 * k4 / pc.gs) * pc.N + n] : 0.0;
-    for (uint b = 0; b < 4; ++b) {
-      const uint k = 4 * k4 + b;
-      uint c = 8u;
-      if (n < pc.N && k < pc.K) {
-        const uint i = n * pc.K + k;
-        precise float g = G[i];
-        if (pc.scaled != 0u) g = g * GS[0];
-        precise float p = L[i];
-        precise float m = Mi[i];
-        precise float v = Vi[i];
-        p = p - lr * wd * p;
-        m = b1 * m + (1.0 - b1) * g;
-        v = b2 * v + (1.0 - b2) * g * g;
-        p = p - lr * (m / bc1) / (sqrt(v / bc2) + eps);
-        precise const float lo = -8.5 * s, hi = 7.5 * s;
-        // NaN is told by its bits: drivers may turn the selects below into min/max, which drop NaN.
-        float pc_clamped = p;
-        if ((floatBitsToUint(p) & 0x7fffffffu) <= 0x7f800000u) pc_clamped = p < lo ? lo : (p > hi ? hi : p);
-        Lo[i] = pc_clamped;
-        Mo[i] = m;
-        Vo[i] = v;
-        Go[i] = 0.0;
-        c = requant_code(p, s);  // the same code as the clamped value's
+    const float s = S[(4 * k4 / pc.gs) * pc.N + n];
+    const uint i0 = n * pc.K + 4 * k4;
+    precise vec4 g, p, m, v;
+    if (VEC4 == 1u) {
+      g = G4[i0 / 4];
+      p = L4[i0 / 4];
+      m = Mi4[i0 / 4];
+      v = Vi4[i0 / 4];
+    } else {
+      for (uint b = 0; b < valid; ++b) {
+        g[b] = G[i0 + b];
+        p[b] = L[i0 + b];
+        m[b] = Mi[i0 + b];
+        v[b] = Vi[i0 + b];
       }
-      word |= c << (8 * b + 4 * h);
+    }
+    if (pc.scaled != 0u) g = g * GS[0];
+    p = p - lr * wd * p;
+    m = b1 * m + (1.0 - b1) * g;
+    v = b2 * v + (1.0 - b2) * g * g;
+    p = p - lr * (m / bc1) / (sqrt(v / bc2) + eps);
+    precise const float lo = -8.5 * s, hi = 7.5 * s;
+    vec4 clamped = p;
+    for (uint b = 0; b < valid; ++b) {
+      // NaN is told by its bits: drivers may turn the selects below into min/max, which drop NaN.
+      if ((floatBitsToUint(p[b]) & 0x7fffffffu) <= 0x7f800000u) clamped[b] = p[b] < lo ? lo : (p[b] > hi ? hi : p[b]);
+      const uint sh = 8 * b + 4 * h;
+      word = (word & ~(0xfu << sh)) | (requant_code(p[b], s) << sh);  // the clamped value's code too
+    }
+    if (VEC4 == 1u) {
+      Lo4[i0 / 4] = clamped;
+      Mo4[i0 / 4] = m;
+      Vo4[i0 / 4] = v;
+      Go4[i0 / 4] = vec4(0.0);
+    } else {
+      for (uint b = 0; b < valid; ++b) {
+        Lo[i0 + b] = clamped[b];
+        Mo[i0 + b] = m[b];
+        Vo[i0 + b] = v[b];
+        Go[i0 + b] = 0.0;
+      }
     }
   }
   W[4 * (k4 * pc.N8 + r / 4) + r % 4] = word;
