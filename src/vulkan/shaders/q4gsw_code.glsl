@@ -1,6 +1,7 @@
 // q4gsw_requant's code of one latent: clamp(roundEven(fl(latent / s)), -8, 7) + 8, bit-exact with the
-// reference even at .5 ties (GLSL division may be off by a few ulp, so the correctly rounded quotient is
-// rebuilt with integer long division on the mantissas); s == 0, a NaN or x/inf give 8. Included by
+// reference even at .5 ties: GLSL division may be off by a few ulp, so where that could change the code
+// (near a .5 boundary, subnormals) the correctly rounded quotient is rebuilt with integer long division on
+// the mantissas; s == 0, a NaN or x/inf give 8. Included by
 // q4gsw_requant.comp and adamw_q4gsw_step.comp.
 
 // Finite non-zero |x| = m * 2^e with m in [2^23, 2^24) (subnormals normalized).
@@ -41,6 +42,24 @@ int rounded_quotient(uint abits, uint sbits) {
   return int(roundEven(f));
 }
 
+// roundEven(fl(a / s)) saturated to 16, from the device's division where that is certain: for normal a
+// and s with 2^-126 <= s < 2^126 the division is within 2.5 ulp of a/s (Vulkan's precision rule), so a
+// quotient below 16 that lies more than 2^-14 from a rounding boundary k + 0.5 rounds as the exact one
+// does. False (the caller divides exactly) for subnormals, which a device may flush, and near boundaries.
+bool fast_quotient(uint aa, uint sa, out int q) {
+  q = 0;
+  if (aa < 0x00800000u || sa < 0x00800000u || sa >= 0x7e800000u) return false;
+  const float x = uintBitsToFloat(aa) / uintBitsToFloat(sa);
+  if (x >= 16.0) {
+    q = 16;
+    return true;
+  }
+  const float f = x - floor(x);
+  if (abs(f - 0.5) <= 0.00006103515625) return false;  // 2^-14
+  q = int(floor(x)) + (f > 0.5 ? 1 : 0);
+  return true;
+}
+
 uint requant_code(float a, float s) {
   uint ab = floatBitsToUint(a), sb = floatBitsToUint(s);
   uint aa = ab & 0x7fffffffu, sa = sb & 0x7fffffffu;
@@ -51,7 +70,7 @@ uint requant_code(float a, float s) {
   int q;
   if (aa == 0x7f800000u) q = 9;  // inf / finite
   else if (aa == 0u) q = 0;
-  else q = rounded_quotient(aa, sa);
+  else if (!fast_quotient(aa, sa, q)) q = rounded_quotient(aa, sa);
   int v = clamp(neg ? -q : q, -8, 7);
   return uint(v + 8);
 }

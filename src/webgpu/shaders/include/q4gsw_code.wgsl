@@ -1,8 +1,8 @@
 // q4gsw_requant's code of one latent: clamp(roundEven(latent / s), -8, 7) + 8, 8 where s == 0 or a NaN is
 // involved. WGSL division need not be correctly rounded, and a quotient one ulp off flips an exact .5 tie,
-// so the quotient is computed exactly: a 24-bit integer long division of the mantissas gives the correctly
-// rounded fp32 quotient whenever it matters (0.5 <= |q| < 16); outside that range the code is 8 or the
-// clamp limit regardless of rounding. Included by q4gsw_requant.wgsl and adamw_q4gsw_step.wgsl.
+// so where that could matter (near a .5 boundary, subnormals) the quotient is computed exactly: a 24-bit
+// integer long division of the mantissas gives the correctly rounded fp32 quotient (0.5 <= |q| < 16);
+// outside that range the code is 8 or the clamp limit regardless of rounding. Included by q4gsw_requant.wgsl and adamw_q4gsw_step.wgsl.
 
 // (mantissa with the leading bit at 2^23, exponent e) so that |x| = mant * 2^(e - 23); x finite, non-zero.
 fn split(b: u32) -> vec2<i32> {
@@ -13,6 +13,23 @@ fn split(b: u32) -> vec2<i32> {
     return vec2<i32>(i32(m << sh), -126 - i32(sh));
   }
   return vec2<i32>(i32(m | 0x800000u), ex - 127);
+}
+
+// Whether the device's division decides the code: a and s normal with 2^-126 <= s < 2^126, where WGSL's
+// division is within 2.5 ulp of a/s, and the quotient either >= 16 (clamped) or more than 2^-14 from a
+// rounding boundary k + 0.5, so it rounds as the exact one. Subnormals (a device may flush them) and
+// quotients near a boundary take the exact division.
+fn fast_quotient_ok(labs: u32, sabs: u32) -> bool {
+  if (labs < 0x00800000u || sabs < 0x00800000u || sabs >= 0x7E800000u) { return false; }
+  let x = bitcast<f32>(labs) / bitcast<f32>(sabs);
+  return x >= 16.0 || abs(fract(x) - 0.5) > 0.00006103515625;  // 2^-14
+}
+
+// |fl(a / s)| rounded (saturated at 16) where fast_quotient_ok holds.
+fn fast_quotient(labs: u32, sabs: u32) -> f32 {
+  let x = bitcast<f32>(labs) / bitcast<f32>(sabs);
+  if (x >= 16.0) { return 16.0; }
+  return floor(x + 0.5);  // not a tie: floor(x) or floor(x) + 1
 }
 
 fn code_of(lat: f32, s: f32) -> u32 {
@@ -28,6 +45,8 @@ fn code_of(lat: f32, s: f32) -> u32 {
     q = 16.0;
   } else if (sabs == 0x7F800000u || labs == 0u) {
     q = 0.0;
+  } else if (fast_quotient_ok(labs, sabs)) {
+    q = fast_quotient(labs, sabs);
   } else {
     let a = split(labs);
     let d = split(sabs);
