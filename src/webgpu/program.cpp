@@ -234,6 +234,10 @@ WebGpuBackend::~WebGpuBackend() {
     dn.BufferRelease(b.buffer);
   }
   if (dummy_) dn.BufferRelease(dummy_);
+  if (small_download_) {
+    dn.BufferDestroy(small_download_);
+    dn.BufferRelease(small_download_);
+  }
 }
 
 std::unique_ptr<Program> WebGpuBackend::new_program() { return std::make_unique<WebGpuProgram>(*this); }
@@ -302,7 +306,11 @@ void WebGpuBackend::read(uint64_t id, void* data, size_t bytes) {
   std::lock_guard<std::mutex> lock(mu_);
   const wgpu::Dawn& dn = d();
   uint64_t size = round4(bytes);
-  wgpu::Buffer staging = create_buffer(size, wgpu::kUsageMapRead | wgpu::kUsageCopyDst, "download");
+  const bool small = size <= kSmallDownload;
+  if (small && !small_download_)
+    small_download_ = create_buffer(kSmallDownload, wgpu::kUsageMapRead | wgpu::kUsageCopyDst, "small download");
+  wgpu::Buffer staging =
+      small ? small_download_ : create_buffer(size, wgpu::kUsageMapRead | wgpu::kUsageCopyDst, "download");
   wgpu::CommandEncoder enc = dn.DeviceCreateCommandEncoder(ctx_->device, nullptr);
   dn.CommandEncoderCopyBufferToBuffer(enc, buffer(id), 0, staging, 0, size);
   wgpu::CommandBuffer cb = dn.CommandEncoderFinish(enc, nullptr);
@@ -324,8 +332,10 @@ void WebGpuBackend::read(uint64_t id, void* data, size_t bytes) {
   const void* p = m.status == wgpu::kStatusSuccess ? dn.BufferGetConstMappedRange(staging, 0, size) : nullptr;
   if (p) std::memcpy(data, p, bytes);
   dn.BufferUnmap(staging);
-  dn.BufferDestroy(staging);
-  dn.BufferRelease(staging);
+  if (!small) {
+    dn.BufferDestroy(staging);
+    dn.BufferRelease(staging);
+  }
   ET_CHECK_KIND(ErrorKind::device, p, "webgpu: mapping a ", size, "-byte download buffer failed: ", m.message);
   ctx_->check("download");
 }

@@ -73,6 +73,10 @@ class WebGpuBackend : public Backend {
   std::unordered_map<uint64_t, Buf> buffers_;
   uint64_t next_id_ = 1;
   wgpu::Buffer dummy_ = nullptr;
+  // Downloads of at most kSmallDownload bytes (a loss, a gradient norm: every step) map this one buffer
+  // instead of a new one each: creating and destroying a mappable buffer is most of such a round trip.
+  static constexpr uint64_t kSmallDownload = 64 << 10;
+  wgpu::Buffer small_download_ = nullptr;
   std::map<std::string, wgpu::ShaderModule> modules_;
   std::map<std::string, Pipeline> pipelines_;
   Tuning tuning_ = Tuning::from_env();
