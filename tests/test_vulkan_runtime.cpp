@@ -259,7 +259,9 @@ TEST(VulkanRuntime, ProgramReplaysWithChangingSlots) {
   }
   auto* vp = dynamic_cast<vk::VulkanProgram*>(a.p.get());
   ASSERT_NE(vp, nullptr);
-  EXPECT_EQ(vp->dispatch_count(), 6u);  // requant, gemm, ce rows, ce sum, dW, adamw
+  // requant, gemm, ce rows, ce sum, dW, adamw; with the tensor-core path forced on these small products
+  // (EDGETRAIN_VK_COOPMAT=all) each GEMM adds its operand stagings.
+  if (!std::getenv("EDGETRAIN_VK_COOPMAT")) EXPECT_EQ(vp->dispatch_count(), 6u);
 }
 
 // Requant where latent/s is within an ulp of a .5 tie with scales that are not powers of two: only a
