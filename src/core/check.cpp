@@ -113,8 +113,8 @@ void sig_linear_q4gsw_backward(Ctx& x) {
   x.out(with_last(dy.shape(), K), DType::f32);
 }
 
-void sig_q4gsw_requant(Ctx& x) {
-  const Tensor &lat = x.in(0), &scales = x.in(1);
+// A latent f32 [N, K] that is requantized with its scales [ceil(K / group_size), N] (int 0: group_size).
+q4::Geometry requant_geometry(Ctx& x, const Tensor& lat, const Tensor& scales) {
   x.dtype(lat, DType::f32, "latent");
   x.rank_is(lat, 2, "latent");
   x.rank_is(scales, 2, "scales");
@@ -125,7 +125,12 @@ void sig_q4gsw_requant(Ctx& x) {
   x.dtype(scales, DType::f32, "scales");
   if (scales.shape() != Shape{g.groups(), N})
     x.bad("scales must be [ceil(K/group_size), N] = [", g.groups(), ", ", N, "], got ", scales.str());
-  x.out(Shape{g.words()}, DType::u32);
+  return g;
+}
+
+void sig_q4gsw_requant(Ctx& x) {
+  const Tensor &lat = x.in(0), &scales = x.in(1);
+  x.out(Shape{requant_geometry(x, lat, scales).words()}, DType::u32);
   x.out(lat.shape(), DType::f32);
   if (!x.inferring && x.c.out.size() > 1 && !x.c.out[1].same_memory(lat))
     x.bad("output 1 must be the latent tensor itself (q4gsw_requant clamps it in place)");
@@ -222,15 +227,7 @@ void sig_adamw_q4gsw_step(Ctx& x) {
     if (x.in(i).shape() != lat.shape())
       x.bad(i == 1 ? "m" : i == 2 ? "v" : "grad", " must have the latent's shape ", lat.str(), ", got ", x.in(i).str());
   adamw_tensors(x, 5, "adamw_q4gsw_step");
-  x.rank_is(scales, 2, "scales");
-  int64_t N = lat.shape()[0], K = lat.shape()[1], gs = x.ival(0);
-  if (gs <= 0 || gs % 4 != 0) x.bad("group_size must be a positive multiple of 4, got ", gs);
-  if (N < 1 || K < 1) x.bad("latent must be non-empty, got ", lat.str());
-  q4::Geometry g(N, K, gs);
-  x.dtype(scales, DType::f32, "scales");
-  if (scales.shape() != Shape{g.groups(), N})
-    x.bad("scales must be [ceil(K/group_size), N] = [", g.groups(), ", ", N, "], got ", scales.str());
-  x.out(Shape{g.words()}, DType::u32);
+  x.out(Shape{requant_geometry(x, lat, scales).words()}, DType::u32);
   if (x.inferring) x.bad("outputs 0..3 are the inputs (in place); use Graph::adamw_q4gsw_step");
 }
 

@@ -2,12 +2,12 @@
 // dispatches of a QAT update, and the latent is read once. One thread per W_4X8 word: rows 2r and 2r + 1 at
 // k = 4k4 .. 4k4 + 3, threads running along k, so a subgroup reads consecutive latents of two rows, 16 bytes
 // per row and thread (vec4 accesses where K % 4 == 0); the words themselves are written 4·N8 apart (1/64 of
-// the bytes). Per element: adamw_step.comp's arithmetic in its order (precise, no contracted multiply-add),
-// then q4gsw_requant.comp's clamp of the new latent into [-8.5s, 7.5s] and its code; rows past N and k past
-// K are padding code 8.
+// the bytes). Per element: adamw_update (adamw.glsl, as adamw_step.comp), then q4gsw_requant.comp's clamp
+// of the new latent into [-8.5s, 7.5s] and its code; rows past N and k past K are padding code 8.
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
+#include "adamw.glsl"
 #include "q4gsw_code.glsl"
 
 layout(local_size_x = 64) in;
@@ -71,10 +71,7 @@ void main() {
       }
     }
     if (pc.scaled != 0u) g = g * GS[0];
-    p = p - lr * wd * p;
-    m = b1 * m + (1.0 - b1) * g;
-    v = b2 * v + (1.0 - b2) * g * g;
-    p = p - lr * (m / bc1) / (sqrt(v / bc2) + eps);
+    adamw_update(p, m, v, g, lr, b1, b2, eps, wd, bc1, bc2);
     precise const float lo = -8.5 * s, hi = 7.5 * s;
     vec4 clamped = p;
     for (uint b = 0; b < valid; ++b) {

@@ -2,11 +2,11 @@
 // folded in 2-D for any size; all seven hyper-parameters come from the scalar block, so learning-rate
 // schedules and bias corrections change per replay without re-recording. The gradient is multiplied by
 // grad_scale[0] when given (the clip and loss-scale factors, computed on the device) and zeroed once read,
-// which spares the update a multiply and a fill per tensor. Same operation order as the reference, marked
-// precise so no multiply-add is contracted.
+// which spares the update a multiply and a fill per tensor. The arithmetic: adamw_update (adamw.glsl).
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
+#include "adamw.glsl"
 
 layout(local_size_x = 64) in;
 
@@ -34,13 +34,8 @@ void main() {
               bc1 = Sc[pc.bc1], bc2 = Sc[pc.bc2];
   precise vec4 g = G[i];
   if (pc.scaled != 0u) g = g * GS[0];
-  precise vec4 p = P[i];
-  precise vec4 m = Mo[i];
-  precise vec4 v = Vo[i];
-  p = p - lr * wd * p;
-  m = b1 * m + (1.0 - b1) * g;
-  v = b2 * v + (1.0 - b2) * g * g;
-  p = p - lr * (m / bc1) / (sqrt(v / bc2) + eps);
+  vec4 p = P[i], m = Mo[i], v = Vo[i];
+  adamw_update(p, m, v, g, lr, b1, b2, eps, wd, bc1, bc2);
   if (4 * i + 3 < pc.n) {
     Po[i] = p;
     Mout[i] = m;

@@ -1,9 +1,10 @@
 // A 4-bit weight's update in one pass instead of adamw_step then q4gsw_requant: half the dispatches of a QAT
 // update (Dawn puts a barrier before every dispatch that writes), and the latent is read once. One thread
 // per W_4X8 word: rows 2r and 2r + 1 at k = 4k4 .. 4k4 + 3, threads running along k so that neighbours read
-// neighbouring latents. Per element: adamw_step.wgsl's arithmetic in its order, then q4gsw_requant.wgsl's
+// neighbouring latents. Per element: adamw_update (adamw.wgsl, as adamw_step.wgsl), then q4gsw_requant.wgsl's
 // clamp of the new latent into [-8.5s, 7.5s] and its code (code_of); rows past N and k past K are code 8.
 // Eight storage buffers: WebGPU's guaranteed limit per stage.
+#include "adamw.wgsl"
 #include "q4gsw_code.wgsl"
 struct Params {
   N: u32, K: u32, gs: u32, N8: u32, K4: u32, threads: u32,  // threads = 4 N8 row pairs x K4
@@ -26,13 +27,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   if (t >= p.threads) { return; }
   let k4 = t % p.K4;
   let r = t / p.K4;
-  let lr = scalars[p.lr];
-  let b1 = scalars[p.b1];
-  let b2 = scalars[p.b2];
-  let eps = scalars[p.eps];
-  let wd = scalars[p.wd];
-  let bc1 = scalars[p.bc1];
-  let bc2 = scalars[p.bc2];
+  let hp = adamw_hyper();
   var word = 0u;
   for (var h = 0u; h < 2u; h++) {
     let n = 2u * r + h;
@@ -45,11 +40,8 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
         let i = n * p.K + k;
         var g = G[i];
         if (p.scaled != 0u) { g = g * GS[0]; }
-        var x = L[i];
-        x = x - lr * wd * x;
-        let mi = b1 * Mo[i] + (1.0 - b1) * g;
-        let vi = b2 * Vo[i] + (1.0 - b2) * g * g;
-        x = x - lr * (mi / bc1) / (sqrt(vi / bc2) + eps);
+        let r = adamw_update(hp, L[i], Mo[i], Vo[i], g);
+        let x = r.x;
         let lo = -8.5 * s;
         let hi = 7.5 * s;
         var xc = x;  // NaN (told by its bits: a compiler may turn the selects into min/max) stays
@@ -57,8 +49,8 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
           if (x < lo) { xc = lo; } else if (x > hi) { xc = hi; }
         }
         L[i] = xc;
-        Mo[i] = mi;
-        Vo[i] = vi;
+        Mo[i] = r.y;
+        Vo[i] = r.z;
         G[i] = 0.0;
         c = code_of(x, s);  // the same code as xc's
       }

@@ -2,6 +2,7 @@
 // block (indices in the uniform), so a learning-rate schedule or new bias corrections need no re-record.
 // The gradient is multiplied by grad_scale[0] when given and zeroed once read (adamw_step.comp says why).
 // Order per element (OPS.md section 7): decay, m, v, update.
+#include "adamw.wgsl"
 override WG: u32 = 256u;
 struct Params { n: u32, lr: u32, b1: u32, b2: u32, eps: u32, wd: u32, bc1: u32, bc2: u32, scaled: u32 }
 @group(0) @binding(0) var<storage, read_write> P: array<f32>;
@@ -16,22 +17,12 @@ struct Params { n: u32, lr: u32, b1: u32, b2: u32, eps: u32, wd: u32, bc1: u32, 
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
   let i = gid.y * nwg.x * WG + gid.x;
   if (i >= p.n) { return; }
-  let lr = scalars[p.lr];
-  let b1 = scalars[p.b1];
-  let b2 = scalars[p.b2];
-  let eps = scalars[p.eps];
-  let wd = scalars[p.wd];
-  let bc1 = scalars[p.bc1];
-  let bc2 = scalars[p.bc2];
+  let h = adamw_hyper();
   var g = G[i];
   if (p.scaled != 0u) { g = g * GS[0]; }
-  var pi = P[i];
-  pi = pi - lr * wd * pi;
-  let mi = b1 * Mo[i] + (1.0 - b1) * g;
-  let vi = b2 * Vo[i] + (1.0 - b2) * g * g;
-  pi = pi - lr * (mi / bc1) / (sqrt(vi / bc2) + eps);
-  P[i] = pi;
-  Mo[i] = mi;
-  Vo[i] = vi;
+  let r = adamw_update(h, P[i], Mo[i], Vo[i], g);
+  P[i] = r.x;
+  Mo[i] = r.y;
+  Vo[i] = r.z;
   G[i] = 0.0;
 }
