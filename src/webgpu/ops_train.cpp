@@ -3,6 +3,7 @@
 // (logsumexp_rows, fused_ce_part), requantization into W_4X8, the clipped straight-through gradient of a QAT
 // weight and in-place AdamW.
 #include "adamw_q4gsw_step.wgsl.h"
+#include "adamw_q4gsw_step_vec4.wgsl.h"
 #include "adamw_step.wgsl.h"
 #include "edgetrain/q4gsw.h"
 #include "fused_ce.wgsl.h"
@@ -204,7 +205,8 @@ void encode_adamw_q4gsw_step(const OpCall& c, const EncodeContext& ctx, Encoded&
   const Shape& s = c.in[0].shape();
   q4::Geometry g(s[0], s[1], c.ints[0]);
   const int64_t threads = 4 * g.N8() * g.K4();
-  Dispatch d(ET_WG_KERNEL(adamw_q4gsw_step));
+  // Rows that start on a vec4 take the kernel with 16-byte accesses.
+  Dispatch d(g.K % 4 == 0 ? ET_WG_KERNEL(adamw_q4gsw_step_vec4) : ET_WG_KERNEL(adamw_q4gsw_step));
   d.out(0).out(1).out(2).out(3).in(4);
   if (c.has_in(5)) d.in(5);
   else d.dummy();
