@@ -1,8 +1,7 @@
 // q4gsw_requant's code of one latent: clamp(roundEven(fl(latent / s)), -8, 7) + 8, bit-exact with the
 // reference even at .5 ties: GLSL division may be off by a few ulp, so where that could change the code
 // (near a .5 boundary, subnormals) the correctly rounded quotient is rebuilt with integer long division on
-// the mantissas; s == 0, a NaN or x/inf give 8. Included by
-// q4gsw_requant.comp and adamw_q4gsw_step.comp.
+// the mantissas; s == 0, a NaN or x/inf give 8. Included by q4gsw_requant.comp and adamw_q4gsw_step.comp.
 
 // Finite non-zero |x| = m * 2^e with m in [2^23, 2^24) (subnormals normalized).
 void decompose(uint bits, out uint m, out int e) {
