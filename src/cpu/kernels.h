@@ -41,8 +41,9 @@ void linear_q4gsw_backward(const ref::Call& c);
 void q4gsw_requant(const ref::Call& c);
 void adamw_q4gsw_step(const ref::Call& c);
 
+// ---- fused_kernels.cpp ----
 // adamw_step's arithmetic over elements [i0, i1) of a call's param, m, v and grad (outputs 0..3), for
-// adamw_step and adamw_q4gsw_step (fused_kernels.cpp).
+// adamw_step and adamw_q4gsw_step.
 struct AdamwArgs {
   float *p = nullptr, *m = nullptr, *v = nullptr, *g = nullptr;
   bool scaled = false;
@@ -51,7 +52,6 @@ struct AdamwArgs {
   void run(int64_t i0, int64_t i1) const;
 };
 
-// ---- fused_kernels.cpp ----
 void fused_ce(const ref::Call& c);
 void logsumexp_rows(const ref::Call& c);
 void fused_ce_part(const ref::Call& c);

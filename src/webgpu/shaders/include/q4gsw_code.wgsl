@@ -15,21 +15,38 @@ fn split(b: u32) -> vec2<i32> {
   return vec2<i32>(i32(m | 0x800000u), ex - 127);
 }
 
-// Whether the device's division decides the code: a and s normal with 2^-126 <= s < 2^126, where WGSL's
-// division is within 2.5 ulp of a/s, and the quotient either >= 16 (clamped) or more than 2^-14 from a
-// rounding boundary k + 0.5, so it rounds as the exact one. Subnormals (a device may flush them) and
-// quotients near a boundary take the exact division.
-fn fast_quotient_ok(labs: u32, sabs: u32) -> bool {
-  if (labs < 0x00800000u || sabs < 0x00800000u || sabs >= 0x7E800000u) { return false; }
-  let x = bitcast<f32>(labs) / bitcast<f32>(sabs);
-  return x >= 16.0 || abs(fract(x) - 0.5) > 0.00006103515625;  // 2^-14
-}
-
-// |fl(a / s)| rounded (saturated at 16) where fast_quotient_ok holds.
+// |fl(a / s)| rounded (saturated at 16) from the device's division where that decides it, -1 elsewhere:
+// for a and s normal with 2^-126 <= s < 2^126 WGSL's division is within 2.5 ulp of a/s, so a quotient
+// >= 16 (clamped) or more than 2^-14 from a rounding boundary k + 0.5 rounds as the exact one. Subnormals
+// (a device may flush them) and quotients near a boundary take the exact division.
 fn fast_quotient(labs: u32, sabs: u32) -> f32 {
+  if (labs < 0x00800000u || sabs < 0x00800000u || sabs >= 0x7E800000u) { return -1.0; }
   let x = bitcast<f32>(labs) / bitcast<f32>(sabs);
   if (x >= 16.0) { return 16.0; }
+  if (abs(fract(x) - 0.5) <= 0.00006103515625) { return -1.0; }  // 2^-14
   return floor(x + 0.5);  // not a tie: floor(x) or floor(x) + 1
+}
+
+// |a / s| correctly rounded to fp32, then rounded half to even (saturated at 16), by integer long division
+// of the mantissas; a, s finite and non-zero.
+fn exact_quotient(labs: u32, sabs: u32) -> f32 {
+  let a = split(labs);
+  let d = split(sabs);
+  var num = u32(a.x);
+  let den = u32(d.x);
+  var e = a.y - d.y;
+  if (num < den) { num <<= 1u; e -= 1; }  // now 1 <= num/den < 2 and |q| = (num/den) * 2^e
+  if (e < -1) { return 0.0; }             // |q| < 0.5 rounds to 0 whatever the last bit
+  if (e >= 4) { return 16.0; }            // |q| >= 16 clamps
+  var quo = 0u;
+  var rem = num;
+  for (var i = 0u; i < 24u; i++) {
+    quo <<= 1u;
+    if (rem >= den) { rem -= den; quo |= 1u; }
+    rem <<= 1u;
+  }
+  if (rem > den || (rem == den && (quo & 1u) == 1u)) { quo += 1u; }  // round to nearest even
+  return round(ldexp(f32(quo), e - 23));  // exact in [0.5, 16], then WGSL round: half to even
 }
 
 fn code_of(lat: f32, s: f32) -> u32 {
@@ -45,31 +62,9 @@ fn code_of(lat: f32, s: f32) -> u32 {
     q = 16.0;
   } else if (sabs == 0x7F800000u || labs == 0u) {
     q = 0.0;
-  } else if (fast_quotient_ok(labs, sabs)) {
-    q = fast_quotient(labs, sabs);
   } else {
-    let a = split(labs);
-    let d = split(sabs);
-    var num = u32(a.x);
-    let den = u32(d.x);
-    var e = a.y - d.y;
-    if (num < den) { num <<= 1u; e -= 1; }   // now 1 <= num/den < 2 and |q| = (num/den) * 2^e
-    if (e < -1) {
-      q = 0.0;                                // |q| < 0.5 rounds to 0 whatever the last bit
-    } else if (e >= 4) {
-      q = 16.0;                               // |q| >= 16 clamps
-    } else {
-      var quo = 0u;
-      var rem = num;
-      for (var i = 0u; i < 24u; i++) {
-        quo <<= 1u;
-        if (rem >= den) { rem -= den; quo |= 1u; }
-        rem <<= 1u;
-      }
-      if (rem > den || (rem == den && (quo & 1u) == 1u)) { quo += 1u; }  // round to nearest even
-      let fq = ldexp(f32(quo), e - 23);       // exact: quo <= 2^24 and the result is in [0.5, 16]
-      q = round(fq);                          // WGSL round: half to even
-    }
+    q = fast_quotient(labs, sabs);
+    if (q < 0.0) { q = exact_quotient(labs, sabs); }
   }
   var c = i32(min(q, 16.0));
   if (neg) { c = -c; }
