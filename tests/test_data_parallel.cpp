@@ -19,6 +19,7 @@
 #include "edgetrain/backends.h"
 #include "edgetrain/checkpoint.h"
 #include "edgetrain/dist.h"
+#include "harness/cli_child.h"
 #include "harness/model_helpers.h"
 #include "harness/temp_files.h"
 
@@ -66,7 +67,7 @@ std::string mpirun(int ranks) {
 
 // `edgetrain train` of tiny on the small corpus, global batch `batch` x 32 tokens, one thread per rank.
 std::string train_cmd(const std::string& out, const std::string& extra, int batch = 4) {
-  return std::string(EDGETRAIN_CLI) + " train --preset tiny --corpus " + small_corpus() + " --out " + out +
+  return cli_path() + " train --preset tiny --corpus " + small_corpus() + " --out " + out +
          " --batch " + std::to_string(batch) + " --seq 32 --lr 1e-2 --warmup 2 --eval-every 10 --eval-batches 2"
          " --no-progress --sample-tokens 0 --threads 1 " + extra;
 }
@@ -174,7 +175,7 @@ TEST(DataParallel, ResumeWithAnotherRankCount) {
     const std::string out = tmp("resume_" + std::to_string(first) + std::to_string(second));
     Outcome r1 = sh(launch(first) + train_cmd(out, "--backend cpu --steps 10"));
     EXPECT_EQ(r1.status, 0) << r1.output;
-    Outcome r2 = sh(launch(second) + std::string(EDGETRAIN_CLI) + " train --resume --out " + out +
+    Outcome r2 = sh(launch(second) + cli_path() + " train --resume --out " + out +
                     " --steps 20 --backend cpu --no-progress --sample-tokens 0 --threads 1");
     EXPECT_EQ(r2.status, 0) << r2.output;
     return losses(out);

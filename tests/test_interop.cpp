@@ -29,6 +29,7 @@
 #include "edgetrain/safetensors.h"
 #include "io/gguf.h"
 #include "io/llama_names.h"
+#include "harness/cli_child.h"
 #include "harness/temp_files.h"
 #include "harness/gguf_vocab.h"
 
@@ -949,7 +950,7 @@ TEST(Interop, GgufMalformedTokenizerMetadataIsRejected) {
 }
 
 std::string run_cli(const std::string& args) {
-  const std::string cmd = std::string(EDGETRAIN_CLI) + " " + args + " 2>&1";
+  const std::string cmd = cli_path() + " " + args + " 2>&1";
   std::string out;
   if (FILE* p = ::popen(cmd.c_str(), "r")) {
     char buf[4096];

@@ -5,6 +5,7 @@
 // under test: a field that changes the math is read, or is an error naming it, never a silent default.
 #include <gtest/gtest.h>
 
+#include "harness/cli_child.h"
 #include "harness/error_of.h"
 #include <unistd.h>
 
@@ -496,7 +497,7 @@ TEST(ModelFiles, KQuantImportReportsItsQ4Error) {
 }
 
 std::string run_cli(const std::string& args, int* status = nullptr) {
-  const std::string cmd = std::string(EDGETRAIN_CLI) + " " + args + " 2>&1";
+  const std::string cmd = cli_path() + " " + args + " 2>&1";
   std::string out;
   int rc = -1;
   if (FILE* p = ::popen(cmd.c_str(), "r")) {

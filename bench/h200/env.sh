@@ -12,3 +12,6 @@ export EDGETRAIN_DEPS=$PWD/.devrun/deps
 if [ -f /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ]; then
   export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 fi
+# Tests that start the CLI (Reliability.*, ...) find the carried one here: the path compiled into the test
+# binary is this machine's build/ (tests/harness/cli_child.h).
+export EDGETRAIN_TEST_CLI=$PWD/.devrun/edgetrain

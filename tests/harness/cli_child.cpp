@@ -19,10 +19,15 @@ namespace edgetrain::test {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
+std::string cli_path() {
+  const char* e = std::getenv("EDGETRAIN_TEST_CLI");
+  return e && *e ? e : EDGETRAIN_CLI;
+}
+
 // Everything is prepared before fork(): the child of a multi-threaded test process only calls
 // async-signal-safe functions (open, dup2, setrlimit, execve).
 pid_t spawn_cli(const std::vector<std::string>& args, const ChildOptions& o) {
-  std::vector<std::string> strings = {EDGETRAIN_CLI};
+  std::vector<std::string> strings = {cli_path()};
   strings.insert(strings.end(), args.begin(), args.end());
   const size_t argc = strings.size();
   for (char** e = environ; *e != nullptr; ++e) {

@@ -24,6 +24,10 @@ struct ChildOptions {
   std::string log;                                          // stdout+stderr go here
 };
 
+// The CLI binary: $EDGETRAIN_TEST_CLI where set (the build carried to another machine, where the path it
+// was built at does not exist), else that path.
+std::string cli_path();
+
 // Starts the CLI with `args`; returns its pid.
 pid_t spawn_cli(const std::vector<std::string>& args, const ChildOptions& o);
 
