@@ -2,8 +2,8 @@
 // dispatches of a QAT update, and the latent is read once. One thread per W_4X8 word: rows 2r and 2r + 1 at
 // k = 4k4 .. 4k4 + 3, threads running along k, so a subgroup reads consecutive latents of two rows, 16 bytes
 // per row and thread (vec4 accesses where K % 4 == 0); the words themselves are written 4·N8 apart (1/64 of
-// the bytes). Per element: adamw_update (adamw.glsl, as adamw_step.comp), then q4gsw_requant.comp's clamp
-// of the new latent into [-8.5s, 7.5s] and its code; rows past N and k past K are padding code 8.
+// the bytes). Per element: adamw_update (adamw.glsl, as adamw_step.comp), then the new latent clamped into
+// [-8.5s, 7.5s] and its code (clamp_to_code_range, requant_code: q4gsw_code.glsl); rows past N and k past K are padding code 8.
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
@@ -72,11 +72,9 @@ void main() {
     }
     if (pc.scaled != 0u) g = g * GS[0];
     adamw_update(p, m, v, g, lr, b1, b2, eps, wd, bc1, bc2);
-    precise const float lo = -8.5 * s, hi = 7.5 * s;
     vec4 clamped = p;
     for (uint b = 0; b < valid; ++b) {
-      // NaN is told by its bits: drivers may turn the selects below into min/max, which drop NaN.
-      if ((floatBitsToUint(p[b]) & 0x7fffffffu) <= 0x7f800000u) clamped[b] = p[b] < lo ? lo : (p[b] > hi ? hi : p[b]);
+      clamped[b] = clamp_to_code_range(p[b], s);
       const uint sh = 8 * b + 4 * h;
       word = (word & ~(0xfu << sh)) | (requant_code(p[b], s) << sh);  // the clamped value's code too
     }

@@ -59,6 +59,14 @@ bool fast_quotient(uint aa, uint sa, out int q) {
   return true;
 }
 
+// A latent clamped into [-8.5s, 7.5s], the range whose codes are -8..7 (single products: the same bounds
+// on every backend). NaN stays, told by its bits: drivers may turn the selects into min/max, which drop NaN.
+float clamp_to_code_range(float x, float s) {
+  precise const float lo = -8.5 * s, hi = 7.5 * s;
+  if ((floatBitsToUint(x) & 0x7fffffffu) > 0x7f800000u) return x;
+  return x < lo ? lo : (x > hi ? hi : x);
+}
+
 uint requant_code(float a, float s) {
   uint ab = floatBitsToUint(a), sb = floatBitsToUint(s);
   uint aa = ab & 0x7fffffffu, sa = sb & 0x7fffffffu;

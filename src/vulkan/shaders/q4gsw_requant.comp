@@ -1,6 +1,6 @@
 // q4gsw_requant: latent fp32 [N,K] -> W_4X8 codes, one thread per u32 word (4 k x 2 n). Each latent is first
-// clamped in place into [-8.5s, 7.5s] (the bounds are single products, so the same on every backend; NaN
-// stays), and written back only where that changed it. Codes by requant_code (q4gsw_code.glsl), bit-exact
+// clamped in place into [-8.5s, 7.5s] (clamp_to_code_range, q4gsw_code.glsl) and written back only where
+// that changed it. Codes by requant_code (q4gsw_code.glsl), bit-exact
 // with the reference.
 #version 450
 #extension GL_GOOGLE_include_directive : require
@@ -32,10 +32,7 @@ void main() {
       if (n < pc.N && k < pc.K) {
         const uint i = n * pc.K + k;
         precise const float s = S[(k / pc.gs) * pc.N + n], x = L[i];
-        precise const float lo = -8.5 * s, hi = 7.5 * s;
-        // NaN is told by its bits: drivers may turn the selects below into min/max, which drop NaN.
-        float xc = x;
-        if ((floatBitsToUint(x) & 0x7fffffffu) <= 0x7f800000u) xc = x < lo ? lo : (x > hi ? hi : x);
+        const float xc = clamp_to_code_range(x, s);
         if (floatBitsToUint(xc) != floatBitsToUint(x)) Lo[i] = xc;
         c = requant_code(x, s);  // the same code as xc's: clamping stays within the code's rounding interval
       }

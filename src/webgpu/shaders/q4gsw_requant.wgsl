@@ -1,6 +1,6 @@
 // Re-quantizes fp32 latent weights [N, K] into W_4X8 words with frozen scales. Each latent is first clamped
-// in place into [-8.5s, 7.5s] (single products, so the same bounds as every backend; NaN stays) and written
-// back only where that changed it; then code_of (q4gsw_code.wgsl), code 8 where the nibble is padding.
+// in place into [-8.5s, 7.5s] (clamp_to_code_range, q4gsw_code.wgsl) and written back only where that
+// changed it; then code_of, code 8 where the nibble is padding.
 // One thread per output word.
 #include "q4gsw_code.wgsl"
 struct Params { N: u32, K: u32, gs: u32, N8: u32, words: u32, pad0: u32, pad1: u32, pad2: u32 }
@@ -27,12 +27,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
         let i = n * p.K + k;
         let s = S[(k / p.gs) * p.N + n];
         let x = L[i];
-        let lo = -8.5 * s;
-        let hi = 7.5 * s;
-        var xc = x;  // NaN (told by its bits: a compiler may turn the selects into min/max) stays
-        if ((bitcast<u32>(x) & 0x7FFFFFFFu) <= 0x7F800000u) {
-          if (x < lo) { xc = lo; } else if (x > hi) { xc = hi; }
-        }
+        let xc = clamp_to_code_range(x, s);
         if (bitcast<u32>(xc) != bitcast<u32>(x)) { L[i] = xc; }
         c = code_of(x, s);  // the same code as xc's: clamping stays within the code's rounding interval
       }

@@ -2,8 +2,8 @@
 // and writes its four latents, moments and gradients of one row (load_row / store_row, bindings 0..3: four
 // scalar accesses, or one vec4 where K % 4 == 0). One thread per W_4X8 word: rows 2r and 2r + 1 at
 // k = 4k4 .. 4k4 + 3, threads running along k so that neighbours read neighbouring latents. Per element:
-// adamw_update (adamw.wgsl), then q4gsw_requant.wgsl's clamp of the new latent into [-8.5s, 7.5s] and its
-// code (code_of, q4gsw_code.wgsl); rows past N and k past K are code 8. Eight storage buffers: WebGPU's
+// adamw_update (adamw.wgsl), then the new latent clamped into [-8.5s, 7.5s] and its code
+// (clamp_to_code_range, code_of: q4gsw_code.wgsl); rows past N and k past K are code 8. Eight storage buffers: WebGPU's
 // guaranteed limit per stage.
 struct Params {
   N: u32, K: u32, gs: u32, N8: u32, K4: u32, threads: u32,  // threads = 4 N8 row pairs x K4
@@ -34,20 +34,14 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let i0 = n * p.K + 4u * k4;
     var row = load_row(i0, valid);
     if (p.scaled != 0u) { row.g = row.g * GS[0]; }
-    let lo = -8.5 * s;
-    let hi = 7.5 * s;
     for (var b = 0u; b < valid; b++) {
       let u = adamw_update(hp, row.l[b], row.m[b], row.v[b], row.g[b]);
       let x = u.x;
-      var xc = x;  // NaN (told by its bits: a compiler may turn the selects into min/max) stays
-      if ((bitcast<u32>(x) & 0x7FFFFFFFu) <= 0x7F800000u) {
-        if (x < lo) { xc = lo; } else if (x > hi) { xc = hi; }
-      }
-      row.l[b] = xc;
+      row.l[b] = clamp_to_code_range(x, s);
       row.m[b] = u.y;
       row.v[b] = u.z;
       let sh = 8u * b + 4u * h;
-      word = (word & ~(0xFu << sh)) | (code_of(x, s) << sh);  // the same code as xc's
+      word = (word & ~(0xFu << sh)) | (code_of(x, s) << sh);  // the clamped latent's code too
     }
     store_row(i0, valid, row);
   }

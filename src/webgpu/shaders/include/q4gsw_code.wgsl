@@ -49,6 +49,17 @@ fn exact_quotient(labs: u32, sabs: u32) -> f32 {
   return round(ldexp(f32(quo), e - 23));  // exact in [0.5, 16], then WGSL round: half to even
 }
 
+// A latent clamped into [-8.5s, 7.5s], the range whose codes are -8..7 (single products: the same bounds
+// on every backend). NaN stays, told by its bits: a compiler may turn the selects into min/max.
+fn clamp_to_code_range(x: f32, s: f32) -> f32 {
+  if ((bitcast<u32>(x) & 0x7FFFFFFFu) > 0x7F800000u) { return x; }
+  let lo = -8.5 * s;
+  let hi = 7.5 * s;
+  if (x < lo) { return lo; }
+  if (x > hi) { return hi; }
+  return x;
+}
+
 fn code_of(lat: f32, s: f32) -> u32 {
   let lb = bitcast<u32>(lat);
   let sb = bitcast<u32>(s);
