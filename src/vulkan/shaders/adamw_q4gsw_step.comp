@@ -3,7 +3,8 @@
 // k = 4k4 .. 4k4 + 3, threads running along k, so a subgroup reads consecutive latents of two rows, 16 bytes
 // per row and thread (vec4 accesses where K % 4 == 0); the words themselves are written 4·N8 apart (1/64 of
 // the bytes). Per element: adamw_update (adamw.glsl, as adamw_step.comp), then the new latent clamped into
-// [-8.5s, 7.5s] and its code (clamp_to_code_range, requant_code: q4gsw_code.glsl); rows past N and k past K are padding code 8.
+// [-8.5s, 7.5s] and its code (clamp_to_code_range, requant_code: q4gsw_code.glsl); rows past N and k past
+// K are padding code 8.
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"

@@ -1,7 +1,6 @@
 // q4gsw_requant: latent fp32 [N,K] -> W_4X8 codes, one thread per u32 word (4 k x 2 n). Each latent is first
 // clamped in place into [-8.5s, 7.5s] (clamp_to_code_range, q4gsw_code.glsl) and written back only where
-// that changed it. Codes by requant_code (q4gsw_code.glsl), bit-exact
-// with the reference.
+// that changed it. Codes by requant_code (q4gsw_code.glsl), bit-exact with the reference.
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
