@@ -335,28 +335,41 @@ TEST_F(Reliability, MissingVulkanAndWebGpuGiveClearMessages) {
   }
 }
 
-// Device memory faults on Vulkan: a buffer beyond maxStorageBufferRange (128 MiB on lavapipe: the SwiGLU
-// activations [B*T, ffn] of 80 x 512 tokens with ffn_dim 1024 are 160 MiB), and device memory running out
-// (lavapipe's heap is host memory: RLIMIT_AS makes it run out under the `base` preset).
+// Device memory faults on Vulkan: a buffer beyond what one binding may hold (128 MiB: lavapipe's
+// maxStorageBufferRange, and EDGETRAIN_MAX_BINDING_BYTES makes any device bind at most that; the SwiGLU
+// activations [B*T, ffn] of 80 x 512 tokens with ffn_dim 1024 are 160 MiB), and device memory running out.
 // Each: one clear message, non-zero exit, no crash, no hang.
-TEST_F(Reliability, VulkanOutOfDeviceMemoryGivesClearMessages) {
-  bool have_vulkan = false;
-  for (const DeviceInfo& d : list_devices()) have_vulkan |= d.backend == "vulkan" && d.usable;
-  if (!have_vulkan) GTEST_SKIP() << "no usable Vulkan device";
+// Whether a usable Vulkan device exists (of DeviceInfo::kind `kind`, if given).
+bool have_usable_vulkan_device(const char* kind = nullptr) {
+  for (const DeviceInfo& d : list_devices())
+    if (d.backend == "vulkan" && d.usable && (!kind || d.kind == kind)) return true;
+  return false;
+}
+
+TEST_F(Reliability, VulkanTensorLargerThanABindingGivesClearMessage) {
+  if (!have_usable_vulkan_device()) GTEST_SKIP() << "no usable Vulkan device";
   const std::string cfg = dir_ + "/long.json";
   std::ofstream(cfg) << R"({"preset": "tiny", "max_seq": 512, "ffn_dim": 1024})";
-  // An activation larger than a kernel may bind (lavapipe: 128 MiB; only the vocabulary's tensors are taken
-  // in parts): refused before anything is allocated, by the memory estimate of the run, naming the call
-  // (kind unsupported, so a --backend list would move on).
+  // An activation larger than a kernel may bind (only the vocabulary's tensors are taken in parts): refused
+  // before anything is allocated, by the memory estimate of the run, naming the call (kind unsupported, so
+  // a --backend list would move on).
+  ChildOptions o;
+  o.env = {{"EDGETRAIN_MAX_BINDING_BYTES", std::to_string(128u << 20)}};
   Outcome range = run({"train", "--config", cfg, "--batch", "80", "--seq", "512", "--backend", "vulkan", "--corpus",
-                       corpus_, "--out", dir_ + "/range", "--no-progress", "--steps", "1"}, 120);
+                       corpus_, "--out", dir_ + "/range", "--no-progress", "--steps", "1"}, 120, o);
   ASSERT_TRUE(range.exited()) << range.describe();
   EXPECT_EQ(range.code(), kExitUnsupported) << range.describe();
   EXPECT_NE(range.output.find("edgetrain: error: training binds a tensor of"), std::string::npos) << range.output;
   EXPECT_NE(range.output.find("(linear_q4gsw's output 0 f32[40960, 1024]) but vulkan binds at most 128.0 MiB"),
             std::string::npos) << range.output;
   EXPECT_NE(range.output.find("lower --batch or --seq"), std::string::npos) << range.output;
+}
 
+// Running out of device memory, where the device's memory is this process's (lavapipe: its heap is host
+// memory, so RLIMIT_AS makes it run out under the `base` preset, and the heap it reports is the host's).
+TEST_F(Reliability, VulkanOutOfDeviceMemoryGivesClearMessages) {
+  if (!have_usable_vulkan_device("software"))
+    GTEST_SKIP() << "needs a Vulkan device whose memory is host memory (lavapipe)";
   // More than the device-local heap: refused up front with the estimate and what to change.
   Outcome big = run({"train", "--preset", "base", "--batch", "16", "--seq", "256", "--backend", "vulkan", "--corpus",
                      corpus_, "--out", dir_ + "/big", "--no-progress", "--steps", "1"}, 120);
@@ -374,12 +387,6 @@ TEST_F(Reliability, VulkanOutOfDeviceMemoryGivesClearMessages) {
   ASSERT_TRUE(oom.exited()) << oom.describe();
   EXPECT_EQ(oom.code(), kExitDevice) << oom.describe();
   EXPECT_NE(oom.output.find("edgetrain: error: vulkan: out of device memory"), std::string::npos) << oom.output;
-}
-
-bool have_usable_vulkan() {
-  for (const DeviceInfo& d : list_devices())
-    if (d.backend == "vulkan" && d.usable) return true;
-  return false;
 }
 
 // Rewrites the safetensors file at `path` with `value` poked into tensor `name` at index 1.
@@ -403,7 +410,7 @@ void poke(const std::string& path, const std::string& name, float value) {
 // fail as a compile failure would; the validation layer stays on and must stay silent): one error line naming
 // the kernel, a non-zero exit, no crash, nothing written.
 TEST_F(Reliability, VulkanPipelineFailureGivesOneClearMessage) {
-  if (!have_usable_vulkan()) GTEST_SKIP() << "no usable Vulkan device";
+  if (!have_usable_vulkan_device()) GTEST_SKIP() << "no usable Vulkan device";
   ChildOptions o;
   o.env = {{"EDGETRAIN_VK_FAULT", "pipeline"}, {"EDGETRAIN_VULKAN_VALIDATION", "1"}};
   std::vector<std::string> args = tiny_train(dir_ + "/pipe", {"--steps", "2"});
@@ -438,7 +445,7 @@ TEST_F(Reliability, BackendListFallsBackToTheNextBackendWithANotice) {
   };
   for (const Row& row : rows) {
     SCOPED_TRACE(row.name);
-    if (row.needs_vulkan && !have_usable_vulkan()) continue;
+    if (row.needs_vulkan && !have_usable_vulkan_device()) continue;
     ChildOptions o;
     o.env = row.env;
     const std::string out = dir_ + "/fb_" + std::to_string(&row - rows.data());

@@ -7,6 +7,7 @@ cd "$(dirname "$0")/../.."
 rm -rf .devrun && mkdir -p .devrun/deps/data .devrun/deps/dawn .devrun/deps/gpt2
 cp build/libedgetrain.so build/edgetrain build/tests/edgetrain_tests bench/peer_torch.py bench/hf_check.py .devrun/
 [ -f build/bench/edgetrain_bench_cpu ] && cp build/bench/edgetrain_bench_cpu .devrun/ || true
+[ -f build/bench/edgetrain_vk_coop_ceiling ] && cp build/bench/edgetrain_vk_coop_ceiling .devrun/ || true
 cp .deps/data/kjv.txt .devrun/deps/data/
 # The GPU machine has no Open MPI: its shared libraries travel with the build (one process there never
 # calls MPI_Init, but the loader needs them).

@@ -344,24 +344,22 @@ void VulkanProgram::on_finalize() {
     }
     label += "]";
     profile_->label = label;
+    // Two queries per dispatch that may be recorded; the dispatches recorded (a staging still in place is
+    // left out) name theirs below, and only those are read back.
+    uint32_t candidates = 0;
     for (size_t c = 0; c < calls.size(); ++c)
-      for (const Dispatch& d : enc[c].dispatches) {
-        if (d.groups[0] == 0 || d.groups[1] == 0 || d.groups[2] == 0) continue;
-        std::string name = d.kernel.name;
-        name = name.substr(0, name.find('#'));  // grad_norm#<n>_<i> copies are one kernel
-        profile_->key.push_back(name + " (" + op_name(calls[c].op) + ")");
-        profile_->call.push_back(name + " grid " + std::to_string(d.groups[0]) + "x" + std::to_string(d.groups[1]) +
-                                 "x" + std::to_string(d.groups[2]) + ": " + calls[c].str());
-      }
-    profile_->ns.assign(profile_->key.size(), 0.0);
-    if (!profile_->key.empty()) queries_ = prof->make_pool(dev, static_cast<uint32_t>(2 * profile_->key.size()));
+      for (const Dispatch& d : enc[c].dispatches) candidates += d.groups[0] && d.groups[1] && d.groups[2] ? 1 : 0;
+    if (candidates) {
+      queries_ = prof->make_pool(dev, 2 * candidates);
+      query_capacity_ = 2 * candidates;
+    }
   }
 
   // One command buffer for the whole program.
   cmd_ = allocate_command_buffer(dev, vb_.transfer().pool());
   VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
   check(vkBeginCommandBuffer(cmd_, &bi), "vkBeginCommandBuffer");
-  if (queries_) vkCmdResetQueryPool(cmd_, queries_, 0, static_cast<uint32_t>(2 * profile_->key.size()));
+  if (queries_) vkCmdResetQueryPool(cmd_, queries_, 0, query_capacity_);
   if (!block.empty()) {
     VkBufferCopy region{0, 0, block.size() * sizeof(float)};
     vkCmdCopyBuffer(cmd_, scalars_.buffer, scalars_dev_.buffer, 1, &region);
@@ -428,13 +426,21 @@ void VulkanProgram::on_finalize() {
       vkCmdBindDescriptorSets(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, pl, 0, 1, &sets[c], 0, nullptr);
       if (!d.push.empty())
         vkCmdPushConstants(cmd_, pl, VK_SHADER_STAGE_COMPUTE_BIT, 0, static_cast<uint32_t>(d.push.size()), d.push.data());
-      const auto q = static_cast<uint32_t>(2 * dispatches_);
-      if (queries_) vkCmdWriteTimestamp(cmd_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, queries_, q);
+      const auto q = queries_ ? static_cast<uint32_t>(2 * profile_->key.size()) : 0u;
+      if (queries_) {
+        std::string name = d.kernel.name;
+        name = name.substr(0, name.find('#'));  // grad_norm#<n>_<i> copies are one kernel
+        profile_->key.push_back(name + " (" + op_name(calls[c].op) + ")");
+        profile_->call.push_back(name + " grid " + std::to_string(d.groups[0]) + "x" + std::to_string(d.groups[1]) +
+                                 "x" + std::to_string(d.groups[2]) + ": " + calls[c].str());
+        vkCmdWriteTimestamp(cmd_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, queries_, q);
+      }
       vkCmdDispatch(cmd_, d.groups[0], d.groups[1], d.groups[2]);
       if (queries_) vkCmdWriteTimestamp(cmd_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, queries_, q + 1);
       ++dispatches_;
     }
   }
+  if (queries_) profile_->ns.assign(profile_->key.size(), 0.0);  // collect() reads these queries only
   memory_barrier(cmd_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
                  VK_PIPELINE_STAGE_ALL_COMMANDS_BIT | VK_PIPELINE_STAGE_HOST_BIT,
                  VK_ACCESS_MEMORY_READ_BIT | VK_ACCESS_MEMORY_WRITE_BIT | VK_ACCESS_HOST_READ_BIT);
