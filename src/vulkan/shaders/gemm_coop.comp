@@ -17,12 +17,13 @@
 // k-major (A_KMAJOR / B_KMAJOR: [batch][Kp][Mp or Np], as gemm_split.comp MODE 3 writes a source whose rows
 // are contiguous): its slice is staged k-major too and the fragments are loaded transposed.
 //
-// 128x128 output tile per 256-thread workgroup (8 subgroups of 32, each 32x64 = 2x4 tiles of 16x16), k
-// slices (BK deep, below) staged in shared memory as uvec4s (8 halves per 16-byte store; k-contiguous rows, pitch 40
-// halves keeps 16-byte alignment and spreads banks), the next slice loaded into registers during the
-// products. Measured and dropped (docs/PERFORMANCE.md): staging as float16_t stores (3.04 vs 2.86 ms at
-// mm 4096^3), no register prefetch (same speed), and nine other fp16 layouts on an H200 (64..256-wide tiles,
-// 128/256/512 threads, 1x4..4x4 fragments per subgroup, 32-deep slices double-buffered): all slower.
+// 128x128 output tile per 256-thread workgroup (8 subgroups of 32, each a 64x32 block = 4x2 tiles of 16x16
+// with fp16 operands, 32x64 = 2x4 with the fp32 parts; FM, FN below), k slices (BK deep, below) staged in
+// shared memory as uvec4s (8 halves per 16-byte store; k-contiguous rows, pitch BK + 8 halves keeps 16-byte
+// alignment and spreads banks), the next slice loaded into registers during the products. Measured and
+// dropped (docs/PERFORMANCE.md): staging as float16_t stores (3.04 vs 2.86 ms at mm 4096^3), no register
+// prefetch (same speed), and ten other fp16 layouts on an H200 (64..256-wide tiles, 128/256/512 threads,
+// 1x4..4x4 fragments per subgroup, 32-deep slices double-buffered): all slower.
 #version 450
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_NV_cooperative_matrix : require
@@ -111,10 +112,17 @@ shared float stage[8 * 256];  // one 16x16 fp32 tile per subgroup for the epilog
 
 #define ACC fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>
 #define HALF fcoopmatNV<16, gl_ScopeSubgroup, 16, 16>
+// Each subgroup's block of the 128x128 tile: FM x FN fragments of 16x16, the 8 subgroups laid out as
+// (128 / 16 FM) x (128 / 16 FN). F16: 4x2 (64x32 each, subgroups 2 x 4), measured on an H200 against 2x4
+// (32x64, subgroups 4 x 2): mm 4096^3 0.659 vs 0.723 ms, base fp16 step 153.7K vs 149.6K tokens/s; and the
+// products alone ran at 595 vs 389 TFLOP/s (bench/vk_coop_ceiling.cpp). The fp32 parts keep 2x4 (their
+// lo fragments would double the A registers of 4x2; not measured).
+const uint FM = F16 == 1u ? 4u : 2u, FN = F16 == 1u ? 2u : 4u;
+const uint SG_COLS = 128u / (16u * FN);  // subgroups across the tile's columns
 
 void main() {
   const uint tid = gl_LocalInvocationID.x, sg = gl_SubgroupID, lane = gl_SubgroupInvocationID;
-  const uint wm = sg >> 1, wn = sg & 1u;  // this subgroup's 32x64 block of the tile
+  const uint wm = sg / SG_COLS, wn = sg % SG_COLS;  // this subgroup's block of the tile
   const uint row0 = gl_WorkGroupID.y * BM, col0 = gl_WorkGroupID.x * BN;
   // Split-K (one batch): z picks a slice of the contraction and the epilogue writes a partial sum that
   // gemm_splitk_reduce.comp adds up in a fixed order; otherwise z is the batch.
@@ -143,9 +151,9 @@ void main() {
     }                                                                                         \
   }
 
-  ACC acc[2][4];
-  [[unroll]] for (uint i = 0; i < 2; ++i)
-    [[unroll]] for (uint j = 0; j < 4; ++j) acc[i][j] = ACC(0.0);
+  ACC acc[4][4];
+  [[unroll]] for (uint i = 0; i < FM; ++i)
+    [[unroll]] for (uint j = 0; j < FN; ++j) acc[i][j] = ACC(0.0);
 
   LOAD_SLICE(k_begin / 8)
   for (uint k0 = k_begin; k0 < k_end; k0 += BK) {
@@ -163,29 +171,29 @@ void main() {
       LOAD_SLICE((k0 + BK) / 8)
     }
     [[unroll]] for (uint kk = 0; kk < BK; kk += 16) {
-      HALF ahf[2], alf[2];
-      [[unroll]] for (uint i = 0; i < 2; ++i) {
-        uint at = SH_AT(wm * 32 + i * 16, kk);
+      HALF ahf[4], alf[4];
+      [[unroll]] for (uint i = 0; i < FM; ++i) {
+        uint at = SH_AT(wm * 16 * FM + i * 16, kk);
         // k-major: A(m, k) at k * TPV + m / 8, a column-major M x K tile.
-        if (A_KMAJOR == 1u) coopMatLoadNV(ahf[i], sAh, SHT_AT(kk, wm * 32 + i * 16), TPV, true);
+        if (A_KMAJOR == 1u) coopMatLoadNV(ahf[i], sAh, SHT_AT(kk, wm * 16 * FM + i * 16), TPV, true);
         else coopMatLoadNV(ahf[i], sAh, at, SH_STRIDE, false);
         if (F16 == 0u) coopMatLoadNV(alf[i], sAl, at, SH_STRIDE, false);
       }
-      [[unroll]] for (uint j = 0; j < 4; ++j) {
+      [[unroll]] for (uint j = 0; j < FN; ++j) {
         // B(k, n) sits at row n, column k of the staged part: a column-major K x N tile.
-        uint at = SH_AT(wn * 64 + j * 16, kk);
+        uint at = SH_AT(wn * 16 * FN + j * 16, kk);
         HALF bhf, blf;
         // k-major: B(k, n) at k * TPV + n / 8, a row-major K x N tile.
-        if (B_KMAJOR == 1u) coopMatLoadNV(bhf, sBh, SHT_AT(kk, wn * 64 + j * 16), TPV, false);
+        if (B_KMAJOR == 1u) coopMatLoadNV(bhf, sBh, SHT_AT(kk, wn * 16 * FN + j * 16), TPV, false);
         else coopMatLoadNV(bhf, sBh, at, SH_STRIDE, true);
         if (F16 == 0u) {
           coopMatLoadNV(blf, sBl, at, SH_STRIDE, true);
-          [[unroll]] for (uint i = 0; i < 2; ++i) {
+          [[unroll]] for (uint i = 0; i < FM; ++i) {
             acc[i][j] = coopMatMulAddNV(alf[i], bhf, acc[i][j]);
             acc[i][j] = coopMatMulAddNV(ahf[i], blf, acc[i][j]);
           }
         }
-        [[unroll]] for (uint i = 0; i < 2; ++i) acc[i][j] = coopMatMulAddNV(ahf[i], bhf, acc[i][j]);
+        [[unroll]] for (uint i = 0; i < FM; ++i) acc[i][j] = coopMatMulAddNV(ahf[i], bhf, acc[i][j]);
       }
     }
     barrier();
@@ -194,14 +202,14 @@ void main() {
   // Epilogue: each 16x16 tile goes through this subgroup's stage, then lanes write 8 elements each.
   const float alpha = pc.alpha_idx == 0xffffffffu ? 1.0 : ld(SCALAR_BIND, pc.alpha_idx);
   const bool bias = BIAS_BIND != 255u && (pc.flags & 1u) != 0u, accumulate = (pc.flags & 2u) != 0u;
-  [[unroll]] for (uint i = 0; i < 2; ++i) {
-    [[unroll]] for (uint j = 0; j < 4; ++j) {
+  [[unroll]] for (uint i = 0; i < FM; ++i) {
+    [[unroll]] for (uint j = 0; j < FN; ++j) {
       coopMatStoreNV(acc[i][j], stage, sg * 256, 16, false);
       subgroupMemoryBarrierShared();
       subgroupBarrier();
       [[unroll]] for (uint e = 0; e < 8; ++e) {
         uint idx = lane + 32 * e, r = idx >> 4, c = idx & 15u;
-        uint m = row0 + wm * 32 + i * 16 + r, n = col0 + wn * 64 + j * 16 + c;
+        uint m = row0 + wm * 16 * FM + i * 16 + r, n = col0 + wn * 16 * FN + j * 16 + c;
         if (m < pc.M && n < pc.N) {
           float v = stage[sg * 256 + idx];
           if (F16 == 0u) v = ldexp(ldexp(v, expo(pc.a_exp + b * pc.Mp + m)), expo(pc.b_exp + b * pc.Np + n));
