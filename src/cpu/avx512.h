@@ -1,7 +1,7 @@
 // The CPU fast kernels written for AVX-512 (avx512_gemm.cpp, avx512_elementwise.cpp: compiled with AVX-512
 // enabled, called only when isa.h's use_avx512() says the CPU has it). They are leaf functions over raw
 // pointers and index ranges: threads, buffers and the choice of path stay in the portable files that call
-// them (gemm_kernels.cpp, q4_kernels.cpp, fused_kernels.cpp), so no inline function or template of a
+// them (gemm_kernels.cpp, q4_kernels.cpp, block_kernels.cpp), so no inline function or template of a
 // shared header is ever compiled with AVX-512 into a copy that another file's code could end up using.
 // Every result depends only on the shapes and values, never on how a range is split among threads.
 #pragma once

@@ -25,7 +25,7 @@ Kernel fast_kernel(Op op) {
     case Op::linear_q4gsw_backward: return fast::linear_q4gsw_backward;
     case Op::q4gsw_requant: return fast::q4gsw_requant;
     case Op::adamw_q4gsw_step: return fast::adamw_q4gsw_step;
-    // row-wise and fused (fused_kernels.cpp)
+    // row-wise and fused (softmax_kernels.cpp, optim_kernels.cpp, block_kernels.cpp)
     case Op::fused_ce: return fast::fused_ce;
     case Op::logsumexp_rows: return fast::logsumexp_rows;
     case Op::fused_ce_part: return fast::fused_ce_part;

@@ -41,7 +41,7 @@ void linear_q4gsw_backward(const ref::Call& c);
 void q4gsw_requant(const ref::Call& c);
 void adamw_q4gsw_step(const ref::Call& c);
 
-// ---- fused_kernels.cpp ----
+// ---- optim_kernels.cpp ----
 // adamw_step's arithmetic over elements [i0, i1) of a call's param, m, v and grad (outputs 0..3), for
 // adamw_step and adamw_q4gsw_step.
 struct AdamwArgs {
@@ -51,18 +51,21 @@ struct AdamwArgs {
   static AdamwArgs of(const ref::Call& c, size_t grad_scale_input);
   void run(int64_t i0, int64_t i1) const;
 };
+void adamw_step(const ref::Call& c);
+void grad_norm(const ref::Call& c);
 
+// ---- softmax_kernels.cpp ----
 void fused_ce(const ref::Call& c);
 void logsumexp_rows(const ref::Call& c);
 void fused_ce_part(const ref::Call& c);
-void adamw_step(const ref::Call& c);
-void grad_norm(const ref::Call& c);
-void rms_norm(const ref::Call& c);
-void rms_norm_backward(const ref::Call& c);
 void softmax(const ref::Call& c);
 void log_softmax(const ref::Call& c);
 void softmax_backward(const ref::Call& c);
 void causal_softmax(const ref::Call& c);
+
+// ---- block_kernels.cpp ----
+void rms_norm(const ref::Call& c);
+void rms_norm_backward(const ref::Call& c);
 void silu_mul(const ref::Call& c);
 void silu_mul_backward(const ref::Call& c);
 void rope(const ref::Call& c);

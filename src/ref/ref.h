@@ -1,6 +1,6 @@
 // The CPU reference of every op: plain loops over host memory, one function per op, no tricks.
 // This is the spec every backend is tested against. Calls reaching these functions have passed
-// check_call() (src/core/check.cpp), so shapes and dtypes are already valid here.
+// check_call() (src/core/check.cpp and the signatures), so shapes and dtypes are already valid here.
 #pragma once
 
 #include <cstdint>
