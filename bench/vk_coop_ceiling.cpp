@@ -91,29 +91,9 @@ double time_kernel(VulkanBackend& vb, const Kernel& k, uint32_t mode, uint32_t g
   Context& ctx = vb.context();
   const VkDevice dev = ctx.device();
   HostBuffer out = vb.memory().create_host(256 * sizeof(float));  // one 16x16 tile (never written)
-  const uint32_t nbind = Pipelines::padded_bindings(1);
-  VkDescriptorPoolSize ps{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, nbind};
-  VkDescriptorPoolCreateInfo pci{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
-  pci.maxSets = 1;
-  pci.poolSizeCount = 1;
-  pci.pPoolSizes = &ps;
-  VkDescriptorPool pool = VK_NULL_HANDLE;
-  check(vkCreateDescriptorPool(dev, &pci, nullptr, &pool), "vkCreateDescriptorPool");
-  VkDescriptorSetLayout sl = vb.pipelines().set_layout(nbind);
-  VkDescriptorSetAllocateInfo ai{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
-  ai.descriptorPool = pool;
-  ai.descriptorSetCount = 1;
-  ai.pSetLayouts = &sl;
-  VkDescriptorSet set = VK_NULL_HANDLE;
-  check(vkAllocateDescriptorSets(dev, &ai, &set), "vkAllocateDescriptorSets");
-  std::vector<VkDescriptorBufferInfo> infos(nbind, VkDescriptorBufferInfo{vb.dummy().buffer, 0, VK_WHOLE_SIZE});
-  infos[0] = {out.buffer, 0, VK_WHOLE_SIZE};
-  VkWriteDescriptorSet w{VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
-  w.dstSet = set;
-  w.descriptorCount = nbind;
-  w.descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
-  w.pBufferInfo = infos.data();
-  vkUpdateDescriptorSets(dev, 1, &w, 0, nullptr);
+  OneBufferSet one(vb, out.buffer);
+  const uint32_t nbind = one.bindings();
+  const VkDescriptorSet set = one.set();
   const VkPipeline pipe = vb.pipelines().get(k, {mode}, nbind);
 
   double best = 1e30;
@@ -134,7 +114,6 @@ double time_kernel(VulkanBackend& vb, const Kernel& k, uint32_t mode, uint32_t g
     vkFreeCommandBuffers(dev, vb.transfer().pool(), 1, &cb);
     if (r > 0 && s < best) best = s;  // the first submission also warms the pipeline up
   }
-  vkDestroyDescriptorPool(dev, pool, nullptr);
   vb.memory().destroy_host(out);
   return best;
 }

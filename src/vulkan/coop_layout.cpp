@@ -46,33 +46,12 @@ CoopAccLayout probe_coop_acc_layout(VulkanBackend& vb) {
   const VkDevice dev = ctx.device();
   HostBuffer out = vb.memory().create_host((1 + 32 * 8) * sizeof(float));
   std::memset(out.mapped, 0, out.size);
-  const uint32_t nbind = Pipelines::padded_bindings(1);
-  VkDescriptorPool pool = VK_NULL_HANDLE;
   VkCommandBuffer cb = VK_NULL_HANDLE;
   CoopAccLayout l;
   try {
-    VkDescriptorPoolSize ps{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, nbind};
-    VkDescriptorPoolCreateInfo pci{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
-    pci.maxSets = 1;
-    pci.poolSizeCount = 1;
-    pci.pPoolSizes = &ps;
-    check(vkCreateDescriptorPool(dev, &pci, nullptr, &pool), "vkCreateDescriptorPool");
-    VkDescriptorSetLayout sl = vb.pipelines().set_layout(nbind);
-    VkDescriptorSetAllocateInfo ai{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
-    ai.descriptorPool = pool;
-    ai.descriptorSetCount = 1;
-    ai.pSetLayouts = &sl;
-    VkDescriptorSet set = VK_NULL_HANDLE;
-    check(vkAllocateDescriptorSets(dev, &ai, &set), "vkAllocateDescriptorSets");
-    std::vector<VkDescriptorBufferInfo> infos(nbind, VkDescriptorBufferInfo{vb.dummy().buffer, 0, VK_WHOLE_SIZE});
-    infos[0] = {out.buffer, 0, VK_WHOLE_SIZE};
-    VkWriteDescriptorSet w{VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
-    w.dstSet = set;
-    w.descriptorCount = nbind;
-    w.descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
-    w.pBufferInfo = infos.data();
-    vkUpdateDescriptorSets(dev, 1, &w, 0, nullptr);
-
+    OneBufferSet one(vb, out.buffer);
+    const uint32_t nbind = one.bindings();
+    const VkDescriptorSet set = one.set();
     cb = allocate_command_buffer(dev, vb.transfer().pool());
     VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
     bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
@@ -90,12 +69,10 @@ CoopAccLayout probe_coop_acc_layout(VulkanBackend& vb) {
     l = fit_coop_acc_layout(static_cast<const float*>(out.mapped));
   } catch (...) {
     if (cb) vkFreeCommandBuffers(dev, vb.transfer().pool(), 1, &cb);
-    if (pool) vkDestroyDescriptorPool(dev, pool, nullptr);
     vb.memory().destroy_host(out);
     throw;
   }
   vkFreeCommandBuffers(dev, vb.transfer().pool(), 1, &cb);
-  vkDestroyDescriptorPool(dev, pool, nullptr);
   vb.memory().destroy_host(out);
   return l;
 }

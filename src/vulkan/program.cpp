@@ -448,6 +448,35 @@ void VulkanProgram::on_finalize() {
   ctx.throw_if_messages("program finalize");
 }
 
+OneBufferSet::OneBufferSet(VulkanBackend& vb, VkBuffer buffer)
+    : dev_(vb.context().device()), bindings_(Pipelines::padded_bindings(1)) {
+  VkDescriptorPoolSize ps{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, bindings_};
+  VkDescriptorPoolCreateInfo pci{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
+  pci.maxSets = 1;
+  pci.poolSizeCount = 1;
+  pci.pPoolSizes = &ps;
+  check(vkCreateDescriptorPool(dev_, &pci, nullptr, &pool_), "vkCreateDescriptorPool");
+  const VkDescriptorSetLayout sl = vb.pipelines().set_layout(bindings_);
+  VkDescriptorSetAllocateInfo ai{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
+  ai.descriptorPool = pool_;
+  ai.descriptorSetCount = 1;
+  ai.pSetLayouts = &sl;
+  if (VkResult r = vkAllocateDescriptorSets(dev_, &ai, &set_); r != VK_SUCCESS) {
+    vkDestroyDescriptorPool(dev_, pool_, nullptr);
+    check(r, "vkAllocateDescriptorSets");
+  }
+  std::vector<VkDescriptorBufferInfo> infos(bindings_, VkDescriptorBufferInfo{vb.dummy().buffer, 0, VK_WHOLE_SIZE});
+  infos[0] = {buffer, 0, VK_WHOLE_SIZE};
+  VkWriteDescriptorSet w{VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
+  w.dstSet = set_;
+  w.descriptorCount = bindings_;
+  w.descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+  w.pBufferInfo = infos.data();
+  vkUpdateDescriptorSets(dev_, 1, &w, 0, nullptr);
+}
+
+OneBufferSet::~OneBufferSet() { vkDestroyDescriptorPool(dev_, pool_, nullptr); }
+
 void VulkanProgram::execute() {
   if (!cmd_) return;
   std::lock_guard<std::mutex> lock(vb_.mutex());

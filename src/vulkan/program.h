@@ -62,6 +62,25 @@ class VulkanBackend : public Backend {
   CoopAccLayout coop_layout_;  // probed at start where the device has cooperative matrices
 };
 
+// A descriptor set of the padded binding count whose binding 0 is `buffer` and the rest the backend's
+// dummy, from a pool of its own that it frees: for the probe at start (coop_layout.cpp) and tools that
+// dispatch one kernel outside a program (bench/vk_coop_ceiling.cpp).
+class OneBufferSet {
+ public:
+  OneBufferSet(VulkanBackend& vb, VkBuffer buffer);
+  ~OneBufferSet();
+  OneBufferSet(const OneBufferSet&) = delete;
+  OneBufferSet& operator=(const OneBufferSet&) = delete;
+  VkDescriptorSet set() const { return set_; }
+  uint32_t bindings() const { return bindings_; }
+
+ private:
+  VkDevice dev_;
+  VkDescriptorPool pool_ = VK_NULL_HANDLE;
+  VkDescriptorSet set_ = VK_NULL_HANDLE;
+  uint32_t bindings_;
+};
+
 class VulkanProgram : public Program {
  public:
   explicit VulkanProgram(VulkanBackend& b) : Program(b), vb_(b) {}
