@@ -4,10 +4,10 @@
 # the matrix products with fp16 operands), the base-preset training step in fp32 and fp16 (the PyTorch step
 # first, so the ratios print), the WebGPU step, fp16-vs-fp32 training runs, the Hugging Face import against
 # transformers (hfcheck), the Llama-3.2-1B-shaped qlora/qat step beside PyTorch's (llama1b), and that step
-# with bindings capped at 128 MiB as on a phone (binding128). Writes
-# everything under $OUT.
+# with bindings capped at 128 MiB as on a phone (binding128), and the tensor cores' rate part by part through
+# VK_NV_cooperative_matrix (ceiling: bench/vk_coop_ceiling.cpp). Writes everything under $OUT.
 # Usage (from the repository root, with .gl/ and .devrun/ carried): source bench/h200/env.sh;
-# bash bench/h200/run_perf.sh [tests|bench|webgpu|peerstep|step|webgpustep|train|hfcheck|llama1b|binding128|all]...
+# bash bench/h200/run_perf.sh [tests|bench|webgpu|peerstep|step|webgpustep|train|hfcheck|llama1b|binding128|ceiling|all]...
 set -u
 what=${*:-all}
 has() { [[ " $what " == *" $1 "* || " $what " == *" all "* ]]; }
@@ -18,8 +18,8 @@ if has tests; then
   EDGETRAIN_VK_COOPMAT=all EDGETRAIN_TEST_BACKENDS=cpu,vulkan timeout 240 $B/edgetrain_tests \
     --gtest_filter='Catalogue*:Backends*:Model.*:Misuse*:F16*:Attention*:*Fp16*' > "$OUT/tests_coopmat_all.txt" 2>&1
   echo "tests coopmat=all rc=$?" | tee -a "$OUT/summary.txt"
-  EDGETRAIN_TEST_BACKENDS=cpu,vulkan,webgpu timeout 300 $B/edgetrain_tests \
-    --gtest_filter='Catalogue*:Backends*:VulkanRuntime*:WebGpu*:Model.*:ModelGqa.*:Q4*:Misuse*:CpuFast*:F16*:Attention*:*Fp16*:VocabParts.*:-LossScalingCli.*' \
+  EDGETRAIN_TEST_BACKENDS=cpu,vulkan,webgpu timeout 420 $B/edgetrain_tests \
+    --gtest_filter='Catalogue*:Backends*:VulkanRuntime*:WebGpu*:Model.*:ModelGqa.*:Q4*:Misuse*:CpuFast*:F16*:Attention*:*Fp16*:VocabParts.*:Reliability.*:-LossScalingCli.*' \
     > "$OUT/tests_default.txt" 2>&1
   echo "tests default rc=$?" | tee -a "$OUT/summary.txt"
   EDGETRAIN_WG_GEMM_BIG=all EDGETRAIN_TEST_BACKENDS=cpu,webgpu timeout 200 $B/edgetrain_tests \
@@ -128,6 +128,13 @@ if has binding128; then
       --mode $mode --batch 4 --seq 1024 --steps 6 --precision fp16 --json "$OUT/step_1b_${mode}_fp16_bind128.json" \
       > "$OUT/step_1b_${mode}_fp16_bind128.txt" 2>&1
     echo "step 1b $mode fp16 bindings of 128 MiB rc=$?" | tee -a "$OUT/summary.txt"
+  done
+fi
+if has ceiling; then
+  for g in 1 4; do
+    EDGETRAIN_VK_PIPELINE_STATS="$OUT/ceiling_stats.txt" timeout 60 $B/edgetrain_vk_coop_ceiling --iters 4000 \
+      --groups-per-sm $g > "$OUT/ceiling_g$g.txt" 2>&1
+    echo "ceiling, $g workgroups per multiprocessor rc=$?" | tee -a "$OUT/summary.txt"
   done
 fi
 # The device tool returns a limited number of files: everything also goes into one archive.
