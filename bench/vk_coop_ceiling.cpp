@@ -15,6 +15,7 @@
 #include "coop_ceiling_2x4_half.spv.h"
 #include "coop_ceiling_2x2.spv.h"
 #include "coop_ceiling_4x2.spv.h"
+#include "coop_ceiling_4x4_s4.spv.h"
 #include "vulkan/program.h"
 
 namespace {
@@ -142,21 +143,23 @@ int main(int argc, char** argv) {
     struct Variant {
       const char* name;
       Kernel k;
-      uint32_t frags;  // accumulators per subgroup
+      uint32_t frags;      // accumulators per subgroup
+      uint32_t subgroups;  // per workgroup
     };
     const Variant variants[] = {
-        {"2x4 fragments, uvec4 rows (gemm_coop)", ET_VK_KERNEL(coop_ceiling_2x4), 8},
-        {"2x4 fragments, float16_t rows", ET_VK_KERNEL(coop_ceiling_2x4_half), 8},
-        {"4x2 fragments, uvec4 rows", ET_VK_KERNEL(coop_ceiling_4x2), 8},
-        {"2x2 fragments, uvec4 rows", ET_VK_KERNEL(coop_ceiling_2x2), 4},
+        {"2x4 fragments, uvec4 rows", ET_VK_KERNEL(coop_ceiling_2x4), 8, 8},
+        {"2x4 fragments, float16_t rows", ET_VK_KERNEL(coop_ceiling_2x4_half), 8, 8},
+        {"4x2 fragments, uvec4 rows (gemm_coop fp16)", ET_VK_KERNEL(coop_ceiling_4x2), 8, 8},
+        {"2x2 fragments, uvec4 rows", ET_VK_KERNEL(coop_ceiling_2x2), 4, 8},
+        {"4x4 fragments, 4 subgroups, uvec4 rows", ET_VK_KERNEL(coop_ceiling_4x4_s4), 16, 4},
     };
     const char* modes[] = {"products only", "+ fragment loads", "+ slice stores, barriers"};
-    std::printf("%u workgroups of 256 (%u per multiprocessor), %u iterations of 4 k steps\n", groups, per_sm, iters);
+    std::printf("%u workgroups (%u per multiprocessor), %u iterations of 4 k steps\n", groups, per_sm, iters);
     for (const Variant& v : variants)
       for (uint32_t mode = 0; mode < 3; ++mode) {
         const double s = time_kernel(vb, v.k, mode, groups, iters, 4);
-        const double flop = double(groups) * iters * 8 * 4 * v.frags * 2.0 * 16 * 16 * 16;
-        std::printf("%-42s %-26s %8.3f ms %7.1f TFLOP/s\n", v.name, modes[mode], s * 1e3, flop / s / 1e12);
+        const double flop = double(groups) * iters * v.subgroups * 4 * v.frags * 2.0 * 16 * 16 * 16;
+        std::printf("%-44s %-26s %8.3f ms %7.1f TFLOP/s\n", v.name, modes[mode], s * 1e3, flop / s / 1e12);
       }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "edgetrain_vk_coop_ceiling: %s\n", e.what());

@@ -1,13 +1,14 @@
 // What the fp16 tensor-core GEMM (src/vulkan/shaders/gemm_coop.comp) could reach on this device and
-// compiler, part by part: the same workgroup (256 threads, 8 subgroups, each FM x FN accumulators of 16x16
-// fp32, 64-deep k slices) with the global loads taken away (MODE 1..3) or everything but the products
-// (MODE 0). vk_coop_ceiling.cpp times it; FLOPs = workgroups * iters * 8 subgroups * 4 k steps * FM * FN *
+// compiler, part by part: gemm_coop's workgroup (256 threads, 8 subgroups, each FM x FN accumulators of
+// 16x16 fp32, 64-deep k slices) with the global loads taken away (MODE 1, 2) or everything but the products
+// (MODE 0). vk_coop_ceiling.cpp times it; FLOPs = workgroups * iters * NSG subgroups * 4 k steps * FM * FN *
 // 2 * 16^3.
 //   MODE 0: products only (fragments loaded once before the loop).
 //   MODE 1: fragments loaded from workgroup memory at every k step (gemm_coop's rows and pitch).
 //   MODE 2: MODE 1 plus gemm_coop's per-slice structure: each invocation stores its part of the next slice
 //           (from registers) into workgroup memory between two barriers.
-// Built twice: rows of uvec4 (gemm_coop's staging) and, with SHARED_HALF, rows of float16_t.
+// Built in variants (bench/CMakeLists.txt): FM x FN fragments per subgroup, NSG subgroups (8 as 4 x 2, or 4
+// as 2 x 2), rows of uvec4 (gemm_coop's staging) or, with SHARED_HALF, of float16_t.
 #version 450
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_NV_cooperative_matrix : require
@@ -16,7 +17,10 @@
 #extension GL_KHR_shader_subgroup_basic : require
 
 layout(constant_id = 0) const uint MODE = 0;
-layout(local_size_x = 256) in;
+#ifndef NSG
+#define NSG 8
+#endif
+layout(local_size_x = NSG * 32) in;
 layout(set = 0, binding = 0) buffer Out { float o[]; };  // 256 floats
 layout(push_constant) uniform Push {
   uint iters;
@@ -30,7 +34,8 @@ layout(push_constant) uniform Push {
 #define FN 4
 #endif
 const uint BK = 64u;
-const uint TILE_M = 64u * FM, TILE_N = 32u * FN;                 // 4 x 2 subgroups of (16 FM) x (16 FN)
+const uint SG_ROWS = NSG / 2u, SG_COLS = 2u;  // subgroups of (16 FM) x (16 FN) each
+const uint TILE_M = SG_ROWS * 16u * FM, TILE_N = SG_COLS * 16u * FN, THREADS = NSG * 32u;
 #ifdef SHARED_HALF
 const uint PITCH = BK + 8u;  // halves
 shared float16_t sA[TILE_M * PITCH], sB[TILE_N * PITCH];
@@ -48,18 +53,18 @@ shared uvec4 sA[TILE_M * PITCH], sB[TILE_N * PITCH];
 
 void store_slice(uint tid, uint salt) {
 #ifdef SHARED_HALF
-  for (uint i = tid; i < TILE_M * PITCH; i += 256u) sA[i] = float16_t(float((i ^ salt) & 7u) * 0.125);
-  for (uint i = tid; i < TILE_N * PITCH; i += 256u) sB[i] = float16_t(float((i + salt) & 7u) * 0.125);
+  for (uint i = tid; i < TILE_M * PITCH; i += THREADS) sA[i] = float16_t(float((i ^ salt) & 7u) * 0.125);
+  for (uint i = tid; i < TILE_N * PITCH; i += THREADS) sB[i] = float16_t(float((i + salt) & 7u) * 0.125);
 #else
   // 0x3000: 0.125 in fp16; the low bits vary so the data is not constant.
-  for (uint i = tid; i < TILE_M * PITCH; i += 256u) sA[i] = uvec4(0x30003000u | ((i ^ salt) & 0x00030003u));
-  for (uint i = tid; i < TILE_N * PITCH; i += 256u) sB[i] = uvec4(0x30003000u | ((i + salt) & 0x00030003u));
+  for (uint i = tid; i < TILE_M * PITCH; i += THREADS) sA[i] = uvec4(0x30003000u | ((i ^ salt) & 0x00030003u));
+  for (uint i = tid; i < TILE_N * PITCH; i += THREADS) sB[i] = uvec4(0x30003000u | ((i + salt) & 0x00030003u));
 #endif
 }
 
 void main() {
   const uint tid = gl_LocalInvocationID.x, sg = gl_SubgroupID;
-  const uint wm = sg >> 1, wn = sg & 1u;  // 4 x 2 subgroups
+  const uint wm = sg / SG_COLS, wn = sg % SG_COLS;
   store_slice(tid, 0u);
   barrier();
   ACC acc[FM][FN];
