@@ -328,6 +328,7 @@ void VulkanProgram::on_finalize() {
   // Profiling (EDGETRAIN_PROFILE): a timestamp before and after every dispatch, both at the compute
   // stage, so "before" is when the previous dispatch finished and "after" when this one did.
   Profiler* prof = vb_.profiler();
+  uint32_t query_count = 0;  // in the pool: the dispatches recorded may be fewer
   if (prof) {
     profile_ = prof->add_program();
     std::map<std::string, size_t> ops;
@@ -346,20 +347,16 @@ void VulkanProgram::on_finalize() {
     profile_->label = label;
     // Two queries per dispatch that may be recorded; the dispatches recorded (a staging still in place is
     // left out) name theirs below, and only those are read back.
-    uint32_t candidates = 0;
     for (size_t c = 0; c < calls.size(); ++c)
-      for (const Dispatch& d : enc[c].dispatches) candidates += d.groups[0] && d.groups[1] && d.groups[2] ? 1 : 0;
-    if (candidates) {
-      queries_ = prof->make_pool(dev, 2 * candidates);
-      query_capacity_ = 2 * candidates;
-    }
+      for (const Dispatch& d : enc[c].dispatches) query_count += d.groups[0] && d.groups[1] && d.groups[2] ? 2 : 0;
+    if (query_count) queries_ = prof->make_pool(dev, query_count);
   }
 
   // One command buffer for the whole program.
   cmd_ = allocate_command_buffer(dev, vb_.transfer().pool());
   VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
   check(vkBeginCommandBuffer(cmd_, &bi), "vkBeginCommandBuffer");
-  if (queries_) vkCmdResetQueryPool(cmd_, queries_, 0, query_capacity_);
+  if (queries_) vkCmdResetQueryPool(cmd_, queries_, 0, query_count);
   if (!block.empty()) {
     VkBufferCopy region{0, 0, block.size() * sizeof(float)};
     vkCmdCopyBuffer(cmd_, scalars_.buffer, scalars_dev_.buffer, 1, &region);

@@ -106,7 +106,6 @@ class VulkanProgram : public Program {
   size_t barriers_ = 0;
   size_t skipped_stagings_ = 0;
   VkQueryPool queries_ = VK_NULL_HANDLE;     // profiling only: 2 timestamps per dispatch
-  uint32_t query_capacity_ = 0;              // queries in the pool (dispatches recorded may be fewer)
   std::shared_ptr<ProgramProfile> profile_;  // profiling only
   std::string what_;  // "replay of [op, op, ...]" for messages
 };
