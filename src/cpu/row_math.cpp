@@ -2,8 +2,14 @@
 #include "cpu/row_math.h"
 
 #include <cmath>
+#include <limits>
 
 namespace edgetrain::cpu::fast::rows {
+
+namespace {
+constexpr float kInf = std::numeric_limits<float>::infinity();
+constexpr int64_t kBlock = 1024;  // floats per block of a row: small enough to stay in L1 between passes
+}  // namespace
 
 double dot(const float* a, const float* b, int64_t n) {
   double total = 0.0;

@@ -13,9 +13,7 @@ namespace edgetrain::cpu::fast::rows {
 using simd::kLanes;
 using simd::vf;
 using simd::vi;
-inline constexpr float kInf = std::numeric_limits<float>::infinity();
 inline constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
-inline constexpr int64_t kBlock = 1024;  // floats per block of a row: small enough to stay in L1 between passes
 
 // Rows per task so that a task touches at least ~16K floats.
 inline int64_t row_grain(int64_t row_len) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(row_len, 1)); }

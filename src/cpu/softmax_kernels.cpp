@@ -101,20 +101,11 @@ double ce_part_row(const float* row, float* drow, int64_t Vp, int64_t first, int
 
 // ---- softmax family ----
 
-// The reference's softmax row in double (all -inf or NaN rows give NaN).
-void softmax_row_slow(const float* x, float* y, int64_t n, double scale) {
-  double m = -std::numeric_limits<double>::infinity();
-  for (int64_t j = 0; j < n; ++j) m = std::max(m, scale * x[j]);
-  double z = 0.0;
-  for (int64_t j = 0; j < n; ++j) z += std::exp(scale * x[j] - m);
-  for (int64_t j = 0; j < n; ++j) y[j] = static_cast<float>(std::exp(scale * x[j] - m) / z);
-}
-
 // y = softmax(s * x) over n values.
 void softmax_row(const float* x, float* y, int64_t n, float s) {
   float m;
   double l;
-  if (!max_sumexp(x, n, s, m, l)) return softmax_row_slow(x, y, n, s);
+  if (!max_sumexp(x, n, s, m, l)) return ref::softmax_row(x, y, n, s);  // the reference's double row
   const float inv = static_cast<float>(1.0 / l);
   const vf mm = simd::splat(m);
   int64_t j = 0;
@@ -166,16 +157,7 @@ void logsumexp_rows(const ref::Call& c) {
         z = 0.0;
         for (int64_t j = 0; j < V; ++j) z += std::exp(static_cast<double>(row[j]) - mx);
       }
-      double v = mx + std::log(z);
-      if (accumulate) {
-        const double old = lse[r];
-        if (std::isnan(old)) v = old;
-        else if (old != -std::numeric_limits<double>::infinity()) {
-          const double m = std::fmax(mx, old);
-          v = m + std::log(z * std::exp(mx - m) + std::exp(old - m));
-        }
-      }
-      lse[r] = static_cast<float>(v);
+      lse[r] = static_cast<float>(ref::part_lse(mx, z, accumulate, lse[r]));
     }
   });
 }

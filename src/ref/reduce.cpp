@@ -28,8 +28,9 @@ void reduce_dims(const Call& c, bool mean) {
     }
 }
 
-// Numerically stable softmax of one row of n values (already scaled), written to y. A row whose
-// entries are all -inf has no finite maximum and gives NaN, as in PyTorch.
+}  // namespace
+
+// See ref.h.
 void softmax_row(const float* x, float* y, int64_t n, double scale) {
   double m = -std::numeric_limits<double>::infinity();
   for (int64_t j = 0; j < n; ++j) m = std::max(m, scale * x[j]);
@@ -37,8 +38,6 @@ void softmax_row(const float* x, float* y, int64_t n, double scale) {
   for (int64_t j = 0; j < n; ++j) z += std::exp(scale * x[j] - m);
   for (int64_t j = 0; j < n; ++j) y[j] = static_cast<float>(std::exp(scale * x[j] - m) / z);
 }
-
-}  // namespace
 
 // x [..., dims..., ...] -> out with the (adjacent) reduced dims removed, or kept as 1 when keepdim:
 // out[a, b] = sum_k x[a, k, b].

@@ -82,6 +82,15 @@ float gemm_operand(float v, bool f16);
 // The f16 flag of a matrix-product call: its optional int at index i (ops.inc), absent = 0.
 inline bool f16_flag(const Call& c, size_t i) { return c.ints.size() > i && c.ints[i] != 0; }
 
+// Row pieces of the spec that the CPU backend's fast kernels also use for rows they hand to the reference's
+// arithmetic (NaN, infinities): reduce.cpp, train.cpp.
+// Numerically stable softmax of one row of n values times scale, written to y, in double. A row whose
+// entries are all -inf has no finite maximum and gives NaN, as in PyTorch.
+void softmax_row(const float* x, float* y, int64_t n, double scale);
+// logsumexp_rows' value for a row with maximum mx and z = sum_j exp(x[j] - mx): mx + log z, or with
+// accumulate that merged with the previous part's `old` (NaN stays; an old -inf adds nothing).
+double part_lse(double mx, double z, bool accumulate, double old);
+
 // Index helpers shared by the reference files.
 // Row-major strides of a shape.
 void strides_of(const Shape& s, int64_t* strides);

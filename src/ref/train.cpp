@@ -144,17 +144,16 @@ void logsumexp_rows(const Call& c) {
     for (int64_t j = 1; j < V; ++j) mx = std::fmax(mx, static_cast<double>(row[j]));
     double z = 0.0;
     for (int64_t j = 0; j < V; ++j) z += std::exp(static_cast<double>(row[j]) - mx);
-    double v = mx + std::log(z);
-    if (accumulate) {
-      const double old = lse[r];
-      if (std::isnan(old)) v = old;
-      else if (old != -std::numeric_limits<double>::infinity()) {
-        const double m = std::fmax(mx, old);
-        v = m + std::log(z * std::exp(mx - m) + std::exp(old - m));
-      }
-    }
-    lse[r] = static_cast<float>(v);
+    lse[r] = static_cast<float>(part_lse(mx, z, accumulate, lse[r]));
   }
+}
+
+double part_lse(double mx, double z, bool accumulate, double old) {
+  if (!accumulate) return mx + std::log(z);
+  if (std::isnan(old)) return old;
+  if (old == -std::numeric_limits<double>::infinity()) return mx + std::log(z);
+  const double m = std::fmax(mx, old);
+  return m + std::log(z * std::exp(mx - m) + std::exp(old - m));
 }
 
 // logits [R, Vp]: columns first .. first+Vp-1 of rows of `total` classes; labels [R] i32; lse [R] (of the
