@@ -123,9 +123,15 @@ double time_kernel(VulkanBackend& vb, const Kernel& k, uint32_t mode, uint32_t g
 
 int main(int argc, char** argv) {
   uint32_t iters = 4000, per_sm = 4;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--iters")) iters = static_cast<uint32_t>(std::atoi(argv[i + 1]));
-    else if (!std::strcmp(argv[i], "--groups-per-sm")) per_sm = static_cast<uint32_t>(std::atoi(argv[i + 1]));
+  for (int i = 1; i < argc; i += 2) {
+    const bool known = !std::strcmp(argv[i], "--iters") || !std::strcmp(argv[i], "--groups-per-sm");
+    const int v = i + 1 < argc ? std::atoi(argv[i + 1]) : 0;
+    if (!known || v <= 0) {
+      std::fprintf(stderr, "edgetrain_vk_coop_ceiling: expected --iters N and/or --groups-per-sm N (N > 0), got '%s%s%s'\n",
+                   argv[i], i + 1 < argc ? " " : "", i + 1 < argc ? argv[i + 1] : "");
+      return 2;
+    }
+    (!std::strcmp(argv[i], "--iters") ? iters : per_sm) = static_cast<uint32_t>(v);
   }
   try {
     BackendOptions opts;

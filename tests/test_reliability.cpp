@@ -335,10 +335,6 @@ TEST_F(Reliability, MissingVulkanAndWebGpuGiveClearMessages) {
   }
 }
 
-// Device memory faults on Vulkan: a buffer beyond what one binding may hold (128 MiB: lavapipe's
-// maxStorageBufferRange, and EDGETRAIN_MAX_BINDING_BYTES makes any device bind at most that; the SwiGLU
-// activations [B*T, ffn] of 80 x 512 tokens with ffn_dim 1024 are 160 MiB), and device memory running out.
-// Each: one clear message, non-zero exit, no crash, no hang.
 // Whether a usable Vulkan device exists (of DeviceInfo::kind `kind`, if given).
 bool have_usable_vulkan_device(const char* kind = nullptr) {
   for (const DeviceInfo& d : list_devices())
@@ -346,6 +342,10 @@ bool have_usable_vulkan_device(const char* kind = nullptr) {
   return false;
 }
 
+// Device memory faults on Vulkan: a buffer beyond what one binding may hold (128 MiB: lavapipe's
+// maxStorageBufferRange, and EDGETRAIN_MAX_BINDING_BYTES makes any device bind at most that; the SwiGLU
+// activations [B*T, ffn] of 80 x 512 tokens with ffn_dim 1024 are 160 MiB), and device memory running out
+// (below). Each: one clear message, non-zero exit, no crash, no hang.
 TEST_F(Reliability, VulkanTensorLargerThanABindingGivesClearMessage) {
   if (!have_usable_vulkan_device()) GTEST_SKIP() << "no usable Vulkan device";
   const std::string cfg = dir_ + "/long.json";
