@@ -321,7 +321,18 @@ def all_cases(small):
             q4_case(4096, 4096, 4096, 64), q4_case(1, 4096, 4096, 64), q4_case(1, 11008, 4096, 64),
             q4_backward_case(4096, 4096, 4096, 64), requant_case(4096, 4096, 64), ce_case(8192, 32000), adamw_case(1 << 28), rms_case(8192, 4096),
             softmax_case(8192, 4096), causal_case(16, 12, 512), silu_case(8192, 11008), rope_case(16, 512, 32, 128),
-            copy_case(1 << 28)] + attention_cases(16, 12, 512, 64) + half_cases(False)
+            copy_case(1 << 28)] + attention_cases(16, 12, 512, 64) + step_cases(False) + half_cases(False)
+
+
+def step_cases(half):
+    """The training steps' own 4-bit products (group size 32) and attention (tools/bench_cases.cpp): the base
+    preset's (8192 tokens, width 768, ffn 2048) and the Llama-3.2-1B shape's (4096 tokens, width 2048, ffn 8192;
+    attention without its grouped key/value heads)."""
+    q4 = [q4_case(8192, 768, 768, 32, half), q4_case(8192, 2048, 768, 32, half), q4_case(8192, 768, 2048, 32, half),
+          q4_backward_case(8192, 2048, 768, 32, half), q4_backward_case(8192, 768, 2048, 32, half),
+          q4_case(4096, 8192, 2048, 32, half), q4_case(4096, 2048, 8192, 32, half),
+          q4_backward_case(4096, 8192, 2048, 32, half), q4_backward_case(4096, 2048, 8192, 32, half)]
+    return q4 if half else q4 + attention_cases(4, 32, 1024, 64)
 
 
 def half_cases(small):
@@ -334,7 +345,7 @@ def half_cases(small):
             dw_case(8192, 768, 2048, True), mm_case(4096, 16, 2048, True), mm_case(4096, 2048, 16, True),
             dw_case(4096, 16, 2048, True), dw_case(4096, 2048, 16, True), q4_case(4096, 4096, 4096, 64, True),
             q4_case(1, 4096, 4096, 64, True), q4_case(1, 11008, 4096, 64, True),
-            q4_backward_case(4096, 4096, 4096, 64, True)]
+            q4_backward_case(4096, 4096, 4096, 64, True)] + step_cases(True)
 
 
 # ---------------------------------------------------------------------------------------------- Llama step

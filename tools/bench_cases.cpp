@@ -194,8 +194,9 @@ Case copy_case(int64_t N) {
 }  // namespace
 
 // Realistic: the 4096^3 class of products, the base step's own weight gradients (8192 tokens; dW
-// [768, 768] and [768, 2048], the deep products with few output tiles), and a rank-16 LoRA's products at
-// the 1B shape (4096 tokens, width 2048: x A^T, t B^T, and the adapters' gradients).
+// [768, 768] and [768, 2048], the deep products with few output tiles), a rank-16 LoRA's products at
+// the 1B shape (4096 tokens, width 2048: x A^T, t B^T, and the adapters' gradients), and the steps'
+// 4-bit products and attention (below).
 std::vector<Case> bench_cases(bool small) {
   if (small)
     return {mm_case(512, 512, 512),          dw_case(512, 256, 256),   dw_case(512, 512, 512),
@@ -212,7 +213,16 @@ std::vector<Case> bench_cases(bool small) {
           requant_case(4096, 4096, 64),       ce_case(8192, 32000),            adamw_case(int64_t{1} << 28),
           rms_case(8192, 4096),               softmax_case(8192, 4096),        causal_case(16, 12, 512),
           silu_case(8192, 11008),             rope_case(16, 512, 32, 128),     copy_case(int64_t{1} << 28),
-          attention_case(16, 12, 512, 64),    attention_backward_case(16, 12, 512, 64)};
+          attention_case(16, 12, 512, 64),    attention_backward_case(16, 12, 512, 64),
+          // The training steps' own 4-bit products (group size 32) and attention: the base preset (8192
+          // tokens; q/k/v/o 768 -> 768, gate/up 768 -> 2048, down 2048 -> 768) and the Llama-3.2-1B shape
+          // (4096 tokens; gate/up 2048 -> 8192, down 8192 -> 2048; 32 heads of 64 over 1024 tokens, here
+          // without the model's grouped key/value heads).
+          q4_case(8192, 768, 768, 32),        q4_case(8192, 2048, 768, 32),    q4_case(8192, 768, 2048, 32),
+          q4_backward_case(8192, 2048, 768, 32), q4_backward_case(8192, 768, 2048, 32),
+          q4_case(4096, 8192, 2048, 32),      q4_case(4096, 2048, 8192, 32),
+          q4_backward_case(4096, 8192, 2048, 32), q4_backward_case(4096, 2048, 8192, 32),
+          attention_case(4, 32, 1024, 64),    attention_backward_case(4, 32, 1024, 64)};
 }
 
 std::string dims(std::initializer_list<std::pair<const char*, int64_t>> d) {
