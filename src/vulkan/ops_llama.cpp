@@ -180,12 +180,41 @@ uint32_t coop_attention_rows(const OpCall& c, const AttnShape& a, const EncodeCo
     return 0;
   return gpu::attention_coop_rows(a.hd, ctx.max_shared_bytes);
 }
+// B16 of the tensor-core backward (attention_coop.glsl): its B tiles read from fp16 copies in the pooled
+// scratch, which a COPY16 dispatch of the same kernel makes first; offsets in uvec4s, the q, dout, k and v
+// copies after D (B * H * T floats, the dq pass's output). Where the head dim is not a multiple of 8 or the
+// copies would pass a binding's limit, the kernels read the fp32 rows. (The forward reads fp32 rows: its
+// copies cost more than they saved, docs/PERFORMANCE.md.)
+struct AttnCopies {
+  bool on = false;
+  uint32_t q16 = 0, d16 = 0, k16 = 0, v16 = 0;
+  uint64_t n8 = 0;     // uvec4s the COPY16 dispatch writes
+  uint64_t bytes = 0;  // the pooled scratch the call needs
+};
+AttnCopies attention_copies(const AttnShape& a, uint32_t coop_rows, const EncodeContext& ctx) {
+  AttnCopies cp;
+  const uint64_t d_bytes = uint64_t(a.B) * a.H * a.T * 4;
+  cp.bytes = std::max<uint64_t>(16, d_bytes);
+  if (!coop_rows || a.hd % 8 != 0) return cp;
+  const uint64_t nq8 = uint64_t(a.B) * a.T * a.H * a.hd / 8, nk8 = uint64_t(a.B) * a.S * a.KV * a.hd / 8;
+  const uint64_t base = (d_bytes + 15) / 16, n8 = 2 * nq8 + 2 * nk8;
+  if ((base + n8) * 16 > ctx.max_storage_range || base + n8 >= (uint64_t{1} << 32)) return cp;
+  cp.on = true;
+  cp.n8 = n8;
+  cp.bytes = (base + n8) * 16;
+  cp.q16 = static_cast<uint32_t>(base);
+  cp.d16 = static_cast<uint32_t>(base + nq8);
+  cp.k16 = static_cast<uint32_t>(base + 2 * nq8);
+  cp.v16 = static_cast<uint32_t>(base + 2 * nq8 + nk8);
+  return cp;
+}
+
 // One dispatch of kernel `kind`: with coop_rows (coop_attention_rows, 0: none) attention_coop.comp or
 // attention_coop_backward.comp, else attention.comp or attention_backward.comp with their tiles; the
 // backward's MODE is 0 for dq, 1 for dk/dv. B * heads * blocks workgroups, blocks = A tiles per (batch,
-// head): query blocks, or key blocks for dk/dv.
-Dispatch attention_dispatch(gpu::AttnKernel kind, const AttnShape& a, uint32_t coop_rows, const OpCall& c,
-                            const EncodeContext& ctx) {
+// head): query blocks, or key blocks for dk/dv. With `copy`, the tensor-core backward's COPY16 dispatch.
+Dispatch attention_dispatch(gpu::AttnKernel kind, const AttnShape& a, uint32_t coop_rows, const AttnCopies& cp,
+                            const OpCall& c, const EncodeContext& ctx, bool copy = false) {
   const bool forward = kind == gpu::AttnKernel::forward;
   const uint32_t heads = kind == gpu::AttnKernel::dkdv ? a.KV : a.H, rows = kind == gpu::AttnKernel::dkdv ? a.S : a.T;
   const uint32_t mode = kind == gpu::AttnKernel::dq ? 0u : 1u;
@@ -194,10 +223,10 @@ Dispatch attention_dispatch(gpu::AttnKernel kind, const AttnShape& a, uint32_t c
   const uint32_t has_pos = c.in.size() > pos && c.in[pos].defined() ? 1u : 0u;
   uint32_t a_rows;
   std::vector<uint32_t> spec;
-  if (coop_rows) {  // constants HC, BR, HAS_POS, the accumulator layout, then MODE
+  if (coop_rows) {  // constants HC, BR, HAS_POS, the accumulator layout, then the backward's MODE, B16, COPY16
     a_rows = gpu::kAttnCoopRows;
     spec = {gpu::attention_capacity(a.hd), coop_rows, has_pos, ctx.coop_acc_rows_high, ctx.coop_acc_columns};
-    if (!forward) spec.push_back(mode);
+    if (!forward) spec.insert(spec.end(), {mode, cp.on ? 1u : 0u, copy ? 1u : 0u});
   } else {  // the tile constants 0-5, then MODE, then HAS_POS
     const gpu::AttnTiles t = gpu::attention_tiles(kind, a.hd, ctx, c);
     a_rows = t.a_rows();
@@ -211,7 +240,14 @@ Dispatch attention_dispatch(gpu::AttnKernel kind, const AttnShape& a, uint32_t c
   const uint32_t blocks = static_cast<uint32_t>(ceil_div(rows, a_rows));
   Dispatch d(kernel, spec);
   d.arg(a.B).arg(a.T).arg(a.S).arg(a.H).arg(a.KV).arg(a.hd).arg(blocks).arg(ctx.float_index[0]);
-  grid_1d(uint64_t(a.B) * heads * blocks, ctx, d.groups);
+  if (coop_rows && !forward) {
+    d.arg(cp.q16).arg(cp.d16).arg(cp.k16).arg(cp.v16);
+    // What it writes in the pooled scratch: the copies, or the dq pass's D.
+    d.pooled_known = true;
+    d.pooled_begin = copy ? uint64_t(cp.q16) * 16 : 0;
+    d.pooled_end = copy ? cp.bytes : kind == gpu::AttnKernel::dq ? uint64_t(a.B) * a.H * a.T * 4 : 0;
+  }
+  grid_1d(copy ? (cp.n8 + 127) / 128 : uint64_t(a.B) * heads * blocks, ctx, d.groups);
   return d;
 }
 }  // namespace
@@ -219,17 +255,20 @@ Dispatch attention_dispatch(gpu::AttnKernel kind, const AttnShape& a, uint32_t c
 void encode_attention(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   const AttnShape a = attention_shape(c, 0);
   if (uint64_t(a.B) * a.T == 0) return;
-  out.dispatches.push_back(attention_dispatch(gpu::AttnKernel::forward, a, coop_attention_rows(c, a, ctx), c, ctx));
+  out.dispatches.push_back(attention_dispatch(gpu::AttnKernel::forward, a, coop_attention_rows(c, a, ctx), {}, c, ctx));
 }
 
-// dq (which writes D = rowsum(dout * out) to scratch), then dk/dv, which reads D.
+// dq (which writes D = rowsum(dout * out) to scratch), then dk/dv, which reads D; with B16 the fp16 copies
+// of q, dout, k and v first.
 void encode_attention_backward(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   const AttnShape a = attention_shape(c, 1);
   if (uint64_t(a.B) * a.S == 0) return;
-  out.pooled_scratch_bytes = std::max<size_t>(16, size_t(a.B) * a.H * a.T * sizeof(float));  // D, within the call
   const uint32_t coop_rows = coop_attention_rows(c, a, ctx);
-  if (a.T > 0) out.dispatches.push_back(attention_dispatch(gpu::AttnKernel::dq, a, coop_rows, c, ctx));
-  out.dispatches.push_back(attention_dispatch(gpu::AttnKernel::dkdv, a, coop_rows, c, ctx));
+  const AttnCopies cp = attention_copies(a, coop_rows, ctx);
+  out.pooled_scratch_bytes = static_cast<size_t>(cp.bytes);  // D (and the copies), within the call
+  if (cp.on) out.dispatches.push_back(attention_dispatch(gpu::AttnKernel::dq, a, coop_rows, cp, c, ctx, true));
+  if (a.T > 0) out.dispatches.push_back(attention_dispatch(gpu::AttnKernel::dq, a, coop_rows, cp, c, ctx));
+  out.dispatches.push_back(attention_dispatch(gpu::AttnKernel::dkdv, a, coop_rows, cp, c, ctx));
 }
 
 }  // namespace edgetrain::vk

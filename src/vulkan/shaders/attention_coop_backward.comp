@@ -34,12 +34,14 @@ layout(set = 0, binding = 7) writeonly buffer DQb { float dq[]; };
 layout(set = 0, binding = 8) writeonly buffer DKb { float dk[]; };
 layout(set = 0, binding = 9) writeonly buffer DVb { float dv[]; };
 layout(set = 0, binding = 10) readonly buffer Scalars { float scal[]; };
-layout(set = 0, binding = 11) buffer Db { float Dr[]; };  // scratch: D of every query row
+layout(set = 0, binding = 11) buffer Db { float Dr[]; };  // pooled scratch: D of every query row, then
+layout(set = 0, binding = 11) buffer S16 { uvec4 s16[]; };  // B16's copies of q, dout, k and v
 
 layout(push_constant) uniform P {
   uint B, T, S, H, KV, hd;
   uint nblocks;  // MODE 0: query blocks per (batch, head); MODE 1: key blocks per (batch, kv head)
   uint scale_idx;
+  uint q16, d16, k16, v16;  // B16: uvec4 offsets of the fp16 copies in s16
 } p;
 
 shared float LDs[2u * BR];  // MODE 1: lse and D of the query tile's rows
@@ -56,57 +58,64 @@ void dq_block(uint wid, uint sg, uint lane) {
   const uint rq = lane >> 2u, cq = 2u * (lane & 3u);
   const uint tq[2] = {t0 + sg * 16u + rq, t0 + sg * 16u + rq + 8u};  // this lane's two queries
 
-  HALF qf[NH_MAX], df[NH_MAX];
-  ET_LOAD_F16(0u, AR, q, q4, qbase, qstride, nq, p.hd)
-  barrier();
-  [[unroll]] for (uint kk = 0u; kk < NH; ++kk) coopMatLoadNV(qf[kk], Ts, sg * 16u * KP8 + kk * 2u, KP8, false);
-  barrier();
-  ET_LOAD_F16(0u, AR, dout, dout4, qbase, qstride, nq, p.hd)
-  barrier();
-  [[unroll]] for (uint kk = 0u; kk < NH; ++kk) coopMatLoadNV(df[kk], Ts, sg * 16u * KP8 + kk * 2u, KP8, false);
-
-  // D = rowsum(dout * out) in fp32 from the unrounded rows: the quad's lanes every fourth 4-column slot
-  // each, all loads issued at once.
+  // The block's Q, dout and out rows and its lse are requested at once (one wait for memory where the
+  // rows were loaded one after another); the first K and V tiles as soon as those are in place.
+  vec4 qx[NA_MAX], dx[NA_MAX], ox[NA_MAX];
+  ET_FETCH_ROWS(qx, AR, q, q4, qbase, qstride, nq, p.hd)
+  ET_FETCH_ROWS(dx, AR, dout, dout4, qbase, qstride, nq, p.hd)
+  ET_FETCH_ROWS(ox, AR, o, o4, qbase, qstride, nq, p.hd)
   float D[2] = {0.0, 0.0}, L[2] = {0.0, 0.0};
   uint first[2] = {0u, 0u};
-  [[unroll]] for (uint r = 0u; r < 2u; ++r) {
-    const uint orow = qbase + (tq[r] - t0) * qstride, nrow = tq[r] < p.T ? 1u : 0u;
-    vec4 dv4[(SL + 3u) / 4u], ov4[(SL + 3u) / 4u];
-    [[unroll]] for (uint k = 0u; k < (SL + 3u) / 4u; ++k) {
-      const uint sl = (lane & 3u) + 4u * k;
-      ET_FETCH_SLOT(dv4[k], 0u, sl, dout, dout4, orow, 0u, nrow, p.hd)
-      ET_FETCH_SLOT(ov4[k], 0u, sl, o, o4, orow, 0u, nrow, p.hd)
-    }
-    [[unroll]] for (uint k = 0u; k < (SL + 3u) / 4u; ++k) D[r] += dot(dv4[k], ov4[k]);
+  [[unroll]] for (uint r = 0u; r < 2u; ++r)
     if (tq[r] < p.T) {
       L[r] = lse[(b * p.H + h) * p.T + tq[r]];
       if (HAS_POS == 1u) first[r] = first_key(b, tq[r]);
     }
-    D[r] = quad_sum(D[r]);
-    if (tq[r] < p.T && (lane & 3u) == 0u) Dr[(b * p.H + h) * p.T + tq[r]] = D[r];
+  // D = rowsum(dout * out) in fp32 from the unrounded rows: each invocation's slots' dot products go to
+  // the (not yet used) stage, summed per row in slot order below.
+  [[unroll]] for (uint k_ = 0u; k_ < (AR * SL + 127u) / 128u; ++k_) {
+    const uint e_ = gl_LocalInvocationIndex + 128u * k_;
+    if (e_ < AR * SL) stage[e_ / 4u][e_ % 4u] = floatBitsToUint(dot(dx[k_], ox[k_]));
   }
-
-  ACC dqa[NH_MAX];
-  [[unroll]] for (uint n = 0u; n < NH; ++n) dqa[n] = ACC(0.0);
+  // Q, and dout beside it where two A tiles fit (2 BR >= 2 AR), else after it.
+  const bool both = BR >= AR;
+  ET_PUT_ROWS(qx, AR, 0u)
+  if (both) ET_PUT_ROWS(dx, AR, AR * KP8)
   const uint kend = t0 + nq + off;
   uint cbeg = 0u;
   if (HAS_POS == 1u) cbeg = first_of_block(b, t0, nq) / BR * BR;
   const uint VT = BR * KP8;
-  vec4 kt[NS_MAX], vt[NS_MAX];  // the next K and V tiles, in flight
-  if (cbeg < kend) {
-    ET_FETCH_TILE(kt, k, k4, kbase + cbeg * kstride, kstride, p.S - cbeg, p.hd)
-    ET_FETCH_TILE(vt, v, v4, kbase + cbeg * kstride, kstride, p.S - cbeg, p.hd)
+  ET_KV_REGS  // the next K and V tiles (AHEAD of them), in flight
+  if (cbeg < kend) ET_FETCH_KV(cbeg, 0u)
+  if (AHEAD == 2u && cbeg + BR < kend) ET_FETCH_KV(cbeg + BR, 1u)
+  barrier();
+  HALF qf[NH_MAX], df[NH_MAX];
+  [[unroll]] for (uint kk = 0u; kk < NH; ++kk) coopMatLoadNV(qf[kk], Ts, sg * 16u * KP8 + kk * 2u, KP8, false);
+  if (both)
+    [[unroll]] for (uint kk = 0u; kk < NH; ++kk)
+      coopMatLoadNV(df[kk], Ts, (AR + sg * 16u) * KP8 + kk * 2u, KP8, false);
+  [[unroll]] for (uint r = 0u; r < 2u; ++r) {
+    const uint row = sg * 16u + rq + 8u * r;
+    for (uint sl = 0u; sl < SL; ++sl) D[r] += uintBitsToFloat(stage[(row * SL + sl) / 4u][(row * SL + sl) % 4u]);
+    if (tq[r] < p.T && (lane & 3u) == 0u) Dr[(b * p.H + h) * p.T + tq[r]] = D[r];
   }
+  if (!both) {
+    barrier();
+    ET_PUT_ROWS(dx, AR, 0u)
+    barrier();
+    [[unroll]] for (uint kk = 0u; kk < NH; ++kk) coopMatLoadNV(df[kk], Ts, sg * 16u * KP8 + kk * 2u, KP8, false);
+  }
+
+  ACC dqa[NH_MAX];
+  [[unroll]] for (uint n = 0u; n < NH; ++n) dqa[n] = ACC(0.0);
+  uint turn = 0u;  // the register set to put next (B16; else always 0)
   for (uint c0 = cbeg; c0 < kend; c0 += BR) {
     barrier();
-    ET_PUT_TILE(kt, 0u)
-    ET_PUT_TILE(vt, VT)
+    ET_PUT_KV(turn)
     barrier();
-    const uint cn = c0 + BR;
-    if (cn < kend) {
-      ET_FETCH_TILE(kt, k, k4, kbase + cn * kstride, kstride, p.S - cn, p.hd)
-      ET_FETCH_TILE(vt, v, v4, kbase + cn * kstride, kstride, p.S - cn, p.hd)
-    }
+    const uint cn = c0 + AHEAD * BR;
+    if (cn < kend) ET_FETCH_KV(cn, turn)
+    turn ^= AHEAD - 1u;
     HALF dsf[NB_MAX];
     [[unroll]] for (uint j = 0u; j < NB; ++j) {
       ACC s, dp;
@@ -138,16 +147,51 @@ uint next_tile(uint b, uint i, uint ntiles, uint total, uint tbeg, uint c0, uint
   while (i < total && !tile_sees(b, tbeg + (i % ntiles) * BR, c0, cend, off)) ++i;
   return i;
 }
-// Fetches query tile i's Q and dout rows, and (invocations < BR) its lse and D.
-#define FETCH_QUERY_TILE(i)                                                                   \
+// Requests query tile i's Q and dout rows, and (invocations < BR) its lse and D, into register set `set`
+// (as ET_FETCH_KV: fp32 rows qt, dt, or with B16 fp16 slots q0h, d0h or q1h, d1h; lse and D in ls0, D0 or
+// ls1, D1); PUT_QUERY_TILE(set) puts a set into Ts (Q at 0, dout at DT) and LDs.
+#define FETCH_QUERY_TILE(i, set)                                                              \
   {                                                                                           \
     const uint h_ = g * G + (i) / ntiles, t_ = tbeg + ((i) % ntiles) * BR, n_ = min(BR, p.T - t_); \
     const uint qb_ = ((b * p.T + t_) * p.H + h_) * p.hd, lb_ = (b * p.H + h_) * p.T + t_;    \
-    ET_FETCH_TILE(qt, q, q4, qb_, qstride, n_, p.hd)                                    \
-    ET_FETCH_TILE(dt, dout, dout4, qb_, qstride, n_, p.hd)                              \
     const uint r_ = gl_LocalInvocationIndex;                                                  \
-    lse_n = r_ < n_ ? lse[lb_ + r_] : 0.0;                                                    \
-    D_n = r_ < n_ ? Dr[lb_ + r_] : 0.0;                                                       \
+    const float l_ = r_ < n_ ? lse[lb_ + r_] : 0.0, d_ = r_ < n_ ? Dr[lb_ + r_] : 0.0;        \
+    if (B16 == 1u) {                                                                          \
+      if ((set) == 0u) {                                                                      \
+        ET_FETCH16_TILE(q0h, p.q16 + qb_ / 8u, qstride / 8u, n_, p.hd)                         \
+        ET_FETCH16_TILE(d0h, p.d16 + qb_ / 8u, qstride / 8u, n_, p.hd)                         \
+      } else {                                                                                \
+        ET_FETCH16_TILE(q1h, p.q16 + qb_ / 8u, qstride / 8u, n_, p.hd)                         \
+        ET_FETCH16_TILE(d1h, p.d16 + qb_ / 8u, qstride / 8u, n_, p.hd)                         \
+      }                                                                                       \
+    } else {                                                                                  \
+      ET_FETCH_TILE(qt, q, q4, qb_, qstride, n_, p.hd)                                        \
+      ET_FETCH_TILE(dt, dout, dout4, qb_, qstride, n_, p.hd)                                  \
+    }                                                                                         \
+    if ((set) == 0u) {                                                                        \
+      ls0 = l_;                                                                               \
+      D0 = d_;                                                                                \
+    } else {                                                                                  \
+      ls1 = l_;                                                                               \
+      D1 = d_;                                                                                \
+    }                                                                                         \
+  }
+#define PUT_QUERY_TILE(set)                                                                   \
+  if (B16 == 1u) {                                                                            \
+    if ((set) == 0u) {                                                                        \
+      ET_PUT16_TILE(q0h, 0u)                                                                  \
+      ET_PUT16_TILE(d0h, DT)                                                                  \
+    } else {                                                                                  \
+      ET_PUT16_TILE(q1h, 0u)                                                                  \
+      ET_PUT16_TILE(d1h, DT)                                                                  \
+    }                                                                                         \
+  } else {                                                                                    \
+    ET_PUT_TILE(qt, 0u)                                                                       \
+    ET_PUT_TILE(dt, DT)                                                                       \
+  }                                                                                           \
+  if (gl_LocalInvocationIndex < BR) {                                                         \
+    LDs[gl_LocalInvocationIndex] = (set) == 0u ? ls0 : ls1;                                   \
+    LDs[BR + gl_LocalInvocationIndex] = (set) == 0u ? D0 : D1;                                \
   }
 
 void dkdv_block(uint wid, uint sg, uint lane) {
@@ -161,20 +205,6 @@ void dkdv_block(uint wid, uint sg, uint lane) {
   const uint rq = lane >> 2u, cq = 2u * (lane & 3u);
   const uint kc[2] = {c0 + sg * 16u + rq, c0 + sg * 16u + rq + 8u};  // this lane's two keys
 
-  HALF kf[NH_MAX], vf[NH_MAX];
-  ET_LOAD_F16(0u, AR, k, k4, kbase, kstride, nk, p.hd)
-  barrier();
-  [[unroll]] for (uint kk = 0u; kk < NH; ++kk) coopMatLoadNV(kf[kk], Ts, sg * 16u * KP8 + kk * 2u, KP8, false);
-  barrier();
-  ET_LOAD_F16(0u, AR, v, v4, kbase, kstride, nk, p.hd)
-  barrier();
-  [[unroll]] for (uint kk = 0u; kk < NH; ++kk) coopMatLoadNV(vf[kk], Ts, sg * 16u * KP8 + kk * 2u, KP8, false);
-
-  ACC dka[NH_MAX], dva[NH_MAX];
-  [[unroll]] for (uint n = 0u; n < NH; ++n) {
-    dka[n] = ACC(0.0);
-    dva[n] = ACC(0.0);
-  }
   // Queries t see key c when c <= t + off: the first query tile that sees any key of the block. The query
   // tiles, for every head of the group, are numbered i = hh * ntiles + tile; next_tile() skips the ones
   // (HAS_POS) none of whose queries sees a key of the block.
@@ -182,22 +212,53 @@ void dkdv_block(uint wid, uint sg, uint lane) {
   const uint cend = c0 + nk;  // keys [c0, cend)
   const uint ntiles = tbeg < p.T ? (p.T - tbeg + BR - 1u) / BR : 0u, total = G * ntiles;
   const uint DT = BR * KP8;   // dout's tile follows Q's
-  vec4 qt[NS_MAX], dt[NS_MAX];  // the next Q and dout tiles, in flight
-  float lse_n = 0.0, D_n = 0.0;                              // and their lse and D (invocations < BR)
+  // The block's K and V rows and the first query tile are requested at once (one wait for memory where
+  // the rows were loaded one after another).
+  vec4 kx[NA_MAX], vx[NA_MAX];
+  ET_FETCH_ROWS(kx, AR, k, k4, kbase, kstride, nk, p.hd)
+  ET_FETCH_ROWS(vx, AR, v, v4, kbase, kstride, nk, p.hd)
+  // The next query tiles (AHEAD of them), in flight: tile i, then tile i2.
+  vec4 qt[NS_MAX], dt[NS_MAX];
+  uvec4 q0h[NS16_MAX], d0h[NS16_MAX], q1h[NS16_MAX], d1h[NS16_MAX];
+  float ls0 = 0.0, D0 = 0.0, ls1 = 0.0, D1 = 0.0;
   uint i = next_tile(b, 0u, ntiles, total, tbeg, c0, cend, off);
-  if (i < total) FETCH_QUERY_TILE(i)
+  uint i2 = i < total ? next_tile(b, i + 1u, ntiles, total, tbeg, c0, cend, off) : total;
+  if (i < total) FETCH_QUERY_TILE(i, 0u)
+  if (AHEAD == 2u && i2 < total) FETCH_QUERY_TILE(i2, 1u)
+  // K, and V beside it where two A tiles fit (2 BR >= 2 AR), else after it.
+  const bool both = BR >= AR;
+  ET_PUT_ROWS(kx, AR, 0u)
+  if (both) ET_PUT_ROWS(vx, AR, AR * KP8)
+  barrier();
+  HALF kf[NH_MAX], vf[NH_MAX];
+  [[unroll]] for (uint kk = 0u; kk < NH; ++kk) coopMatLoadNV(kf[kk], Ts, sg * 16u * KP8 + kk * 2u, KP8, false);
+  if (both)
+    [[unroll]] for (uint kk = 0u; kk < NH; ++kk)
+      coopMatLoadNV(vf[kk], Ts, (AR + sg * 16u) * KP8 + kk * 2u, KP8, false);
+  else {
+    barrier();
+    ET_PUT_ROWS(vx, AR, 0u)
+    barrier();
+    [[unroll]] for (uint kk = 0u; kk < NH; ++kk) coopMatLoadNV(vf[kk], Ts, sg * 16u * KP8 + kk * 2u, KP8, false);
+  }
+
+  ACC dka[NH_MAX], dva[NH_MAX];
+  [[unroll]] for (uint n = 0u; n < NH; ++n) {
+    dka[n] = ACC(0.0);
+    dva[n] = ACC(0.0);
+  }
+  uint turn = 0u;  // the register set to put next (B16; else always 0)
   while (i < total) {
     const uint t0 = tbeg + (i % ntiles) * BR, nq = min(BR, p.T - t0);
     barrier();  // every subgroup is done with the previous tiles
-    ET_PUT_TILE(qt, 0u)
-    ET_PUT_TILE(dt, DT)
-    if (gl_LocalInvocationIndex < BR) {
-      LDs[gl_LocalInvocationIndex] = lse_n;
-      LDs[BR + gl_LocalInvocationIndex] = D_n;
-    }
+    PUT_QUERY_TILE(turn)
     barrier();
-    i = next_tile(b, i + 1u, ntiles, total, tbeg, c0, cend, off);
-    if (i < total) FETCH_QUERY_TILE(i)
+    // Request the tile AHEAD after i (i2, or the one after i2), into the set just put.
+    const uint f = AHEAD == 2u && i2 < total ? next_tile(b, i2 + 1u, ntiles, total, tbeg, c0, cend, off) : i2;
+    if (f < total) FETCH_QUERY_TILE(f, turn)
+    i = i2;
+    i2 = AHEAD == 2u ? f : i2 < total ? next_tile(b, i2 + 1u, ntiles, total, tbeg, c0, cend, off) : total;
+    turn ^= AHEAD - 1u;
     // P^T: this subgroup's 16 keys x BR queries (columns), then dv += P^T dout.
     ACC pt[NB_MAX];
     HALF pf[NB_MAX];
@@ -226,6 +287,17 @@ void dkdv_block(uint wid, uint sg, uint lane) {
 }
 
 void main() {
+  if (COPY16 == 1u) {  // q's, dout's, k's and v's fp16 copies, 8 values per invocation
+    const uint i = et_thread(), nq8 = p.B * p.T * p.H * p.hd / 8u, nk8 = p.B * p.S * p.KV * p.hd / 8u;
+    if (i < nq8) s16[p.q16 + i] = et_round8(q4[2u * i], q4[2u * i + 1u]);
+    else if (i < 2u * nq8) s16[p.d16 + i - nq8] = et_round8(dout4[2u * (i - nq8)], dout4[2u * (i - nq8) + 1u]);
+    else if (i < 2u * nq8 + nk8) s16[p.k16 + i - 2u * nq8] = et_round8(k4[2u * (i - 2u * nq8)], k4[2u * (i - 2u * nq8) + 1u]);
+    else if (i < 2u * nq8 + 2u * nk8) {
+      const uint e = i - 2u * nq8 - nk8;
+      s16[p.v16 + e] = et_round8(v4[2u * e], v4[2u * e + 1u]);
+    }
+    return;
+  }
   const uint wid = et_group();
   if (wid >= (MODE == 0u ? p.B * p.H : p.B * p.KV) * p.nblocks) return;  // uniform per workgroup
   const uint sg = gl_SubgroupID, lane = gl_SubgroupInvocationID;
