@@ -35,9 +35,9 @@ if has bench; then
   EDGETRAIN_VK_COOPMAT=0 timeout 120 $B/edgetrain bench --backend vulkan --size realistic --ops mm,linear_dW,linear_q4gsw,linear_q4gsw_backward \
     --json "$OUT/vulkan_fp32.json" > "$OUT/vulkan_fp32_bench.txt" 2>&1
   echo "vulkan fp32-only bench rc=$?" | tee -a "$OUT/summary.txt"
-  # The matrix products with fp16 operands (ids :f16) against the bf16 peers.
-  timeout 120 $B/edgetrain bench --backend vulkan --size realistic --precision fp16 \
-    --ops mm,linear_dW,linear_q4gsw,linear_q4gsw_backward --peer "$OUT/peer.json" --json "$OUT/vulkan_f16.json" \
+  # The matrix products and the attention with fp16 operands (ids :f16) against the bf16 peers.
+  timeout 150 $B/edgetrain bench --backend vulkan --size realistic --precision fp16 \
+    --ops mm,linear_dW,linear_q4gsw,linear_q4gsw_backward,attention,attention_backward --peer "$OUT/peer.json" --json "$OUT/vulkan_f16.json" \
     > "$OUT/vulkan_f16_bench.txt" 2>&1
   echo "vulkan fp16 bench rc=$?" | tee -a "$OUT/summary.txt"
   # adamw_step alone, then after a large product (the full bench runs it after every other case).
