@@ -103,8 +103,14 @@ std::string case_id(const Case& c, Precision p) {
 Result run_case(Backend& b, const Case& c, const Flags& f, Precision precision) {
   Result res;
   Rng rng(std::hash<std::string>{}(c.id()));
-  OpCall call = c.make(b, rng);
-  if (precision == Precision::fp16 && has_f16_flag(call.op) && !f16_operands(call)) call.ints.push_back(1);
+  const bool f16 = precision == Precision::fp16 && has_f16_flag(c.op);
+  // A call of the case on fresh random inputs, with the f16 flag under --precision fp16.
+  auto make = [&] {
+    OpCall call = c.make(b, rng);
+    if (f16 && !f16_operands(call)) call.ints.push_back(1);
+    return call;
+  };
+  const OpCall call = make();
   auto one = b.new_program();
   one->record(call);
   one->finalize();
@@ -119,9 +125,7 @@ Result run_case(Backend& b, const Case& c, const Flags& f, Precision precision) 
     // GEMMs, src/vulkan/program.cpp): one call recorded back to back would time its operands' conversion
     // (and a 4-bit weight's dequantization) once for all copies. Two calls with their own inputs, taking
     // turns, overwrite each other's staged operands, so every invocation is timed with its staging.
-    const bool staged = precision == Precision::fp16 && has_f16_flag(call.op);
-    OpCall other = staged ? c.make(b, rng) : call;
-    if (staged && !f16_operands(other)) other.ints.push_back(1);
+    const OpCall other = f16 ? make() : call;
     many = b.new_program();
     for (int i = 0; i < copies; ++i) many->record(i % 2 ? other : call);
     many->finalize();
