@@ -188,16 +188,17 @@ uint32_t coop_attention_rows(const OpCall& c, const AttnShape& a, const EncodeCo
 struct AttnCopies {
   bool on = false;
   uint32_t q16 = 0, d16 = 0, k16 = 0, v16 = 0;
-  uint64_t n8 = 0;     // uvec4s the COPY16 dispatch writes
-  uint64_t bytes = 0;  // the pooled scratch the call needs
+  uint64_t n8 = 0;       // uvec4s the COPY16 dispatch writes
+  uint64_t d_bytes = 0;  // D, from the start of the pooled scratch
+  uint64_t bytes = 0;    // the pooled scratch the call needs
 };
 AttnCopies attention_copies(const AttnShape& a, uint32_t coop_rows, const EncodeContext& ctx) {
   AttnCopies cp;
-  const uint64_t d_bytes = uint64_t(a.B) * a.H * a.T * 4;
-  cp.bytes = std::max<uint64_t>(16, d_bytes);
+  cp.d_bytes = uint64_t(a.B) * a.H * a.T * 4;
+  cp.bytes = std::max<uint64_t>(16, cp.d_bytes);
   if (!coop_rows || a.hd % 8 != 0) return cp;
   const uint64_t nq8 = uint64_t(a.B) * a.T * a.H * a.hd / 8, nk8 = uint64_t(a.B) * a.S * a.KV * a.hd / 8;
-  const uint64_t base = (d_bytes + 15) / 16, n8 = 2 * nq8 + 2 * nk8;
+  const uint64_t base = (cp.d_bytes + 15) / 16, n8 = 2 * nq8 + 2 * nk8;
   if ((base + n8) * 16 > ctx.max_storage_range || base + n8 >= (uint64_t{1} << 32)) return cp;
   cp.on = true;
   cp.n8 = n8;
@@ -245,7 +246,7 @@ Dispatch attention_dispatch(gpu::AttnKernel kind, const AttnShape& a, uint32_t c
     // What it writes in the pooled scratch: the copies, or the dq pass's D.
     d.pooled_known = true;
     d.pooled_begin = copy ? uint64_t(cp.q16) * 16 : 0;
-    d.pooled_end = copy ? cp.bytes : kind == gpu::AttnKernel::dq ? uint64_t(a.B) * a.H * a.T * 4 : 0;
+    d.pooled_end = copy ? cp.bytes : kind == gpu::AttnKernel::dq ? cp.d_bytes : 0;
   }
   grid_1d(copy ? (cp.n8 + 127) / 128 : uint64_t(a.B) * heads * blocks, ctx, d.groups);
   return d;
