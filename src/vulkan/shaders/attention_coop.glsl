@@ -123,68 +123,6 @@ const uint NS = (BR * SL + 127u) / 128u, NS_MAX = 8u;
 #define ET_FETCH_TILE(x, F, F4, base, stride, nvalid, hd) ET_FETCH_ROWS(x, BR, F, F4, base, stride, nvalid, hd)
 #define ET_PUT_TILE(x, at) ET_PUT_ROWS(x, BR, at)
 
-// B16 (constant 6; the backward): the B tiles come from fp16 copies of their rows in the pooled scratch
-// (s16), made by a dispatch of the same kernel with COPY16 (constant 7) before the others: slots of 8
-// head-dim columns, one 16-byte load and one 16-byte store into Ts each, half the bytes of the fp32 rows,
-// and, in the registers that hold one fp32 tile, two tiles in flight. Taken where hd % 8 == 0
-// (ops_llama.cpp). Measured on an H200 (docs/PERFORMANCE.md): the backward at B4 H32 T1024 D64 1.193 ->
-// 1.045 ms; the forward, whose copies cost more than its fp32 tiles did, kept them.
-layout(constant_id = 6) const uint B16 = 0;
-layout(constant_id = 7) const uint COPY16 = 0;
-const uint SL8 = HC / 8u;                                          // 8-column slots per row
-const uint NS16 = (BR * SL8 + 127u) / 128u, NS16_MAX = 4u;         // per invocation, of a B tile
-const uint AHEAD = B16 == 1u ? 2u : 1u;                            // B tiles in flight
-// Eight fp32 values rounded to fp16 as ET_PUT_SLOT rounds them, in one uvec4.
-uvec4 et_round8(vec4 a, vec4 b) {
-  return uvec4(packFloat2x16(f16vec2(a.xy)), packFloat2x16(f16vec2(a.zw)), packFloat2x16(f16vec2(b.xy)),
-               packFloat2x16(f16vec2(b.zw)));
-}
-// x = the fp16 copy's slots of a B tile: rows at uvec4 base8 + r * stride8, zeros past the head dim hd and
-// for rows r >= nvalid.
-#define ET_FETCH16_TILE(x, base8, stride8, nvalid, hd)                                        \
-  [[unroll]] for (uint k_ = 0u; k_ < NS16; ++k_) {                                           \
-    const uint e_ = gl_LocalInvocationIndex + 128u * k_, r_ = e_ / SL8, s_ = e_ - r_ * SL8;   \
-    x[k_] = uvec4(0u);                                                                        \
-    if (r_ < min(nvalid, BR) && 8u * s_ < (hd)) x[k_] = s16[(base8) + r_ * (stride8) + s_];   \
-  }
-#define ET_PUT16_TILE(x, at)                                                                  \
-  [[unroll]] for (uint k_ = 0u; k_ < NS16; ++k_) {                                           \
-    const uint e_ = gl_LocalInvocationIndex + 128u * k_, r_ = e_ / SL8, s_ = e_ - r_ * SL8;   \
-    if (r_ < BR) Ts[(at) + r_ * KP8 + s_] = x[k_];                                            \
-  }
-// The K and V tiles in flight for dq: fp32 rows kt, vt; or with B16 fp16 slots, two
-// tiles by turns (set 0: k0h, v0h; set 1: k1h, v1h). ET_FETCH_KV(c, set) requests the tile of keys from c
-// (rows kbase + c * kstride of k and v; copies at p.k16 and p.v16); ET_PUT_KV(set) puts a set into Ts (K at
-// 0, V at VT).
-#define ET_KV_REGS vec4 kt[NS_MAX], vt[NS_MAX]; uvec4 k0h[NS16_MAX], v0h[NS16_MAX], k1h[NS16_MAX], v1h[NS16_MAX];
-#define ET_FETCH_KV(c, set)                                                                   \
-  if (B16 == 1u) {                                                                            \
-    const uint b8_ = (kbase + (c) * kstride) / 8u, s8_ = kstride / 8u;                        \
-    if ((set) == 0u) {                                                                        \
-      ET_FETCH16_TILE(k0h, p.k16 + b8_, s8_, p.S - (c), p.hd)                                  \
-      ET_FETCH16_TILE(v0h, p.v16 + b8_, s8_, p.S - (c), p.hd)                                  \
-    } else {                                                                                  \
-      ET_FETCH16_TILE(k1h, p.k16 + b8_, s8_, p.S - (c), p.hd)                                  \
-      ET_FETCH16_TILE(v1h, p.v16 + b8_, s8_, p.S - (c), p.hd)                                  \
-    }                                                                                         \
-  } else {                                                                                    \
-    ET_FETCH_TILE(kt, k, k4, kbase + (c) * kstride, kstride, p.S - (c), p.hd)                 \
-    ET_FETCH_TILE(vt, v, v4, kbase + (c) * kstride, kstride, p.S - (c), p.hd)                 \
-  }
-#define ET_PUT_KV(set)                                                                        \
-  if (B16 == 1u) {                                                                            \
-    if ((set) == 0u) {                                                                        \
-      ET_PUT16_TILE(k0h, 0u)                                                                  \
-      ET_PUT16_TILE(v0h, VT)                                                                  \
-    } else {                                                                                  \
-      ET_PUT16_TILE(k1h, 0u)                                                                  \
-      ET_PUT16_TILE(v1h, VT)                                                                  \
-    }                                                                                         \
-  } else {                                                                                    \
-    ET_PUT_TILE(kt, 0u)                                                                       \
-    ET_PUT_TILE(vt, VT)                                                                       \
-  }
-
 // The stage of subgroup sg, and one column of a row of it.
 uint stage_at(uint sg) { return sg * 16u * SP4; }
 float stage1(uint sg, uint r, uint col) { return uintBitsToFloat(stage[stage_at(sg) + r * SP4 + col / 4u][col % 4u]); }
