@@ -180,7 +180,7 @@ uint32_t coop_attention_rows(const OpCall& c, const AttnShape& a, const EncodeCo
     return 0;
   return gpu::attention_coop_rows(a.hd, ctx.max_shared_bytes);
 }
-// B16 of the tensor-core backward (attention_coop.glsl): its B tiles read from fp16 copies in the pooled
+// B16 of the tensor-core backward (attention_coop_backward.comp): its B tiles read from fp16 copies in the pooled
 // scratch, which a COPY16 dispatch of the same kernel makes first; offsets in uvec4s, the q, dout, k and v
 // copies after D (B * H * T floats, the dq pass's output). Where the head dim is not a multiple of 8 or the
 // copies would pass a binding's limit, the kernels read the fp32 rows. (The forward reads fp32 rows: its
