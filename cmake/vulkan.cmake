@@ -23,11 +23,37 @@ foreach(src ${EDGETRAIN_SHADERS})
     COMMENT "glslc ${name}.comp")
   list(APPEND EDGETRAIN_SPV_HEADERS ${hdr})
 endforeach()
+# Kernels that use cooperative matrices 2 (VK_NV_cooperative_matrix2: workgroup-scope matrices, tensor
+# addressing, reductions) need glslang 15, which scripts/setup.sh unpacks into .deps/glslang-cm2: Debian 12's
+# glslc predates the extension. Without it they are left out (EDGETRAIN_VK_CM2 0) and never selected.
+find_program(GLSLANG_CM2 glslang PATHS ${CMAKE_CURRENT_SOURCE_DIR}/.deps/glslang-cm2 NO_DEFAULT_PATH NO_CACHE)
+file(GLOB EDGETRAIN_CM2_SHADERS CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/src/vulkan/shaders/cm2/*.comp)
+# glslang's depfile names its own output, not the header: the kernels depend on every .glsl instead.
+file(GLOB EDGETRAIN_CM2_INCLUDES CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/src/vulkan/shaders/*.glsl)
+if(GLSLANG_CM2)
+  foreach(src ${EDGETRAIN_CM2_SHADERS})
+    get_filename_component(name ${src} NAME_WE)
+    set(hdr ${EDGETRAIN_SPV_DIR}/${name}.spv.h)
+    add_custom_command(OUTPUT ${hdr}
+      COMMAND ${CMAKE_COMMAND} -E make_directory ${EDGETRAIN_SPV_DIR}
+      COMMAND ${GLSLANG_CM2} --target-env vulkan1.3 -V -I${CMAKE_CURRENT_SOURCE_DIR}/src/vulkan/shaders
+              -x -o ${EDGETRAIN_SPV_DIR}/${name}.spv.inc ${src} > /dev/null
+      COMMAND ${CMAKE_COMMAND} -DNAME=${name} -DIN=${EDGETRAIN_SPV_DIR}/${name}.spv.inc -DOUT=${hdr}
+              -P ${CMAKE_CURRENT_SOURCE_DIR}/cmake/embed_spirv.cmake
+      DEPENDS ${src} ${EDGETRAIN_CM2_INCLUDES} ${CMAKE_CURRENT_SOURCE_DIR}/cmake/embed_spirv.cmake
+      COMMENT "glslang ${name}.comp (cooperative matrices 2)")
+    list(APPEND EDGETRAIN_SPV_HEADERS ${hdr})
+  endforeach()
+  set(EDGETRAIN_VK_CM2 1)
+else()
+  message(STATUS "glslang 15 not in .deps/glslang-cm2: the cooperative-matrix-2 kernels are left out")
+  set(EDGETRAIN_VK_CM2 0)
+endif()
 add_custom_target(edgetrain_shaders DEPENDS ${EDGETRAIN_SPV_HEADERS})
 target_sources(edgetrain PRIVATE ${EDGETRAIN_VULKAN_SOURCES})
 add_dependencies(edgetrain edgetrain_shaders)
 target_include_directories(edgetrain PRIVATE ${EDGETRAIN_SPV_DIR})
 target_link_libraries(edgetrain PRIVATE Vulkan::Vulkan)
-target_compile_definitions(edgetrain PUBLIC EDGETRAIN_HAS_VULKAN=1)
+target_compile_definitions(edgetrain PUBLIC EDGETRAIN_HAS_VULKAN=1 PRIVATE EDGETRAIN_VK_CM2=${EDGETRAIN_VK_CM2})
 # Vulkan structs are initialised as {VK_STRUCTURE_TYPE_...} with the remaining fields zeroed on purpose.
 set_source_files_properties(${EDGETRAIN_VULKAN_SOURCES} PROPERTIES COMPILE_OPTIONS -Wno-missing-field-initializers)

@@ -19,6 +19,10 @@
 #   llamacpp/node_modules/        llama.cpp's prebuilt CPU build (npm node-llama-cpp
 #                                 + @node-llama-cpp/linux-x64, ~83 MB), the reference
 #                                 consumer of our GGUF exports (tests/llamacpp/)
+#   glslang-cm2/glslang           glslang 15 (Debian 13's glslang-tools, run with Debian 13's libc
+#                                 beside it): compiles the kernels that use cooperative
+#                                 matrices 2 (src/vulkan/shaders/cm2/), which Debian 12's
+#                                 glslc cannot; optional (without it they are not built)
 #   webtest/node_modules/         playwright-core (npm, ~9 MB, no browser download):
 #                                 drives Debian's chromium in the page tests (tests/web/)
 #   MANIFEST.txt                  what is there, with sha256s
@@ -126,6 +130,19 @@ LLAMACPP_NPM_VER=3.21.1
 # Page tests (tests/web/): playwright-core, exact version and integrity in the
 # committed web/test/package-lock.json; this pin only has to agree with it.
 PLAYWRIGHT_NPM_VER=1.65.1
+
+# glslang 15 for the cooperative-matrix-2 kernels (src/vulkan/shaders/cm2/): Debian 12 (and its backports)
+# has no glslang that knows GL_NV_cooperative_matrix2, so Debian 13's glslang-tools is unpacked into .deps
+# with the libc and C++ runtime it was built against, and run through that libc's loader (nothing is
+# installed into the system). Optional: where these cannot be fetched the kernels are left out (WARNING)
+# and the backend uses the cooperative-matrix-1 ones. Path in the Debian archive, sha256.
+DEBIAN13_MIRROR=http://deb.debian.org/debian
+GLSLANG_CM2_DEBS=(
+  "pool/main/g/glslang/glslang-tools_15.1.0+1.4.309.0-1_amd64.deb c3025c4af63244296bc9d466746763c809d3f3f126408fc2c7b07070886a7759"
+  "pool/main/g/glibc/libc6_2.41-12+deb13u5_amd64.deb b59b0625cd1a791375d40dab23a4d5d3d0641e3d0a773501becdc3725b7f99cf"
+  "pool/main/g/gcc-14/libstdc++6_14.2.0-19_amd64.deb ab1fa05837aa7a92aae748fd07a18a35f7d18bb4a71c4724fe2bbf0e32089de0"
+  "pool/main/g/gcc-14/libgcc-s1_14.2.0-19_amd64.deb 3c71917b490d1a17aed43196a2787a256ecf060526cdb20216a74bedc061b150"
+)
 
 # KJV plain text produced from bible-kjv 4.38 (see make_kjv below).
 KJV_SHA256=376f0fd8429cec6cc77659d428b2debd01f069dbfb3917776a09a36a7cfed5c4
@@ -434,6 +451,41 @@ install_llamacpp() {
 # `npm ci` of the committed web/test/package.json + package-lock.json into
 # .deps/webtest (integrity-checked; --ignore-scripts: playwright-core has no
 # install script and downloads no browser, the tests drive Debian's chromium).
+fetch_glslang_cm2() {
+  local dst="$DEPS/glslang-cm2" stamp="$DEPS/glslang-cm2/.installed" want entry
+  want=$(printf '%s\n' "${GLSLANG_CM2_DEBS[@]}" | sha256sum | cut -d' ' -f1)
+  if [[ -f $stamp && $(<"$stamp") == "$want" && -x $dst/glslang ]] && "$dst/glslang" --version > /dev/null 2>&1; then
+    SUMMARY+=("glslang-cm2: $dst/glslang present"); return 0
+  fi
+  if [[ $(dpkg --print-architecture) != amd64 ]]; then
+    warn "glslang 15 is fetched for amd64 only: the cooperative-matrix-2 kernels are not built"; return 0
+  fi
+  local stage="$TMP/glslang-cm2"
+  rm -rf "$stage" && mkdir -p "$stage/root"
+  for entry in "${GLSLANG_CM2_DEBS[@]}"; do
+    local path=${entry% *} sum=${entry#* } deb
+    deb="$stage/$(basename "$path")"
+    if ! python3 -c 'import sys, urllib.request; urllib.request.urlretrieve(sys.argv[1], sys.argv[2])' \
+         "$DEBIAN13_MIRROR/$path" "$deb" 2> /dev/null; then
+      warn "could not fetch $DEBIAN13_MIRROR/$path: the cooperative-matrix-2 kernels are not built"; return 0
+    fi
+    [[ $(sha256_of "$deb") == "$sum" ]] || die "$(basename "$path"): sha256 $(sha256_of "$deb") != pinned $sum"
+    dpkg-deb -x "$deb" "$stage/root"
+  done
+  # The wrapper runs Debian 13's glslang through Debian 13's loader and libraries only.
+  cat > "$stage/glslang" <<'WRAP'
+#!/bin/sh
+d=$(dirname "$(readlink -f "$0")")/root
+exec "$d/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2" --library-path "$d/usr/lib/x86_64-linux-gnu" "$d/usr/bin/glslang" "$@"
+WRAP
+  chmod 0755 "$stage/glslang"
+  "$stage/glslang" --version > /dev/null || die "glslang 15 unpacked into $stage does not run"
+  rm -f "$stage"/*.deb
+  rm -rf "$dst" && mv "$stage" "$dst"
+  echo "$want" > "$stamp"
+  SUMMARY+=("glslang-cm2: unpacked Debian 13 glslang-tools into $dst")
+}
+
 install_webtest() {
   local src="$ROOT/web/test" dst="$DEPS/webtest" want stamp="$DEPS/webtest/.installed-lock-sha256"
   want=$(sha256_of "$src/package-lock.json")
@@ -470,6 +522,7 @@ write_manifest() {
     if [[ $LLAMACPP_INSTALLED -eq 1 ]]; then
       echo "$(sha256_of "$ROOT/tests/llamacpp/package-lock.json")  llamacpp/  npm ci of tests/llamacpp/package-lock.json (node-llama-cpp@$LLAMACPP_NPM_VER, CPU)"
     fi
+    [[ -f $DEPS/glslang-cm2/.installed ]] && echo "$(<"$DEPS/glslang-cm2/.installed")  glslang-cm2/  deb (Debian 13): ${GLSLANG_CM2_DEBS[*]%% *}"
     echo "$(sha256_of "$ROOT/web/test/package-lock.json")  webtest/  npm ci of web/test/package-lock.json (playwright-core@$PLAYWRIGHT_NPM_VER)"
   } > "$m.tmp.$$"
   if [[ -f $m ]] && cmp -s "$m" "$m.tmp.$$"; then rm -f "$m.tmp.$$"; else mv -f "$m.tmp.$$" "$m"; fi
@@ -506,6 +559,7 @@ fetch_gpt2
 make_kjv
 install_llamacpp
 install_webtest
+fetch_glslang_cm2
 write_manifest
 export EDGETRAIN_DEPS="$DEPS"
 build_project

@@ -1,6 +1,7 @@
 // Vulkan instance/device setup: layer and extension checks, device ranking and choice, validation
 // message capture (every warning or error becomes an Error at the next sync point), device listing.
 #include "vulkan/context.h"
+#include "vulkan/coop_matrix2.h"
 
 #include <algorithm>
 #include <limits>
@@ -147,7 +148,8 @@ std::string details_of(VkInstance inst, VkPhysicalDevice pd) {
              ", subgroup ", l.subgroup_size, ", shared memory ", l.max_shared_bytes, " B, max workgroup ",
              l.max_invocations, ", storage range ", l.max_storage_range, " B, device memory ",
              l.device_local_heap >> 20, " MiB",
-             coopmat_supported(inst, pd) ? ", fp16 cooperative matrices (tensor-core GEMMs; fp16 attention)" : "");
+             coopmat_supported(inst, pd) ? ", fp16 cooperative matrices (tensor-core GEMMs; fp16 attention)" : "",
+             cm2_built() && cm2_supported(inst, pd) ? ", cooperative matrices 2 (fp16 attention forward)" : "");
 }
 
 VKAPI_ATTR VkBool32 VKAPI_CALL on_message(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
@@ -205,6 +207,7 @@ Tuning Tuning::from_env() {
   t.gemm_big = gpu::force_from_env("EDGETRAIN_VK_GEMM_BIG", true);
   t.split_k = gpu::force_from_env("EDGETRAIN_VK_GEMM_SPLITK", false);
   t.coopmat = gpu::force_from_env("EDGETRAIN_VK_COOPMAT", false);
+  t.cm2 = gpu::force_from_env("EDGETRAIN_VK_CM2", false);
   return t;
 }
 
@@ -276,7 +279,11 @@ Context::Context(const BackendOptions& opts) {
   VkApplicationInfo app{VK_STRUCTURE_TYPE_APPLICATION_INFO};
   app.pApplicationName = "edgetrain";
   app.pEngineName = "edgetrain";
-  app.apiVersion = VK_API_VERSION_1_2;
+  // Vulkan 1.3 only where the cooperative-matrix-2 kernels may run (their SPIR-V 1.6 needs it); elsewhere
+  // the 1.2 the rest of the backend is written and validated against.
+  const bool want_cm2 = cm2_built() && tuning_.cm2 != gpu::Force::never &&
+                        (!validation_ || tuning_.cm2 == gpu::Force::all) && iv >= VK_API_VERSION_1_3;
+  app.apiVersion = want_cm2 ? VK_API_VERSION_1_3 : VK_API_VERSION_1_2;
   VkInstanceCreateInfo ici{VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO, chain};
   ici.pApplicationInfo = &app;
   ici.enabledLayerCount = static_cast<uint32_t>(layers.size());
@@ -373,6 +380,13 @@ Context::Context(const BackendOptions& opts) {
       cm_on.cooperativeMatrix = VK_TRUE;
       v12_on.shaderFloat16 = VK_TRUE;
       v12_on.vulkanMemoryModel = VK_TRUE;
+    }
+    Cm2Enable cm2_on;
+    limits_.cm2 = limits_.coopmat && want_cm2 && cm2_supported(instance_, phys_);
+    if (limits_.cm2) {
+      v12_on.bufferDeviceAddress = VK_TRUE;  // memory.cpp: their buffers need device addresses
+      dexts.insert(dexts.end(), std::begin(kCm2Extensions), std::end(kCm2Extensions));
+      cm_on.pNext = cm2_on.chain(nullptr);
     }
 
     float prio = 1.0f;

@@ -31,6 +31,10 @@ struct Limits {
   // memory model: the tensor-core GEMM path (ops_gemm_coop.cpp). Enabled at device creation unless
   // EDGETRAIN_VK_COOPMAT=0 (Tuning::coopmat).
   bool coopmat = false;
+  // Cooperative matrices 2 (coop_matrix2.h) on top of those, and the kernels of shaders/cm2/ built: the fp16
+  // attention forward there (ops_llama.cpp). Enabled unless EDGETRAIN_VK_CM2=0 (Tuning::cm2); not while the
+  // validation layer is on unless EDGETRAIN_VK_CM2=all: Debian 12's layer predates the extension.
+  bool cm2 = false;
   // Multiprocessors (VK_NV_shader_sm_builtins' shaderSMCount; 0 where the device does not say): how many
   // workgroups of the tensor-core GEMM run at once, for its split-K choice.
   uint32_t multiprocessors = 0;

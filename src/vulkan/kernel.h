@@ -73,6 +73,7 @@ struct Tuning {
   gpu::Force gemm_big = gpu::Force::automatic;  // EDGETRAIN_VK_GEMM_BIG: the 128x128-tile fp32 and 4-bit GEMMs
   gpu::Force split_k = gpu::Force::automatic;   // EDGETRAIN_VK_GEMM_SPLITK: split-K of gemm_big and gemm_coop
   gpu::Force coopmat = gpu::Force::automatic;   // EDGETRAIN_VK_COOPMAT: the tensor-core GEMMs ("0": device features off)
+  gpu::Force cm2 = gpu::Force::automatic;       // EDGETRAIN_VK_CM2: cooperative matrices 2 (Limits::cm2)
   static Tuning from_env();
 };
 
@@ -81,6 +82,7 @@ struct Tuning {
 struct EncodeContext : gpu::EncodeLimits {
   uint32_t subgroup_size = 32;            // device subgroup size (e.g. 32 on NVIDIA, 4..64 on CPUs)
   bool coopmat = false;                   // fp16 cooperative matrices usable (Limits::coopmat)
+  bool cm2 = false;                       // cooperative matrices 2 and their kernels (Limits::cm2)
   // Their fp32 accumulators' element layout (coop_layout.h), which the tensor-core attention kernels need.
   bool coop_acc_known = false;
   uint32_t coop_acc_rows_high = 0, coop_acc_columns = 0;

@@ -60,8 +60,16 @@ uint32_t Memory::find_type(uint32_t bits, VkMemoryPropertyFlags want, VkMemoryPr
   return static_cast<uint32_t>(fallback);
 }
 
+// Where the cooperative-matrix-2 kernels run, every buffer has a device address: their loads convert
+// elements through decode functions, which take buffer references (shaders/cm2/attention_cm2.comp).
+VkBufferUsageFlags Memory::usage() const {
+  return kUsage | (ctx_.limits().cm2 ? VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT : 0);
+}
+
 VkDeviceMemory Memory::allocate_memory(VkDeviceSize bytes, uint32_t type, size_t requested) {
-  VkMemoryAllocateInfo ai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
+  VkMemoryAllocateFlagsInfo fi{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_FLAGS_INFO};
+  fi.flags = VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT;
+  VkMemoryAllocateInfo ai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, ctx_.limits().cm2 ? &fi : nullptr};
   ai.allocationSize = bytes;
   ai.memoryTypeIndex = type;
   VkDeviceMemory m = VK_NULL_HANDLE;
@@ -77,7 +85,7 @@ DeviceBuffer Memory::create(size_t bytes) {
   if (b.size > ctx_.limits().device_local_heap) out_of_memory(bytes, ctx_);
   VkBufferCreateInfo bi{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
   bi.size = b.size;
-  bi.usage = kUsage;
+  bi.usage = usage();
   bi.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
   VkResult r = vkCreateBuffer(ctx_.device(), &bi, nullptr, &b.buffer);
   if (r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY) out_of_memory(bytes, ctx_);
@@ -154,7 +162,7 @@ HostBuffer Memory::create_host(size_t bytes) {
   h.size = align_up(std::max<VkDeviceSize>(bytes, 16), 16);
   VkBufferCreateInfo bi{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
   bi.size = h.size;
-  bi.usage = kUsage;
+  bi.usage = usage();
   bi.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
   check(vkCreateBuffer(ctx_.device(), &bi, nullptr, &h.buffer), "vkCreateBuffer (host-visible)");
   VkMemoryRequirements req;

@@ -48,6 +48,7 @@ class Memory {
   size_t live_blocks() const { return blocks_.size(); }
 
  private:
+  VkBufferUsageFlags usage() const;
   struct Block {
     VkDeviceMemory memory = VK_NULL_HANDLE;
     uint32_t type = 0;

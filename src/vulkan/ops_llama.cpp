@@ -1,13 +1,17 @@
 // Vulkan encoders of the Llama-block family: rms_norm (+backward), rope (+backward), silu_mul (+backward),
 // embedding (+backward, a deterministic scatter-add), gather and causal attention (+backward). Kernels:
 // shaders/rms_norm*.comp, rope.comp, silu_mul*.comp, embedding*.comp, gather.comp, attention*.comp (the
-// f16 flag on devices with cooperative matrices: attention_coop*.comp, on the tensor cores).
+// f16 flag on devices with cooperative matrices: attention_coop*.comp, on the tensor cores; the forward on
+// devices with cooperative matrices 2: cm2/attention_cm2.comp).
 #include <algorithm>
 
 #include "attention.spv.h"
 #include "attention_backward.spv.h"
 #include "attention_coop.spv.h"
 #include "attention_coop_backward.spv.h"
+#if EDGETRAIN_VK_CM2
+#include "attention_cm2.spv.h"
+#endif
 #include "core/attention_tiles.h"
 #include "embedding.spv.h"
 #include "embedding_backward.spv.h"
@@ -161,6 +165,8 @@ void encode_gather(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
 }
 
 namespace {
+constexpr bool cm2_kernels_built() { return EDGETRAIN_VK_CM2 != 0; }
+
 struct AttnShape {
   uint32_t B, T, S, H, KV, hd;
 };
@@ -253,9 +259,33 @@ Dispatch attention_dispatch(gpu::AttnKernel kind, const AttnShape& a, uint32_t c
 }
 }  // namespace
 
+// The cooperative-matrix-2 forward (cm2/attention_cm2.comp): for a call with the f16 flag on a device that
+// has them (Limits::cm2) and a head dim that is a multiple of 16 up to 128. One workgroup per (batch, head,
+// block of 64 queries); it reads q, k and v as they are, rounding them to fp16 as it loads them. Measured
+// against the tensor-core kernels on an H200: docs/PERFORMANCE.md (thirteenth session).
+bool cm2_attention(const OpCall& c, const AttnShape& a, const EncodeContext& ctx) {
+  return cm2_kernels_built() && f16_operands(c) && ctx.cm2 && a.hd % 16 == 0 && a.hd <= 128 && a.T > 0;
+}
+void encode_attention_cm2(const OpCall& c, const AttnShape& a, const EncodeContext& ctx, Encoded& out) {
+#if EDGETRAIN_VK_CM2
+  const uint32_t has_pos = c.in.size() > 3 && c.in[3].defined() ? 1u : 0u;
+  const uint32_t nqb = static_cast<uint32_t>(ceil_div(a.T, 64));
+  Dispatch d(ET_VK_KERNEL(attention_cm2), {a.hd, has_pos});
+  d.arg(a.B).arg(a.T).arg(a.S).arg(a.H).arg(a.KV).arg(a.hd).arg(nqb).arg(ctx.float_index[0]);
+  grid_1d(uint64_t(a.B) * a.H * nqb, ctx, d.groups);
+  out.dispatches.push_back(d);
+#else
+  (void)c, (void)a, (void)ctx, (void)out;
+#endif
+}
+
 void encode_attention(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   const AttnShape a = attention_shape(c, 0);
   if (uint64_t(a.B) * a.T == 0) return;
+  if (cm2_attention(c, a, ctx)) {
+    encode_attention_cm2(c, a, ctx, out);
+    return;
+  }
   out.dispatches.push_back(attention_dispatch(gpu::AttnKernel::forward, a, coop_attention_rows(c, a, ctx), {}, c, ctx));
 }
 

@@ -126,6 +126,7 @@ EncodeContext VulkanBackend::encode_context() const {
   e.max_shared_bytes = l.max_shared_bytes;
   e.max_invocations = l.max_invocations;
   e.coopmat = l.coopmat;
+  e.cm2 = l.cm2;
   e.coop_acc_known = coop_layout_.known;
   e.coop_acc_rows_high = coop_layout_.rows_high;
   e.coop_acc_columns = coop_layout_.columns;
