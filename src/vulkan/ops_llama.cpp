@@ -257,7 +257,6 @@ Dispatch attention_dispatch(gpu::AttnKernel kind, const AttnShape& a, uint32_t c
   grid_1d(copy ? (cp.n8 + 127) / 128 : uint64_t(a.B) * heads * blocks, ctx, d.groups);
   return d;
 }
-}  // namespace
 
 // The cooperative-matrix-2 forward (cm2/attention_cm2.comp): for a call with the f16 flag on a device that
 // has them (Limits::cm2) and a head dim that is a multiple of 16 up to 128. One workgroup per (batch, head,
@@ -278,6 +277,7 @@ void encode_attention_cm2(const OpCall& c, const AttnShape& a, const EncodeConte
   (void)c, (void)a, (void)ctx, (void)out;
 #endif
 }
+}  // namespace
 
 void encode_attention(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   const AttnShape a = attention_shape(c, 0);
