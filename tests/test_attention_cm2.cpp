@@ -18,12 +18,6 @@
 namespace edgetrain::test {
 namespace {
 
-bool vulkan_usable() {
-  for (const DeviceInfo& d : list_devices())
-    if (d.backend == "vulkan" && d.usable) return true;
-  return false;
-}
-
 TEST(AttentionCm2, CatalogueF16Cases) {
   if (!vulkan_usable()) GTEST_SKIP() << "no usable Vulkan device";
   const std::string path = ::testing::TempDir() + "edgetrain_cm2_profile.txt";

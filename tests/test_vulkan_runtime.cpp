@@ -20,12 +20,6 @@
 namespace edgetrain::test {
 namespace {
 
-bool vulkan_usable() {
-  for (const DeviceInfo& d : list_devices())
-    if (d.backend == "vulkan" && d.usable) return true;
-  return false;
-}
-
 #define NEED_VULKAN()                                                    \
   do {                                                                   \
     if (!vulkan_usable()) GTEST_SKIP() << "no usable Vulkan device";     \

@@ -178,6 +178,12 @@ struct ReleaseBackends : ::testing::Environment {
 const auto* const g_release_env = ::testing::AddGlobalTestEnvironment(new ReleaseBackends);
 }  // namespace
 
+bool vulkan_usable() {
+  for (const DeviceInfo& d : list_devices())
+    if (d.backend == "vulkan" && d.usable) return true;
+  return false;
+}
+
 Backend& backend_for_tests(const std::string& name) {
   auto& b = backend_cache()[name];
   if (!b) {

@@ -79,6 +79,8 @@ std::string compare(const HostTensor& got, const HostTensor& want, Tolerance t);
 // Backends under test: "cpu" always; "vulkan" and "webgpu" when compiled in and a device is present
 // (EDGETRAIN_TEST_BACKENDS=cpu,vulkan overrides). Vulkan runs with the validation layer on.
 std::vector<std::string> test_backends();
+// Whether a Vulkan device is usable here (list_devices()).
+bool vulkan_usable();
 Backend& backend_for_tests(const std::string& name);
 // Destroys the cached test backends (done automatically when the test program ends).
 void release_test_backends();
