@@ -6,8 +6,6 @@
 // kernel's SPIR-V; every other Vulkan test keeps the layer on. The profiler's report shows the kernel ran.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
-
 #include "edgetrain/backends.h"
 #include "harness/op_case.h"
 
@@ -20,16 +18,8 @@ namespace {
 
 TEST(AttentionCm2, CatalogueF16Cases) {
   if (!vulkan_usable()) GTEST_SKIP() << "no usable Vulkan device";
-  const std::string path = ::testing::TempDir() + "edgetrain_cm2_profile.txt";
-  ::setenv("EDGETRAIN_PROFILE", path.c_str(), 1);
-  std::unique_ptr<Backend> be;
-  try {
-    be = make_backend("vulkan");  // no validation layer, see above
-  } catch (...) {
-    ::unsetenv("EDGETRAIN_PROFILE");
-    throw;
-  }
-  ::unsetenv("EDGETRAIN_PROFILE");
+  // No validation layer, see above.
+  std::unique_ptr<Backend> be = make_profiled_backend("vulkan", ::testing::TempDir() + "edgetrain_cm2_profile.txt");
   auto& vb = dynamic_cast<vk::VulkanBackend&>(*be);
   if (!vb.context().limits().cm2)
     GTEST_SKIP() << "no cooperative matrices 2 on " << be->device_name()

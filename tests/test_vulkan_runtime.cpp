@@ -302,16 +302,8 @@ TEST(VulkanRuntime, StagedOperandIsReusedUntilItsSourceChanges) {
   // Profiled (EDGETRAIN_PROFILE: timestamps around every recorded dispatch): the skipped staging has no
   // timestamps, and the replay must not wait for them (it did: the profiler read back queries for every
   // dispatch the encoders made, and waited forever for the skipped one's).
-  const std::string path = ::testing::TempDir() + "edgetrain_staged_profile.txt";
-  ::setenv("EDGETRAIN_PROFILE", path.c_str(), 1);
-  std::unique_ptr<Backend> profiled;
-  try {
-    profiled = make_backend("vulkan");
-  } catch (...) {
-    ::unsetenv("EDGETRAIN_PROFILE");
-    throw;
-  }
-  ::unsetenv("EDGETRAIN_PROFILE");
+  std::unique_ptr<Backend> profiled =
+      make_profiled_backend("vulkan", ::testing::TempDir() + "edgetrain_staged_profile.txt");
   check(run(*profiled, &skipped));
   const std::string report = dynamic_cast<vk::VulkanBackend&>(*profiled).profiler()->report();
   EXPECT_NE(report.find("1 replays"), std::string::npos) << report;

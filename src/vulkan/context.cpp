@@ -106,13 +106,7 @@ Limits read_limits(VkPhysicalDevice pd) {
 
 // Whether pd offers what gemm_coop.comp needs (see Limits::coopmat). The instance supplies the NV query.
 bool coopmat_supported(VkInstance inst, VkPhysicalDevice pd) {
-  uint32_t n = 0;
-  vkEnumerateDeviceExtensionProperties(pd, nullptr, &n, nullptr);
-  std::vector<VkExtensionProperties> avail(n);
-  vkEnumerateDeviceExtensionProperties(pd, nullptr, &n, avail.data());
-  bool ext = false;
-  for (auto& e : avail) ext = ext || std::strcmp(e.extensionName, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME) == 0;
-  if (!ext) return false;
+  if (!device_offers(pd, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME)) return false;
   VkPhysicalDeviceCooperativeMatrixFeaturesNV cm{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
   VkPhysicalDeviceVulkan12Features v12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES, &cm};
   VkPhysicalDeviceFeatures2 f2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, &v12};
@@ -345,15 +339,7 @@ Context::Context(const BackendOptions& opts) {
 
     // Portability drivers (MoltenVK) require their subset extension to be enabled when present.
     std::vector<const char*> dexts;
-    uint32_t n = 0;
-    vkEnumerateDeviceExtensionProperties(phys_, nullptr, &n, nullptr);
-    std::vector<VkExtensionProperties> avail(n);
-    vkEnumerateDeviceExtensionProperties(phys_, nullptr, &n, avail.data());
-    auto offered = [&](const char* name) {
-      for (auto& e : avail)
-        if (std::strcmp(e.extensionName, name) == 0) return true;
-      return false;
-    };
+    auto offered = [&](const char* name) { return device_offers(phys_, name); };
     if (offered("VK_KHR_portability_subset")) dexts.push_back("VK_KHR_portability_subset");
     if (offered(VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME)) {
       VkPhysicalDeviceShaderSMBuiltinsPropertiesNV sm{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_PROPERTIES_NV};
@@ -468,6 +454,16 @@ std::vector<DeviceInfo> list_vulkan_devices() {
     out.push_back({"vulkan", "-", "other", "no Vulkan: device enumeration failed", false});
   }
   return out;
+}
+
+bool device_offers(VkPhysicalDevice pd, const char* name) {
+  uint32_t n = 0;
+  vkEnumerateDeviceExtensionProperties(pd, nullptr, &n, nullptr);
+  std::vector<VkExtensionProperties> avail(n);
+  vkEnumerateDeviceExtensionProperties(pd, nullptr, &n, avail.data());
+  for (const auto& e : avail)
+    if (std::strcmp(e.extensionName, name) == 0) return true;
+  return false;
 }
 
 }  // namespace edgetrain::vk

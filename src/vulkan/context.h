@@ -17,6 +17,8 @@ namespace edgetrain::vk {
 // Throws Error "vulkan: <what> failed: <result name>" unless r is VK_SUCCESS.
 void check(VkResult r, const char* what);
 const char* result_name(VkResult r);
+// Whether physical device pd offers the device extension `name`.
+bool device_offers(VkPhysicalDevice pd, const char* name);
 
 struct Limits {
   uint32_t max_groups[3] = {65535, 65535, 65535};

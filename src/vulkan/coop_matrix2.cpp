@@ -1,7 +1,8 @@
 #include "vulkan/coop_matrix2.h"
 
-#include <cstring>
 #include <vector>
+
+#include "vulkan/context.h"
 
 namespace edgetrain::vk {
 namespace {
@@ -26,14 +27,8 @@ bool cm2_supported(VkInstance inst, VkPhysicalDevice pd) {
   VkPhysicalDeviceProperties p;
   vkGetPhysicalDeviceProperties(pd, &p);
   if (p.apiVersion < VK_API_VERSION_1_3) return false;
-  uint32_t n = 0;
-  vkEnumerateDeviceExtensionProperties(pd, nullptr, &n, nullptr);
-  std::vector<VkExtensionProperties> avail(n);
-  vkEnumerateDeviceExtensionProperties(pd, nullptr, &n, avail.data());
-  int found = 0;
-  for (const auto& e : avail)
-    for (const char* want : kCm2Extensions) found += std::strcmp(e.extensionName, want) == 0;
-  if (found != 2) return false;
+  for (const char* ext : kCm2Extensions)
+    if (!device_offers(pd, ext)) return false;
   Cm2FeaturesNV cm2;
   KhrCoopMatrixFeatures khr;
   khr.pNext = &cm2;

@@ -21,6 +21,7 @@
 #include "rope.spv.h"
 #include "silu_mul.spv.h"
 #include "silu_mul_backward.spv.h"
+#include "vulkan/coop_matrix2.h"
 #include "vulkan/kernel.h"
 
 namespace edgetrain::vk {
@@ -165,8 +166,6 @@ void encode_gather(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
 }
 
 namespace {
-constexpr bool cm2_kernels_built() { return EDGETRAIN_VK_CM2 != 0; }
-
 struct AttnShape {
   uint32_t B, T, S, H, KV, hd;
 };
@@ -263,7 +262,7 @@ Dispatch attention_dispatch(gpu::AttnKernel kind, const AttnShape& a, uint32_t c
 // block of 64 queries); it reads q, k and v as they are, rounding them to fp16 as it loads them. Measured
 // against the tensor-core kernels on an H200: docs/PERFORMANCE.md (thirteenth session).
 bool cm2_attention(const OpCall& c, const AttnShape& a, const EncodeContext& ctx) {
-  return cm2_kernels_built() && f16_operands(c) && ctx.cm2 && a.hd % 16 == 0 && a.hd <= 128 && a.T > 0;
+  return cm2_built() && f16_operands(c) && ctx.cm2 && a.hd % 16 == 0 && a.hd <= 128 && a.T > 0;
 }
 void encode_attention_cm2(const OpCall& c, const AttnShape& a, const EncodeContext& ctx, Encoded& out) {
 #if EDGETRAIN_VK_CM2

@@ -184,6 +184,19 @@ bool vulkan_usable() {
   return false;
 }
 
+std::unique_ptr<Backend> make_profiled_backend(const std::string& name, const std::string& path) {
+  ::setenv("EDGETRAIN_PROFILE", path.c_str(), 1);
+  std::unique_ptr<Backend> b;
+  try {
+    b = make_backend(name);
+  } catch (...) {
+    ::unsetenv("EDGETRAIN_PROFILE");
+    throw;
+  }
+  ::unsetenv("EDGETRAIN_PROFILE");
+  return b;
+}
+
 Backend& backend_for_tests(const std::string& name) {
   auto& b = backend_cache()[name];
   if (!b) {
