@@ -40,11 +40,11 @@ std::vector<OpCase> mm_rounding_cases() {
     for (int64_t k = 0; k < K; ++k) a[m * K + k] = v[(m + k) % v.size()] * (m % 2 ? -1.0f : 1.0f);
   for (int64_t n = 0; n < N; ++n) b[(n % K) * N + n] = 1.0f;  // column n picks operand k = n % K
   OpCase c = make_case("rounding_corners_f16", Op::mm, {f32(Shape{M, K}, a), f32(Shape{K, N}, b)},
-                       {zeros(Shape{M, N}, DType::f32)}, {0, 0, 1}, {1.0f}, tol::exact);
+                       {zeros(Shape{M, N}, DType::f32)}, {0, 0, 0, 1}, {1.0f}, tol::exact);
   // Past the largest half: 65520 rounds to inf, and so does the sum it enters.
   OpCase over = make_case("overflow_to_inf_f16", Op::mm, {f32(Shape{2, 4}, {65520.0f, 1, 2, 3, -65519.0f, 1, 2, 3}),
                                                           f32(Shape{4, 1}, {1, 1, 1, 1})},
-                          {zeros(Shape{2, 1}, DType::f32)}, {0, 0, 1}, {1.0f}, tol::exact);
+                          {zeros(Shape{2, 1}, DType::f32)}, {0, 0, 0, 1}, {1.0f}, tol::exact);
   return {c, over};
 }
 ET_OP_CASES(mm, mm_rounding_cases);
@@ -81,10 +81,10 @@ TEST(F16Reference, RoundsEachOperandOnceThenSumsExactly) {
   const float u = std::ldexp(1.0f, -11);
   // 1 + u is a tie between 1 and 1 + 2u: even is 1. 1 + 3u ties between 1 + 2u and 1 + 4u: even is 1 + 4u.
   HostTensor a = f32(Shape{1, 2}, {1.0f + u, 1.0f + 3 * u}), b = f32(Shape{2, 1}, {1.0f, 1.0f});
-  EXPECT_EQ(ref1(Op::mm, {a, b}, Shape{1, 1}, {0, 0, 1}, {1.0f})[0], 2.0f + 4 * u);
-  EXPECT_EQ(ref1(Op::mm, {a, b}, Shape{1, 1}, {0, 0, 0}, {1.0f})[0], 2.0f + 4 * u);  // no rounding: same sum
+  EXPECT_EQ(ref1(Op::mm, {a, b}, Shape{1, 1}, {0, 0, 0, 1}, {1.0f})[0], 2.0f + 4 * u);
+  EXPECT_EQ(ref1(Op::mm, {a, b}, Shape{1, 1}, {0, 0, 0, 0}, {1.0f})[0], 2.0f + 4 * u);  // no rounding: same sum
   HostTensor c = f32(Shape{1, 2}, {1.0f + u, 1.0f + u});
-  EXPECT_EQ(ref1(Op::mm, {c, b}, Shape{1, 1}, {0, 0, 1}, {1.0f})[0], 2.0f);
+  EXPECT_EQ(ref1(Op::mm, {c, b}, Shape{1, 1}, {0, 0, 0, 1}, {1.0f})[0], 2.0f);
   EXPECT_EQ(ref1(Op::mm, {c, b}, Shape{1, 1}, {0, 0}, {1.0f})[0], 2.0f + 2 * u);
   // linear: the bias is added unrounded; the products of rounded operands are exact.
   HostTensor x = f32(Shape{1, 1}, {1.0f + u}), w = f32(Shape{1, 1}, {3.0f}), bias = f32(Shape{1}, {1.0f + u});
@@ -117,12 +117,13 @@ TEST(F16Flag, MustBeZeroOrOne) {
   Backend& b = backend_for_tests("cpu");
   Tensor a = b.zeros(Shape{2, 2}, DType::f32), c = b.zeros(Shape{2, 2}, DType::f32), o = b.zeros(Shape{2, 2}, DType::f32);
   try {
-    b.run({Op::mm, {a, c}, {o}, {0, 0, 2}, {Scalar(1.0f)}});
+    b.run({Op::mm, {a, c}, {o}, {0, 0, 0, 2}, {Scalar(1.0f)}});
     FAIL() << "f16 = 2 was accepted";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("f16 must be 0 or 1, got 2"), std::string::npos) << e.what();
   }
-  EXPECT_TRUE(f16_operands({Op::mm, {a, c}, {o}, {0, 0, 1}, {}}));
+  EXPECT_TRUE(f16_operands({Op::mm, {a, c}, {o}, {0, 0, 0, 1}, {}}));
+  EXPECT_FALSE(f16_operands({Op::mm, {a, c}, {o}, {0, 0, 1}, {}}));  // accumulate, not f16
   EXPECT_FALSE(f16_operands({Op::mm, {a, c}, {o}, {0, 0}, {}}));
   EXPECT_FALSE(f16_operands({Op::linear, {a, c}, {o}, {0}, {}}));
   EXPECT_TRUE(f16_operands({Op::linear, {a, c}, {o}, {1}, {}}));

@@ -20,24 +20,35 @@ std::string mnk_name(const MNK& s) {
   return "M" + std::to_string(s.M) + "_N" + std::to_string(s.N) + "_K" + std::to_string(s.K);
 }
 
+// A low-rank adapter's shapes (Vulkan: gemm_narrow.comp, gemm_shallow.comp) at their kernels' edges: a
+// narrow side of 1..32 (8/16/32 accumulators, 16-row and 128-column workgroups), contractions around the
+// 128-deep chunks, and contractions of 1..32 over 64x64 tiles.
+const std::vector<MNK> kLowRankShapes = {{100, 16, 300}, {130, 17, 129}, {5, 70, 257},  {64, 32, 1000},
+                                         {300, 1, 64},  {70, 130, 16}, {129, 65, 5},  {64, 200, 32},
+                                         {65, 64, 1},    {5, 300, 257}};
+
 std::vector<OpCase> mm_cases() {
   std::vector<OpCase> cs;
   Rng r(201);
   const float alphas[] = {1.0f, 0.5f, -2.0f};
   int i = 0;
-  for (const MNK& s : kShapes)
+  std::vector<MNK> shapes = kShapes;
+  shapes.insert(shapes.end(), kLowRankShapes.begin(), kLowRankShapes.end());
+  for (const MNK& s : shapes)
     for (int ta = 0; ta < 2; ++ta)
       for (int tb = 0; tb < 2; ++tb, ++i) {
-        // Every flag combination at every shape; alpha cycles so each value meets several shapes.
+        // Every flag combination at every shape; alpha cycles so each value meets several shapes, and
+        // accumulation every other case (a nonzero old output, which overwriting must ignore).
+        const int acc = (i / 3) % 2;
         OpCase c;
         c.op = Op::mm;
-        c.name = mnk_name(s) + "_ta" + std::to_string(ta) + "_tb" + std::to_string(tb);
+        c.name = mnk_name(s) + "_ta" + std::to_string(ta) + "_tb" + std::to_string(tb) + (acc ? "_acc" : "");
         c.in = {random_f32(r, ta ? Shape{s.K, s.M} : Shape{s.M, s.K}),
                 random_f32(r, tb ? Shape{s.N, s.K} : Shape{s.K, s.N})};
-        c.out = {zeros(Shape{s.M, s.N}, DType::f32)};
-        c.ints = {ta, tb};
+        c.out = {random_f32(r, Shape{s.M, s.N}, -2.0f, 2.0f)};
+        c.ints = {ta, tb, acc};
         c.floats = {alphas[i % 3]};
-        c.tol = tol::reduction(s.K);
+        c.tol = tol::reduction(s.K + acc);
         push_with_f16(cs, std::move(c), s.K, std::fabs(alphas[i % 3]));
       }
   return cs;
@@ -145,6 +156,17 @@ TEST(GemmReference, MmFlagsByHand) {
   EXPECT_EQ(run1(Op::mm, {a, b}, Shape{2, 2}, {0, 1}, {1}), (std::vector<float>{17, 23, 39, 53}));
   EXPECT_EQ(run1(Op::mm, {a, b}, Shape{2, 2}, {1, 1}, {1}), (std::vector<float>{23, 31, 34, 46}));
   EXPECT_EQ(run1(Op::mm, {a, b}, Shape{2, 2}, {0, 0}, {-0.5f}), (std::vector<float>{-9.5f, -11, -21.5f, -25}));
+  // Accumulation adds to the old output (here 1, 2, 3, 4); without it the old output is ignored.
+  OpCase acc;
+  acc.name = "hand_acc";
+  acc.op = Op::mm;
+  acc.in = {a, b};
+  acc.out = {f32(Shape{2, 2}, {1, 2, 3, 4})};
+  acc.ints = {0, 0, 1};
+  acc.floats = {-0.5f};
+  EXPECT_EQ(run_reference(acc)[0].to_vector<float>(), (std::vector<float>{-8.5f, -9, -18.5f, -21}));
+  acc.ints = {0, 0, 0};
+  EXPECT_EQ(run_reference(acc)[0].to_vector<float>(), (std::vector<float>{-9.5f, -11, -21.5f, -25}));
   // Non-square: [1, 3] @ [3, 2], and the same product with both operands stored transposed.
   HostTensor row = f32(Shape{1, 3}, {1, 2, 3}), m32 = f32(Shape{3, 2}, {1, 0, 0, 1, 1, 1});
   EXPECT_EQ(run1(Op::mm, {row, m32}, Shape{1, 2}, {0, 0}, {1}), (std::vector<float>{4, 5}));

@@ -256,9 +256,9 @@ TEST(Precision, GraphRecordsTheF16FlagOnlyUnderFp16) {
   const auto& c = p->calls();
   ASSERT_EQ(c.size(), 5u);
   EXPECT_EQ(c[0].ints, (std::vector<int64_t>{}));
-  EXPECT_EQ(c[1].ints, (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(c[1].ints, (std::vector<int64_t>{0, 1, 0}));  // trans_a, trans_b, accumulate
   EXPECT_EQ(c[2].ints, (std::vector<int64_t>{1}));
-  EXPECT_EQ(c[3].ints, (std::vector<int64_t>{0, 1, 1}));
+  EXPECT_EQ(c[3].ints, (std::vector<int64_t>{0, 1, 0, 1}));
   EXPECT_EQ(c[4].ints, (std::vector<int64_t>{}));
 }
 

@@ -135,7 +135,7 @@ TEST_F(Misuse, BmmBatchMismatchAndContraction) {
 
 TEST_F(Misuse, WrongArgumentCounts) {
   expect_error({Op::mm, {f32({3, 4}), f32({4, 6})}, {f32({3, 6})}, {0}, {Scalar(1.0f)}},
-               {"mm", "expected 2 to 3 int arguments, got 1"});
+               {"mm", "expected 2 to 4 int arguments, got 1"});
   Tensor p = f32({10});
   expect_error({Op::adamw_step, {p, f32({10}), f32({10}), f32({10})}, {p}, {}, {1e-3f, 0.9f, 0.999f}},
                {"adamw_step", "expected 4 outputs"});

@@ -110,6 +110,8 @@ std::vector<OpCase> linear_dW_cases() {
   const std::vector<S> shapes = {
       {{1}, 64, 64, 0},   {{3}, 65, 63, 1},    {{64}, 64, 64, 1}, {{65}, 128, 129, 0}, {{129}, 17, 33, 1},
       {{2, 31}, 8, 12, 1}, {{128}, 1, 3, 0},  {{63}, 129, 64, 1}, {{1}, 1, 1, 1},
+      // A low-rank adapter's gradients [r, K] and [N, r] over many rows (Vulkan: gemm_narrow.comp).
+      {{300}, 16, 200, 1}, {{2, 150}, 150, 16, 1}, {{520}, 5, 130, 0}, {{129}, 200, 32, 1}, {{1000}, 300, 8, 0},
   };
   std::vector<OpCase> cs;
   Rng r(103);

@@ -69,6 +69,9 @@ class Graph {
 
   // Generic ops.
   Tensor mm(const Tensor& a, const Tensor& b, bool trans_a = false, bool trans_b = false, Scalar alpha = 1.0f);
+  // out (+)= alpha * op(a) @ op(b) into a given tensor (accumulate: added to what it holds).
+  void mm_into(const Tensor& a, const Tensor& b, const Tensor& out, bool trans_a, bool trans_b, Scalar alpha,
+               bool accumulate);
   Tensor bmm(const Tensor& a, const Tensor& b, bool trans_a = false, bool trans_b = false, Scalar alpha = 1.0f);
   Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias = {});
   Tensor add(const Tensor& a, const Tensor& b, Scalar alpha = 1.0f);

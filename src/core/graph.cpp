@@ -106,7 +106,11 @@ void Graph::adamw_q4gsw_step(const Tensor& latent, const Tensor& m, const Tensor
 }
 
 Tensor Graph::mm(const Tensor& a, const Tensor& b, bool ta, bool tb, Scalar alpha) {
-  return apply(Op::mm, {a, b}, precision_ints({ta, tb}), {alpha})[0];
+  return apply(Op::mm, {a, b}, precision_ints({ta, tb, 0}), {alpha})[0];
+}
+void Graph::mm_into(const Tensor& a, const Tensor& b, const Tensor& out, bool ta, bool tb, Scalar alpha,
+                    bool accumulate) {
+  call(Op::mm, {a, b}, {out}, precision_ints({ta, tb, accumulate ? 1 : 0}), {alpha});
 }
 Tensor Graph::bmm(const Tensor& a, const Tensor& b, bool ta, bool tb, Scalar alpha) {
   return apply(Op::bmm, {a, b}, precision_ints({ta, tb}), {alpha})[0];

@@ -16,7 +16,8 @@ void sig_mm(Ctx& x) {
   x.rank_is(b, 2, "b");
   x.flag(0, "trans_a");
   x.flag(1, "trans_b");
-  x.f16_flag(2);
+  if (x.c.ints.size() > 2) x.flag(2, "accumulate");
+  x.f16_flag(3);
   int64_t M = x.ival(0) ? a.shape()[1] : a.shape()[0], Ka = x.ival(0) ? a.shape()[0] : a.shape()[1];
   int64_t Kb = x.ival(1) ? b.shape()[1] : b.shape()[0], N = x.ival(1) ? b.shape()[0] : b.shape()[1];
   if (Ka != Kb) x.bad("contraction sizes differ: op(a) has K=", Ka, ", op(b) has K=", Kb);

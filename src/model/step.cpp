@@ -47,10 +47,9 @@ class Recorder {
     const Tensor bias = L.bias ? L.bias->value : Tensor();
     Tensor y = L.w->quantized() ? g_.linear_q4gsw(x, L.w->codes, L.w->scales, cfg_.group_size, bias)
                                 : g_.linear(x, L.w->value, bias);
-    if (L.a) {  // mm (x A^T, t B^T): the narrow deep product x A^T may then split its contraction
+    if (L.a) {  // t = x A^T, then y += (alpha/r) t B^T in place: no [R, N] temporary
       s.t = g_.mm(x, L.a->value, false, true);
-      Tensor y2 = g_.mm(s.t, L.b->value, false, true);
-      g_.call(Op::add, {y, y2}, {y}, {}, {lora_scale()});
+      g_.mm_into(s.t, L.b->value, y, false, true, lora_scale(), true);
     }
     return y;
   }
@@ -78,13 +77,11 @@ class Recorder {
   Tensor lin_input_grad(const Tensor& dy, const Model::Impl::Lin& L, const LinSaved& s) {
     Tensor dx = L.w->quantized() ? g_.linear_q4gsw_backward(dy, L.w->codes, L.w->scales, cfg_.group_size, L.K)
                                  : g_.mm(dy, L.w->value);
-    if (L.a) {
-      Tensor dys = g_.scale(dy, lora_scale());
-      g_.linear_dW_into(dys, s.t, L.b->grad, true);
-      Tensor dt = g_.mm(dys, L.b->value);  // [R, r]
+    if (L.a) {  // the scale s = alpha/r goes onto the narrow tensors: dB += dy^T (s t), dt = s dy B
+      g_.linear_dW_into(dy, g_.scale(s.t, lora_scale()), L.b->grad, true);
+      Tensor dt = g_.mm(dy, L.b->value, false, false, lora_scale());  // [R, r]
       g_.linear_dW_into(dt, s.x, L.a->grad, true);
-      Tensor dxa = g_.mm(dt, L.a->value);  // [R, K]
-      add_into(dx, dxa);
+      g_.mm_into(dt, L.a->value, dx, false, false, 1.0f, true);  // dx += dt A
     }
     return dx;
   }

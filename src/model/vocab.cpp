@@ -95,9 +95,8 @@ HeadLoss head_loss(Graph& g, const Param& head, const Tensor& h, const Tensor& l
   for (size_t c = 0; c < parts.size(); ++c) {
     const TablePart& p = parts[c];
     if (head.trainable) g.linear_dW_into(logits[c], h, head.grad.rows(p.first, p.rows.shape()[0]), true);
-    Tensor dh = g.mm(logits[c], p.rows);
-    if (c == 0) out.dh = dh;
-    else g.call(Op::add, {out.dh, dh}, {out.dh}, {}, {1.0f});
+    if (c == 0) out.dh = g.mm(logits[c], p.rows);
+    else g.mm_into(logits[c], p.rows, out.dh, false, false, 1.0f, true);
   }
   return out;
 }

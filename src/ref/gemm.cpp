@@ -12,8 +12,9 @@ namespace {
 
 // One [M, N] product of op(a) and op(b) where a, b point at row-major matrices as stored:
 // a is [M, K] (or [K, M] when ta), b is [K, N] (or [N, K] when tb).
+// accumulate: out += the product (summed in double with the old value, rounded once).
 void matmul(const float* a, const float* b, float* out, int64_t M, int64_t N, int64_t K, bool ta, bool tb,
-            double alpha, bool f16) {
+            double alpha, bool f16, bool accumulate = false) {
   for (int64_t i = 0; i < M; ++i)
     for (int64_t j = 0; j < N; ++j) {
       double acc = 0.0;
@@ -22,19 +23,20 @@ void matmul(const float* a, const float* b, float* out, int64_t M, int64_t N, in
         double bv = gemm_operand(tb ? b[j * K + k] : b[k * N + j], f16);
         acc += av * bv;
       }
-      out[i * N + j] = static_cast<float>(alpha * acc);
+      out[i * N + j] = static_cast<float>((accumulate ? static_cast<double>(out[i * N + j]) : 0.0) + alpha * acc);
     }
 }
 
 }  // namespace
 
-// a [M, K] ([K, M] if trans_a), b [K, N] ([N, K] if trans_b), ints {trans_a, trans_b, f16?}, floats {alpha};
-// out [M, N] = alpha * op(a) @ op(b).
+// a [M, K] ([K, M] if trans_a), b [K, N] ([N, K] if trans_b), ints {trans_a, trans_b, accumulate?, f16?},
+// floats {alpha}; out [M, N] (+)= alpha * op(a) @ op(b).
 void mm(const Call& c) {
   const View &a = c.in[0], &b = c.in[1], &o = c.out[0];
   const bool ta = c.ints[0] != 0, tb = c.ints[1] != 0;
   const int64_t M = o.shape[0], N = o.shape[1], K = ta ? a.shape[0] : a.shape[1];
-  matmul(a.as<float>(), b.as<float>(), o.as<float>(), M, N, K, ta, tb, c.floats[0], f16_flag(c, 2));
+  matmul(a.as<float>(), b.as<float>(), o.as<float>(), M, N, K, ta, tb, c.floats[0], f16_flag(c, 3),
+         f16_flag(c, 2));
 }
 
 // a [..., M, K] / b [..., K, N] of rank 3 or 4 with equal leading (batch) dims, flags and alpha as mm;

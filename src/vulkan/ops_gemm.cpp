@@ -1,5 +1,5 @@
-// Encoders of the matrix products (mm, bmm, linear): the tensor-core path for large products on GPUs that
-// have it (ops_gemm_coop.cpp), else gemm.comp (64x64 tiles) or gemm_big.comp (128x128, large products on
+// Encoders of the matrix products (mm, bmm, linear): a low-rank adapter's narrow or shallow products
+// (ops_gemm_narrow.cpp), the tensor-core path for large products on GPUs that have it (ops_gemm_coop.cpp), else gemm.comp (64x64 tiles) or gemm_big.comp (128x128, large products on
 // GPUs); strides in push constants express the transposes, spec constants choose coalesced load maps,
 // vec4 loads and the binding layout.
 #include <algorithm>
@@ -65,6 +65,7 @@ bool q4_big_tiles(uint64_t rows, uint64_t cols, uint64_t red, const EncodeContex
 
 void append_gemm(const GemmArgs& g, const EncodeContext& ctx, Encoded& out) {
   ET_CHECK(g.M < (1ull << 32) && g.N < (1ull << 32) && g.K < (1ull << 32), "vulkan gemm: sizes too large");
+  if (append_narrow_gemm(g, ctx, out)) return;
   if (coop_for(g.M, g.N, g.K, ctx)) {
     CoopOperand a = coop_fp32(0, g.M, g.K, g.sa_row, g.sa_red, g.a_batch);
     CoopOperand b = coop_fp32(1, g.N, g.K, g.sb_col, g.sb_red, g.b_batch);
@@ -111,7 +112,7 @@ void append_splitk_reduce(uint64_t count, uint32_t splits, uint32_t alpha_idx, u
   out.dispatches.push_back(std::move(r));
 }
 
-// out[M,N] = alpha * op(a) @ op(b)
+// out[M,N] (+)= alpha * op(a) @ op(b)
 void encode_mm(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   const Shape &sa = c.in[0].shape(), &sb = c.in[1].shape();
   bool ta = c.ints[0] != 0, tb = c.ints[1] != 0;
@@ -124,6 +125,7 @@ void encode_mm(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   g.sb_red = tb ? 1 : static_cast<uint32_t>(sb[1]);
   g.sb_col = tb ? static_cast<uint32_t>(sb[1]) : 1;
   g.alpha_idx = ctx.float_index.at(0);
+  g.flags = c.ints.size() > 2 && c.ints[2] != 0 ? 2u : 0u;  // accumulate
   g.f16 = f16_operands(c);
   g.split_k = true;
   append_gemm(g, ctx, out);

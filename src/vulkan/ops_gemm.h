@@ -24,8 +24,12 @@ struct GemmArgs {
 // contracting over red; same switch (Tuning::gemm_big) and device test as the fp32 GEMM's.
 bool q4_big_tiles(uint64_t rows, uint64_t cols, uint64_t red, const EncodeContext& ctx);
 
-// Appends the dispatches of one GEMM (tensor-core path, 128x128 or 64x64 tiles).
+// Appends the dispatches of one GEMM (a low-rank product's kernel, tensor-core path, 128x128 or 64x64 tiles).
 void append_gemm(const GemmArgs& g, const EncodeContext& ctx, Encoded& out);
+
+// A low-rank adapter's products (ops_gemm_narrow.cpp): one side of the output <= 32 over a contraction >= 64,
+// or a contraction <= 32 over an output >= 64 x 64 (layout 0, one batch). False (nothing appended) elsewhere.
+bool append_narrow_gemm(const GemmArgs& g, const EncodeContext& ctx, Encoded& out);
 
 // Appends gemm_splitk_reduce.comp: C[i] (+)= alpha * sum over `splits` planes of count partial sums that start
 // at float `base` of the scratch bound at 4 (layout 0); flags bit 1 accumulates.

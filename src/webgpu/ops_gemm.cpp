@@ -118,6 +118,7 @@ void encode_mm(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   g.K = u32(ta ? c.in[0].shape()[0] : c.in[0].shape()[1], c);
   mm_strides(g, ta, tb);
   g.alpha_index = static_cast<int>(ctx.float_index[0]);
+  g.accumulate = c.ints.size() > 2 && c.ints[2] != 0;
   g.f16 = f16_operands(c);
   append_gemm(g, kA, kB, kDummy, kOut, ctx, out);
 }
