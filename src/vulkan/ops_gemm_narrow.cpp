@@ -2,6 +2,7 @@
 // contraction (gemm_narrow.comp: x A^T, dy B, and the adapters' gradients) and a shallow contraction over a
 // wide output (gemm_shallow.comp: t B^T and dt A, accumulated in place). Both are bound by the bytes of the
 // wide operand or output; the tiles padded the narrow side to 64 or 128 (and K to 16 or 32).
+// Measured on an H200 (docs/PERFORMANCE.md, fourteenth session).
 #include <algorithm>
 
 #include "gemm_narrow.spv.h"
@@ -18,9 +19,8 @@ bool narrow_allowed(const GemmArgs& g, const EncodeContext& ctx) {
          g.batch == 1 && ctx.max_invocations >= 256 && ctx.max_shared_bytes >= 16 * 1024;
 }
 
-bool append_shallow(const GemmArgs& g, const EncodeContext& ctx, Encoded& out) {
+bool append_shallow(const GemmArgs& g, const EncodeContext& ctx, Encoded& out) {  // fp32 operands
   Dispatch d{ET_VK_KERNEL(gemm_shallow)};
-  d.spec = {g.f16 ? 1u : 0u};
   d.arg(static_cast<uint32_t>(g.M)).arg(static_cast<uint32_t>(g.N)).arg(static_cast<uint32_t>(g.K));
   d.arg(g.sa_row).arg(g.sa_red).arg(g.sb_red).arg(g.sb_col).arg(g.alpha_idx).arg(g.flags);
   d.groups[0] = static_cast<uint32_t>((g.N + 63) / 64);

@@ -1,15 +1,12 @@
 // A product with a shallow contraction (K <= 32, e.g. a LoRA rank): C[m, n] (+)= alpha * sum_k A(m, k) B(k, n)
-// over a wide output, bound by writing C (and reading it when accumulating), not by arithmetic. A 64x64
+// over a wide output, for fp32 operands (with the f16 flag the tiles measured faster: ops_gemm_narrow.cpp),
+// bound by writing C (and reading it when accumulating), not by arithmetic. A 64x64
 // tile's A rows and B columns are staged whole in workgroup memory; a lane owns one column n of 16 rows, so
 // a subgroup's loads and stores of C are 32 adjacent floats. In a training step: a LoRA's y += s (x A^T) B^T
 // and dx += dt A, each in place (mm with accumulate = 1), where the tiled GEMMs padded K to 16 or 32 and
 // wrote a temporary that an add then read again.
 #version 450
-#extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
-#include "common.glsl"
-
-layout(constant_id = 0) const uint F16 = 0;  // operands rounded to fp16 (the f16 flag)
 
 layout(local_size_x = 256) in;
 
@@ -30,13 +27,10 @@ const uint TILE = 64, KMAX = 32;
 shared vec4 As[KMAX * TILE / 4];  // As[k][m / 4]: the tile's rows m, four to a vec4
 shared float Bs[KMAX * TILE];     // Bs[k][n]
 
-float rnd(float v) { return F16 == 1 ? et_round_f16(v) : v; }
-
 void main() {
   const uint tid = gl_LocalInvocationID.x, m0 = gl_WorkGroupID.y * TILE, n0 = gl_WorkGroupID.x * TILE;
   // Lane tid stages row m = tid % 64 of A's tile and column n = tid % 64 of B's at k = tid / 64 + 4 t (no
-  // division by K: it cost more than the loads). Every load is issued before any rounding (et_round_f16's
-  // branches between loads would serialize them).
+  // division by K: it cost more than the loads); all loads first, then the stores.
   const uint STAGE = KMAX / 4, ms = tid % TILE, k0 = tid / TILE;
   float a[STAGE], b[STAGE];
   [[unroll]] for (uint t = 0; t < STAGE; ++t) {
@@ -46,8 +40,8 @@ void main() {
   }
   [[unroll]] for (uint t = 0; t < STAGE; ++t) {
     uint k = k0 + 4 * t;
-    As[(k * TILE + ms) >> 2][ms & 3u] = rnd(a[t]);
-    Bs[k * TILE + ms] = rnd(b[t]);
+    As[(k * TILE + ms) >> 2][ms & 3u] = a[t];
+    Bs[k * TILE + ms] = b[t];
   }
   barrier();
   const uint col = tid % TILE, r0 = (tid / TILE) * 16;  // this lane: column n0 + col, rows m0 + r0 .. + 15
