@@ -125,7 +125,7 @@ void mm(const ref::Call& c) {
   const float alpha = c.floats[0];
   // BLAS skips the product when alpha == 0, so inf/NaN inputs would not give the reference's NaN.
   if (alpha == 0.0f) return ref::mm(c);
-  const bool accumulate = ref::f16_flag(c, 2), f16 = ref::f16_flag(c, 3);  // (f16_flag: "int i given and set")
+  const bool accumulate = ref::flag_at(c, 2), f16 = ref::f16_flag(c, 3);
   std::vector<float> ra, rb;
   gemm(ta, tb, M, N, K, alpha, gemm_operand(a.as<float>(), a.numel(), f16, ra), ta ? M : K,
        gemm_operand(b.as<float>(), b.numel(), f16, rb), tb ? K : N, accumulate ? 1.0f : 0.0f, o.as<float>(), N);

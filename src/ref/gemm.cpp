@@ -35,8 +35,7 @@ void mm(const Call& c) {
   const View &a = c.in[0], &b = c.in[1], &o = c.out[0];
   const bool ta = c.ints[0] != 0, tb = c.ints[1] != 0;
   const int64_t M = o.shape[0], N = o.shape[1], K = ta ? a.shape[0] : a.shape[1];
-  matmul(a.as<float>(), b.as<float>(), o.as<float>(), M, N, K, ta, tb, c.floats[0], f16_flag(c, 3),
-         f16_flag(c, 2));
+  matmul(a.as<float>(), b.as<float>(), o.as<float>(), M, N, K, ta, tb, c.floats[0], f16_flag(c, 3), flag_at(c, 2));
 }
 
 // a [..., M, K] / b [..., K, N] of rank 3 or 4 with equal leading (batch) dims, flags and alpha as mm;

@@ -80,7 +80,8 @@ class HostTensor {
 // (ties to even, overflow to inf; ops.inc). Products of such values are exact in double.
 float gemm_operand(float v, bool f16);
 // The f16 flag of a matrix-product call: its optional int at index i (ops.inc), absent = 0.
-inline bool f16_flag(const Call& c, size_t i) { return c.ints.size() > i && c.ints[i] != 0; }
+inline bool flag_at(const Call& c, size_t i) { return c.ints.size() > i && c.ints[i] != 0; }  // optional int i set
+inline bool f16_flag(const Call& c, size_t i) { return flag_at(c, i); }
 
 // Row pieces of the spec that the CPU backend's fast kernels also use for rows they hand to the reference's
 // arithmetic (NaN, infinities): reduce.cpp, train.cpp.

@@ -1,5 +1,6 @@
 // Encoders of the matrix products (mm, bmm, linear): a low-rank adapter's narrow or shallow products
-// (ops_gemm_narrow.cpp), the tensor-core path for large products on GPUs that have it (ops_gemm_coop.cpp), else gemm.comp (64x64 tiles) or gemm_big.comp (128x128, large products on
+// (ops_gemm_narrow.cpp), the tensor-core path for large products on GPUs that have it (ops_gemm_coop.cpp),
+// else gemm.comp (64x64 tiles) or gemm_big.comp (128x128, large products on
 // GPUs); strides in push constants express the transposes, spec constants choose coalesced load maps,
 // vec4 loads and the binding layout.
 #include <algorithm>
@@ -26,7 +27,7 @@ bool big_for(uint64_t M, uint64_t N, uint64_t K, const EncodeContext& ctx) {
     case gpu::Force::never: return false;
     case gpu::Force::all: return true;
     case gpu::Force::large: return large;
-    case gpu::Force::automatic: return large && ctx.subgroup_size == 32 && ctx.max_shared_bytes >= 48 * 1024;
+    case gpu::Force::automatic: return large && gpu_like(ctx);
   }
   return false;
 }
@@ -42,7 +43,7 @@ uint32_t split_slices(const GemmArgs& g, uint64_t tiles, const EncodeContext& ct
   const gpu::Force force = ctx.tuning.split_k;
   chunk = static_cast<uint32_t>(g.K);
   if (force == gpu::Force::never || !g.split_k || g.layout != 0 || g.batch != 1 || g.K < 32) return 1;
-  if (force == gpu::Force::automatic && !(ctx.subgroup_size == 32 && ctx.max_shared_bytes >= 48 * 1024)) return 1;
+  if (force == gpu::Force::automatic && !gpu_like(ctx)) return 1;
   uint64_t c;
   const uint64_t s = gpu::splitk_slices(g.K, gpu::splitk_want(tiles, g.K, 256, 16, force), 16, c);
   if (s < 2 || s * g.M * g.N >= (1ull << 32)) return 1;

@@ -20,6 +20,10 @@ struct GemmArgs {
   bool split_k = false;  // may split the contraction over workgroups (layout 0, one batch; linear_dW)
   bool f16 = false;      // operands rounded to fp16 (the f16 flag of ops.inc)
 };
+// A large discrete GPU (subgroup 32, >= 48 KiB of workgroup memory): where the automatic choices take the
+// large tiles and split contractions (never on lavapipe, whose tests force them instead).
+inline bool gpu_like(const EncodeContext& ctx) { return ctx.subgroup_size == 32 && ctx.max_shared_bytes >= 48 * 1024; }
+
 // Whether the 4-bit GEMMs use their 128x128-tile kernels (*_big.comp) for a (rows x cols) output
 // contracting over red; same switch (Tuning::gemm_big) and device test as the fp32 GEMM's.
 bool q4_big_tiles(uint64_t rows, uint64_t cols, uint64_t red, const EncodeContext& ctx);

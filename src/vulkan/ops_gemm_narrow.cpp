@@ -51,20 +51,18 @@ bool append_narrow_gemm(const GemmArgs& g, const EncodeContext& ctx, Encoded& ou
   const uint64_t I = p_is_b ? g.N : g.M, J = p_is_b ? g.M : g.N, L = g.K;
   const uint32_t jmax = J <= 8 ? 8 : J <= 16 ? 16 : 32;
   const uint64_t groups = row_mode ? (I + 15) / 16 : (I + 127) / 128;
+  if (groups > ctx.max_groups[0]) return false;
   // Slices of the contraction (multiples of 128 deep) where the wide side alone gives few workgroups:
   // about four per multiprocessor on GPU-like devices (they run 128 invocations each); "all" forces up to 4.
-  uint64_t slices = 1, chunk = L;
-  const gpu::Force force = ctx.tuning.split_k;
-  const bool gpu_like = ctx.subgroup_size == 32 && ctx.max_shared_bytes >= 48 * 1024;
   uint64_t want = 1;
-  if (force == gpu::Force::all) want = 4;
-  else if (force != gpu::Force::never && gpu_like) {
+  if (ctx.tuning.split_k == gpu::Force::all) want = 4;
+  else if (ctx.tuning.split_k != gpu::Force::never && gpu_like(ctx)) {
     const uint64_t target = 4 * (ctx.multiprocessors ? ctx.multiprocessors : 132);
     if (groups < target) want = std::min<uint64_t>((target + groups - 1) / groups, L / 256);
   }
-  slices = gpu::splitk_slices(L, want, 128, chunk);
-  if (slices * I * J >= (1ull << 32) || slices > ctx.max_groups[2] || groups > ctx.max_groups[0]) slices = 1, chunk = L;
-  if (groups > ctx.max_groups[0]) return false;
+  uint64_t chunk;
+  uint64_t slices = gpu::splitk_slices(L, want, 128, chunk);
+  if (slices * I * J >= (1ull << 32) || slices > ctx.max_groups[2]) slices = 1, chunk = L;
   Dispatch d{ET_VK_KERNEL(gemm_narrow)};
   const bool vec_p = row_mode && p_i % 4 == 0 && L % 4 == 0;
   d.spec = {row_mode ? 1u : 0u, jmax, p_is_b ? 1u : 0u, vec_p ? 1u : 0u, q_j == 1 ? 1u : 0u, slices > 1 ? 1u : 0u,

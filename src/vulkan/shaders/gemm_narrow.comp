@@ -3,8 +3,8 @@
 // bound by its bytes, not by arithmetic) and Q the narrow one (staged in workgroup memory per 128-deep chunk).
 // mm and linear_dW of a rank-16 adapter in a training step: t = x A^T and dt = dy B (P's rows contiguous:
 // ROW_MODE, lanes along l, summed across lanes at the end), dB = dy^T t and dA = dt^T x (P's columns
-// contiguous: column mode, lanes along i, each lane walking l; the contraction split over workgroups). The tiled GEMMs spend 3/4 or more of a
-// 64- or 128-wide tile on padding at these shapes.
+// contiguous: column mode, lanes along i, each lane walking l; the contraction split over workgroups).
+// The tiled GEMMs spend 3/4 or more of a 64- or 128-wide tile on padding at these shapes.
 // Split (SPLIT = 1): z = a slice of l whose raw partial sums go to binding 4 (in C's index space) for
 // gemm_splitk_reduce.comp, which applies alpha and the accumulation.
 #version 450
