@@ -202,7 +202,6 @@ Tuning Tuning::from_env() {
   t.split_k = gpu::force_from_env("EDGETRAIN_VK_GEMM_SPLITK", false);
   t.coopmat = gpu::force_from_env("EDGETRAIN_VK_COOPMAT", false);
   t.cm2 = gpu::force_from_env("EDGETRAIN_VK_CM2", false);
-  t.narrow = gpu::force_from_env("EDGETRAIN_VK_GEMM_NARROW", false);
   return t;
 }
 

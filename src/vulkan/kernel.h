@@ -74,7 +74,6 @@ struct Tuning {
   gpu::Force split_k = gpu::Force::automatic;   // EDGETRAIN_VK_GEMM_SPLITK: split-K of gemm_big and gemm_coop
   gpu::Force coopmat = gpu::Force::automatic;   // EDGETRAIN_VK_COOPMAT: the tensor-core GEMMs ("0": device features off)
   gpu::Force cm2 = gpu::Force::automatic;       // EDGETRAIN_VK_CM2: cooperative matrices 2 (Limits::cm2)
-  gpu::Force narrow = gpu::Force::automatic;    // EDGETRAIN_VK_GEMM_NARROW: "0" keeps low-rank products on the tiles
   static Tuning from_env();
 };
 

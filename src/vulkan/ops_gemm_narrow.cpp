@@ -15,7 +15,7 @@ namespace {
 constexpr uint64_t kNarrow = 32;  // the widest narrow side (gemm_narrow.comp's JMAX) / deepest shallow K
 
 bool narrow_allowed(const GemmArgs& g, const EncodeContext& ctx) {
-  return ctx.tuning.narrow != gpu::Force::never && ctx.tuning.coopmat != gpu::Force::all && g.layout == 0 &&
+  return ctx.tuning.coopmat != gpu::Force::all && g.layout == 0 &&
          g.batch == 1 && ctx.max_invocations >= 256 && ctx.max_shared_bytes >= 16 * 1024;
 }
 
