@@ -2,7 +2,7 @@
 // contraction (gemm_narrow.comp: x A^T, dy B, and the adapters' gradients) and a shallow contraction over a
 // wide output (gemm_shallow.comp: t B^T and dt A, accumulated in place). Both are bound by the bytes of the
 // wide operand or output; the tiles padded the narrow side to 64 or 128 (and K to 16 or 32).
-// Measured on an H200 (docs/PERFORMANCE.md, fourteenth session).
+// Measured on an H200 (docs/PERFORMANCE.md, fourteenth and fifteenth sessions).
 #include <algorithm>
 
 #include "gemm_narrow.spv.h"
@@ -19,11 +19,13 @@ bool narrow_allowed(const GemmArgs& g, const EncodeContext& ctx) {
          g.batch == 1 && ctx.max_invocations >= 256 && ctx.max_shared_bytes >= 16 * 1024;
 }
 
-bool append_shallow(const GemmArgs& g, const EncodeContext& ctx, Encoded& out) {  // fp32 operands
+bool append_shallow(const GemmArgs& g, const EncodeContext& ctx, Encoded& out) {
   Dispatch d{ET_VK_KERNEL(gemm_shallow)};
+  d.spec = {g.K <= 16 ? 16u : 32u, g.sa_red == 1 ? 1u : 0u, g.sb_col == 1 ? 1u : 0u, g.N % 4 == 0 ? 1u : 0u,
+            g.f16 ? 1u : 0u};
   d.arg(static_cast<uint32_t>(g.M)).arg(static_cast<uint32_t>(g.N)).arg(static_cast<uint32_t>(g.K));
   d.arg(g.sa_row).arg(g.sa_red).arg(g.sb_red).arg(g.sb_col).arg(g.alpha_idx).arg(g.flags);
-  d.groups[0] = static_cast<uint32_t>((g.N + 63) / 64);
+  d.groups[0] = static_cast<uint32_t>((g.N + 127) / 128);
   d.groups[1] = static_cast<uint32_t>((g.M + 63) / 64);
   if (d.groups[0] > ctx.max_groups[0] || d.groups[1] > ctx.max_groups[1]) return false;
   out.dispatches.push_back(std::move(d));
@@ -34,9 +36,7 @@ bool append_shallow(const GemmArgs& g, const EncodeContext& ctx, Encoded& out) {
 
 bool append_narrow_gemm(const GemmArgs& g, const EncodeContext& ctx, Encoded& out) {
   if (!narrow_allowed(g, ctx) || g.M == 0 || g.N == 0) return false;
-  // The shallow kernel only for fp32 operands: with the f16 flag the tiles were faster (H200, call 3 of
-  // 2026-12-03: [4096, 2048] over 16, 0.073 vs 0.061 ms; fp32 0.031 vs 0.056) and so was the 1B qlora step.
-  if (g.K >= 1 && g.K <= kNarrow && g.M >= 64 && g.N >= 64) return !g.f16 && append_shallow(g, ctx, out);
+  if (g.K >= 1 && g.K <= kNarrow && g.M >= 64 && g.N >= 64) return append_shallow(g, ctx, out);
   if (g.K < 64 || std::min(g.M, g.N) > kNarrow || std::max(g.M, g.N) < 64) return false;
   // P: the wide operand as (i, l); Q: the narrow one as (l, j). A narrow M is the transposed product.
   const bool p_is_b = g.N > kNarrow;
