@@ -46,6 +46,9 @@ const std::vector<LinShape> kLinShapes = {
     {{3}, 128, 129, 64, true, false},  {{63}, 64, 63, 64, false, false}, {{64}, 128, 64, 128, true, false},
     {{65}, 129, 65, 32, true, true},   {{128}, 64, 128, 32, false, false}, {{129}, 96, 17, 64, true, false},
     {{2, 5}, 40, 24, 32, true, false}, {{4}, 4, 8, 128, false, false},   {{2}, 3, 5, 4, true, false},
+    // Groups of 12: an 8-k chunk takes scales from two groups (the fp16 staging of gemm_split.comp); K and N
+    // end inside a chunk and inside a W_4X8 block.
+    {{70}, 102, 130, 12, true, false},
 };
 
 std::string lin_name(const LinShape& s) {

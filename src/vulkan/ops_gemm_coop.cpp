@@ -50,6 +50,7 @@ void split(const CoopOperand& o, uint64_t Rp, uint64_t Kp, uint32_t batch, uint3
     else if (mode == 2) groups = (Rp + 255) / 256;
     else if (mode == 3) groups = (Kp * (Rp / 8) + 255) / 256;
     else if (o.kind == 1) groups = (Rp / 32) * ((Kp + 63) / 64);
+    else if (f16 && o.kind == 2) groups = (Rp / 8) * ((Kp / 8 + 31) / 32);
     else groups = (Rp * (Kp / 8) + 255) / 256;
     grid_1d(std::max<uint64_t>(groups, 1), ctx, d.groups);
     d.groups[2] = batch;

@@ -37,6 +37,9 @@ layout(local_size_x = 256) in;
 layout(set = 0, binding = 0) readonly buffer F0 { float f0[]; };
 layout(set = 0, binding = 1) readonly buffer F1 { float f1[]; };
 layout(set = 0, binding = 2) readonly buffer F2 { float f2[]; };
+layout(set = 0, binding = 0) readonly buffer F0v { vec4 f0v[]; };
+layout(set = 0, binding = 1) readonly buffer F1v { vec4 f1v[]; };
+layout(set = 0, binding = 2) readonly buffer F2v { vec4 f2v[]; };
 layout(set = 0, binding = 1) readonly buffer W1 { uint w1[]; };
 layout(set = 0, binding = 1) readonly buffer W1v { uvec4 w1v[]; };
 layout(set = 0, binding = 4) buffer S4 { uvec4 s4[]; };
@@ -59,6 +62,7 @@ layout(push_constant) uniform Push {
 bool et_isinf_or_nan(float v) { return (floatBitsToUint(v) & 0x7f800000u) == 0x7f800000u; }
 
 float src(uint i) { return SRC_BIND == 0 ? f0[i] : SRC_BIND == 1 ? f1[i] : f2[i]; }
+vec4 src4(uint i4) { return SRC_BIND == 0 ? f0v[i4] : SRC_BIND == 1 ? f1v[i4] : f2v[i4]; }
 float scale_at(uint i) { return SCALE_BIND == 0 ? f0[i] : SCALE_BIND == 1 ? f1[i] : f2[i]; }
 void put(uint i, uvec4 v) {
   if (SCR_BIND == 4) s4[i] = v;
@@ -198,6 +202,27 @@ void main() {
   }
 
   const uint kq = pc.Kp / 8;
+  if (F16 == 1u && KIND == 2u) {
+    // A 4-bit weight, 8 rows n x 32 eight-k chunks per workgroup: a subgroup writes 512 contiguous bytes of
+    // one row (a thread per row, rows fastest, wrote 16 bytes per row), and the 8 rows of a W_4X8 block,
+    // one per subgroup, read its words together. Each thread reads its two words and two scales once (a
+    // group holds whole 4-k words: q4gsw.h); the values are elem()'s, product for product.
+    const uint blocks = pc.Rp / 8, g = linear_group_id();
+    const uint r = (g % blocks) * 8 + (tid >> 5), c = (g / blocks) * 32 + (tid & 31u), k0 = c * 8;
+    if (c >= kq) return;
+    float v[8];
+    [[unroll]] for (uint j = 0; j < 8; ++j) v[j] = 0.0;
+    if (r < pc.R && k0 < pc.K) {
+      const uint at0 = 4u * ((k0 >> 2) * pc.N8 + (r >> 3)) + ((r & 7u) >> 1), more = k0 + 4 < pc.K ? 1u : 0u;
+      uint w[2] = uint[2](w1[at0], more == 1u ? w1[at0 + 4u * pc.N8] : 0u);
+      float sc[2] = float[2](scale_at((k0 / pc.gs) * pc.N + r),
+                             more == 1u ? scale_at(((k0 + 4) / pc.gs) * pc.N + r) : 0.0);
+      [[unroll]] for (uint j = 0; j < 8; ++j)
+        if (k0 + j < pc.K) v[j] = q4_value(q4_nibble(w[j >> 2], j & 3u, r & 1u)) * sc[j >> 2];
+    }
+    put(pc.hi + (b * pc.Rp + r) * kq + c, pack8_f16(v));
+    return;
+  }
   if (KIND == 1u) {  // 32 rows x 64 k per workgroup: coalesced reads along r, writes along k
     uint tiles_k = (pc.Kp + 63) / 64, t = linear_group_id();
     uint r0 = (t / tiles_k) * 32, k0 = (t % tiles_k) * 64;
@@ -225,8 +250,8 @@ void main() {
     return;
   }
 
-  // One thread per 8 consecutive k of a row. KIND 2 walks rows fastest (threads of one 8-row block share a
-  // 16-byte W_4X8 block); the others walk k fastest.
+  // One thread per 8 consecutive k of a row (F16 KIND 2: above). KIND 2 walks rows fastest (threads of one
+  // 8-row block share a 16-byte W_4X8 block); the others walk k fastest.
   uint i = linear_group_id() * 256 + tid;
   if (i >= pc.Rp * kq) return;
   uint r, c;
@@ -240,7 +265,13 @@ void main() {
   uint at = (b * pc.Rp + r) * kq + c;
   float v[8];
   if (F16 == 1u) {
-    [[unroll]] for (uint j = 0; j < 8; ++j) v[j] = elem(b, r, c * 8 + j);
+    const uint e0 = b * pc.sbatch + r * pc.sr + c * 8;
+    if (KIND == 0u && pc.sk == 1u && ((pc.sr | pc.sbatch) & 3u) == 0u && r < pc.R && c * 8 + 8 <= pc.K) {
+      vec4 lo4 = src4(e0 >> 2), hi4 = src4((e0 >> 2) + 1);  // contiguous rows: two 16-byte loads
+      [[unroll]] for (uint j = 0; j < 4; ++j) v[j] = lo4[j], v[4 + j] = hi4[j];
+    } else {
+      [[unroll]] for (uint j = 0; j < 8; ++j) v[j] = elem(b, r, c * 8 + j);
+    }
     put(pc.hi + at, pack8_f16(v));
     return;
   }
