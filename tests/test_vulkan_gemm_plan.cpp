@@ -97,5 +97,25 @@ TEST(GemmTiles, TensorCoresTakeWideAndLoraShapedDeepProducts) {
   EXPECT_FALSE(vk::coop_for(4096, 4096, 4096, lavapipe_like));
 }
 
+// A shallow product (contraction <= 32 over a wide output) takes gemm_shallow.comp where its staging fits the
+// device's workgroup memory: 12 KiB 16 deep, 24 KiB 32 deep. On a device with Vulkan's minimum of 16 KiB the
+// 32-deep case is left to the tiles instead of failing at pipeline creation.
+TEST(GemmTiles, ShallowProductsTakeTheirKernelWhereItsStagingFits) {
+  auto kernel_for = [](uint64_t K, uint32_t shared) {
+    vk::EncodeContext ctx = tensor_core_context(132);
+    ctx.max_shared_bytes = shared;
+    vk::GemmArgs g;
+    g.M = 4096, g.N = 2048, g.K = K;
+    g.sa_row = static_cast<uint32_t>(K), g.sa_red = 1, g.sb_red = 1, g.sb_col = static_cast<uint32_t>(K);
+    vk::Encoded out;
+    vk::append_gemm(g, ctx, out);
+    return std::string(out.dispatches.empty() ? "" : out.dispatches.back().kernel.name);
+  };
+  EXPECT_EQ(kernel_for(16, 16 * 1024), "gemm_shallow");
+  EXPECT_EQ(kernel_for(32, 24 * 1024), "gemm_shallow");
+  EXPECT_NE(kernel_for(17, 16 * 1024), "gemm_shallow");
+  EXPECT_NE(kernel_for(32, 16 * 1024), "gemm_shallow");
+}
+
 }  // namespace
 }  // namespace edgetrain::test

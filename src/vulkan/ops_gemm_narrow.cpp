@@ -20,9 +20,11 @@ bool narrow_allowed(const GemmArgs& g, const EncodeContext& ctx) {
 }
 
 bool append_shallow(const GemmArgs& g, const EncodeContext& ctx, Encoded& out) {
+  // Staged depth (KMAX) and the workgroup memory it takes: A's 64 rows and B's 128 columns, KMAX deep.
+  const uint32_t kmax = g.K <= 16 ? 16u : 32u;
+  if (uint64_t{kmax} * (64 + 128) * sizeof(float) > ctx.max_shared_bytes) return false;
   Dispatch d{ET_VK_KERNEL(gemm_shallow)};
-  d.spec = {g.K <= 16 ? 16u : 32u, g.sa_red == 1 ? 1u : 0u, g.sb_col == 1 ? 1u : 0u, g.N % 4 == 0 ? 1u : 0u,
-            g.f16 ? 1u : 0u};
+  d.spec = {kmax, g.sa_red == 1 ? 1u : 0u, g.sb_col == 1 ? 1u : 0u, g.N % 4 == 0 ? 1u : 0u, g.f16 ? 1u : 0u};
   d.arg(static_cast<uint32_t>(g.M)).arg(static_cast<uint32_t>(g.N)).arg(static_cast<uint32_t>(g.K));
   d.arg(g.sa_row).arg(g.sa_red).arg(g.sb_red).arg(g.sb_col).arg(g.alpha_idx).arg(g.flags);
   d.groups[0] = static_cast<uint32_t>((g.N + 127) / 128);
