@@ -317,8 +317,8 @@ def all_cases(small):
                 silu_case(512, 512), rope_case(2, 64, 4, 64), copy_case(1 << 18)] + attention_cases(4, 4, 128, 32) + half_cases(True)
     return [mm_case(4096, 4096, 4096), mm_case(8192, 8192, 8192), dw_case(4096, 2048, 2048),
             dw_case(4096, 4096, 4096), dw_case(8192, 2048, 2048), dw_case(8192, 768, 768), dw_case(8192, 768, 2048),
-            mm_case(4096, 16, 2048), mm_case(4096, 2048, 16), dw_case(4096, 16, 2048), dw_case(4096, 2048, 16),
-            q4_case(4096, 4096, 4096, 64), q4_case(1, 4096, 4096, 64), q4_case(1, 11008, 4096, 64),
+            mm_case(4096, 16, 2048), mm_case(4096, 16, 8192), mm_case(4096, 2048, 16), dw_case(4096, 16, 2048),
+            dw_case(4096, 2048, 16), q4_case(4096, 4096, 4096, 64), q4_case(1, 4096, 4096, 64), q4_case(1, 11008, 4096, 64),
             q4_backward_case(4096, 4096, 4096, 64), requant_case(4096, 4096, 64), ce_case(8192, 32000), adamw_case(1 << 28), rms_case(8192, 4096),
             softmax_case(8192, 4096), causal_case(16, 12, 512), silu_case(8192, 11008), rope_case(16, 512, 32, 128),
             copy_case(1 << 28)] + attention_cases(16, 12, 512, 64) + step_cases(False) + half_cases(False)
@@ -342,7 +342,8 @@ def half_cases(small):
                 q4_backward_case(512, 512, 512, 64, True)]
     return [mm_case(4096, 4096, 4096, True), mm_case(8192, 8192, 8192, True), dw_case(4096, 2048, 2048, True),
             dw_case(4096, 4096, 4096, True), dw_case(8192, 2048, 2048, True), dw_case(8192, 768, 768, True),
-            dw_case(8192, 768, 2048, True), mm_case(4096, 16, 2048, True), mm_case(4096, 2048, 16, True),
+            dw_case(8192, 768, 2048, True), mm_case(4096, 16, 2048, True), mm_case(4096, 16, 8192, True),
+            mm_case(4096, 2048, 16, True),
             dw_case(4096, 16, 2048, True), dw_case(4096, 2048, 16, True), q4_case(4096, 4096, 4096, 64, True),
             q4_case(1, 4096, 4096, 64, True), q4_case(1, 11008, 4096, 64, True),
             q4_backward_case(4096, 4096, 4096, 64, True)] + step_cases(True)

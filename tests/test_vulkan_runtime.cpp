@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <sstream>
 
 #include "edgetrain/backends.h"
 #include "edgetrain/graph.h"
@@ -307,6 +308,45 @@ TEST(VulkanRuntime, StagedOperandIsReusedUntilItsSourceChanges) {
   check(run(*profiled, &skipped));
   const std::string report = dynamic_cast<vk::VulkanBackend&>(*profiled).profiler()->report();
   EXPECT_NE(report.find("1 replays"), std::string::npos) << report;
+}
+
+// A program's first replay touches its memory for the first time (an H200's 1B-shaped step: 423 ms, then 195
+// per replay), so once there is a second the profile leaves the first out and says so; with
+// EDGETRAIN_PROFILE_ORDER it lists each replay's length and every dispatch in program order.
+TEST(VulkanRuntime, ProfileLeavesOutTheFirstReplayAndListsDispatchesInOrder) {
+  NEED_VULKAN();
+  ::setenv("EDGETRAIN_PROFILE_ORDER", "1", 1);
+  std::unique_ptr<Backend> b;
+  try {
+    b = make_profiled_backend("vulkan", ::testing::TempDir() + "edgetrain_order_profile.txt");
+  } catch (...) {
+    ::unsetenv("EDGETRAIN_PROFILE_ORDER");
+    throw;
+  }
+  ::unsetenv("EDGETRAIN_PROFILE_ORDER");
+  const int64_t n = 1000;
+  Tensor x = b->zeros(Shape{n}, DType::f32), y = b->zeros(Shape{n}, DType::f32);
+  auto p = b->new_program();
+  p->record({Op::fill, {}, {x}, {}, {2.0f}});
+  p->record({Op::add, {x, x}, {y}, {}, {1.0f}});
+  p->finalize();
+  for (int i = 0; i < 3; ++i) p->replay();
+  EXPECT_EQ(b->to_vector<float>(y), std::vector<float>(n, 4.0f));
+  const std::string report = dynamic_cast<vk::VulkanBackend&>(*b).profiler()->report();
+  EXPECT_NE(report.find("2 replays after the first (left out)"), std::string::npos) << report;
+  const std::string lengths = "each replay, first start to last end (ms):";
+  const size_t at = report.find(lengths);
+  ASSERT_NE(at, std::string::npos) << report;
+  std::istringstream line(report.substr(at + lengths.size(), report.find('\n', at) - at - lengths.size()));
+  int replays = 0;
+  for (double ms; line >> ms; ++replays) EXPECT_GE(ms, 0.0);
+  EXPECT_EQ(replays, 3) << report;
+  const size_t order = report.find("every dispatch in program order");
+  ASSERT_NE(order, std::string::npos) << report;
+  const size_t fill = report.find(": fill(", order), add = report.find(": add(", order);
+  ASSERT_NE(fill, std::string::npos) << report;
+  ASSERT_NE(add, std::string::npos) << report;
+  EXPECT_LT(fill, add) << report;
 }
 
 TEST(VulkanRuntime, BarriersOnlyBetweenDependentCalls) {

@@ -1,8 +1,9 @@
 // GPU timestamp profiling of Vulkan programs, on only when env EDGETRAIN_PROFILE names a file (or "-" for
 // stderr): a program brackets every dispatch with two timestamps, and after each replay adds the measured
-// times to its ProgramProfile; the Profiler writes the per-kernel tables (at backend destruction, and to a
+// times to its ProgramProfile (leaving out its first replay once there is a second); the Profiler writes the per-kernel tables (at backend destruction, and to a
 // file at most once a second while replays run). When the variable is unset no Profiler exists and
-// programs record and do exactly what they would without this file.
+// programs record and do exactly what they would without this file. EDGETRAIN_PROFILE_ORDER=1 adds every
+// dispatch of each program in the order it runs (where a step's time goes, call by call).
 #pragma once
 
 #include <chrono>
@@ -21,9 +22,11 @@ struct ProgramProfile {
   std::string label;            // "program 3: 1234 dispatches [embedding, rms_norm, ...]"
   std::vector<std::string> key;   // per dispatch: "kernel (op)"
   std::vector<std::string> call;  // per dispatch: the op call with shapes, and its grid
-  std::vector<double> ns;         // per dispatch: total nanoseconds over all replays
-  double total_ns = 0;            // first start to last end, summed over replays
-  uint64_t replays = 0;
+  std::vector<double> ns;         // per dispatch: total nanoseconds over the replays counted
+  double total_ns = 0;            // first start to last end, summed over the replays counted
+  uint64_t replays = 0;           // counted: all but the first once there are two (see collect)
+  std::vector<double> last_start_ns;  // per dispatch, in the latest replay: its start after the program's
+  std::vector<double> replay_ns;      // per replay: first start to last end
 };
 
 class Profiler {
@@ -52,6 +55,7 @@ class Profiler {
   mutable std::mutex mu_;
   std::vector<std::shared_ptr<ProgramProfile>> programs_;
   std::chrono::steady_clock::time_point last_write_;
+  bool in_order_ = false;  // EDGETRAIN_PROFILE_ORDER: list every dispatch in program order too
 };
 
 }  // namespace edgetrain::vk
