@@ -116,6 +116,51 @@ TEST(Model, Fp32GradientsMatchFiniteDifferences) {
   }
 }
 
+// qlora's adapter gradients against central differences of the loss (CPU): every projection adapted, a scale
+// alpha / r = 5 / 3 that is not a power of two (it multiplies dA's and dB's products, not their inputs), and
+// B moved away from its zero start so that dA is not zero.
+TEST(Model, QloraAdapterGradientsMatchFiniteDifferences) {
+  ModelConfig c = tiny(TrainMode::qlora);
+  c.lora_rank = 3, c.lora_alpha = 5.0f, c.lora_targets = "q,k,v,o,gate,up,down";
+  auto backend = make_cpu_backend();
+  Model m(*backend, c);
+  m.init(3);
+  Rng r(91);
+  for (Param& p : m.params()) {
+    if (p.name.find(".lora_b") == std::string::npos) continue;
+    std::vector<float> v = backend->to_vector<float>(p.value);
+    for (float& x : v) x = r.uniform(-0.3f, 0.3f);
+    backend->upload(p.value, v.data(), v.size() * 4);
+  }
+  Batch b = make_batch(11, 64);
+  auto grads = m.gradients(b.tokens, b.labels, b.B, b.T);
+  int checked = 0;
+  for (Param& p : m.params()) {
+    if (p.name.find(".lora_") == std::string::npos) continue;
+    const auto& g = grads.at(p.name);
+    auto v = backend->to_vector<float>(p.value);
+    std::vector<size_t> idx(g.size());
+    for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
+    std::partial_sort(idx.begin(), idx.begin() + 3, idx.end(), [&](size_t a, size_t x) { return std::fabs(g[a]) > std::fabs(g[x]); });
+    for (int j = 0; j < 3; ++j) {
+      const size_t i = idx[j];
+      const float eps = 1e-2f, old = v[i];
+      v[i] = old + eps;
+      backend->upload(p.value, v.data(), v.size() * 4);
+      const double lp = mean_loss(m, b);
+      v[i] = old - eps;
+      backend->upload(p.value, v.data(), v.size() * 4);
+      const double lm = mean_loss(m, b);
+      v[i] = old;
+      backend->upload(p.value, v.data(), v.size() * 4);
+      // The bound of Model.Fp32GradientsMatchFiniteDifferences (same eps, same smooth model).
+      EXPECT_NEAR((lp - lm) / (2.0 * eps), g[i], 0.03 * std::fabs(g[i]) + 2e-4) << p.name << "[" << i << "]";
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 2 * 7 * c.n_layers * 3);
+}
+
 // qat's weight gradient is the straight-through estimate: the fp32 gradient evaluated at the
 // dequantized weights. So a qat model and an fp32 model holding dequant(codes) must agree everywhere.
 TEST(Model, QatGradientsAreStraightThrough) {

@@ -77,8 +77,8 @@ class Recorder {
   Tensor lin_input_grad(const Tensor& dy, const Model::Impl::Lin& L, const LinSaved& s) {
     Tensor dx = L.w->quantized() ? g_.linear_q4gsw_backward(dy, L.w->codes, L.w->scales, cfg_.group_size, L.K)
                                  : g_.mm(dy, L.w->value);
-    if (L.a) {  // the scale s = alpha/r goes onto the narrow tensors: dB += dy^T (s t), dt = s dy B
-      g_.linear_dW_into(dy, g_.scale(s.t, lora_scale()), L.b->grad, true);
+    if (L.a) {  // the scale s = alpha/r goes onto the narrow products: dB += s dy^T t, dt = s dy B
+      g_.mm_into(dy, s.t, L.b->grad, true, false, lora_scale(), true);
       Tensor dt = g_.mm(dy, L.b->value, false, false, lora_scale());  // [R, r]
       g_.linear_dW_into(dt, s.x, L.a->grad, true);
       g_.mm_into(dt, L.a->value, dx, false, false, 1.0f, true);  // dx += dt A
