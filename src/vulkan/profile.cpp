@@ -57,7 +57,7 @@ VkQueryPool Profiler::make_pool(VkDevice dev, uint32_t queries) const {
 }
 
 void Profiler::collect(VkDevice dev, VkQueryPool pool, ProgramProfile& p) {
-  const size_t n = p.ns.size();
+  const size_t n = p.key.size();
   if (n == 0) return;
   std::vector<uint64_t> ts(2 * n);
   check(vkGetQueryPoolResults(dev, pool, 0, static_cast<uint32_t>(2 * n), ts.size() * sizeof(uint64_t), ts.data(),
@@ -66,21 +66,15 @@ void Profiler::collect(VkDevice dev, VkQueryPool pool, ProgramProfile& p) {
   bool write = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    // The first replay of a program runs up to twice as long (an H200's 1B-shaped step: 423 ms, then 195):
-    // memory touched for the first time. Its figures stand only until a second replay replaces them.
-    if (p.replay_ns.size() == 1) {
-      std::fill(p.ns.begin(), p.ns.end(), 0.0);
-      p.total_ns = 0;
-      p.replays = 0;
-    }
+    std::vector<double> ns(n);
     p.last_start_ns.resize(n);
     for (size_t i = 0; i < n; ++i) {
-      p.ns[i] += double((ts[2 * i + 1] - ts[2 * i]) & mask_) * period_ns_;
+      ns[i] = double((ts[2 * i + 1] - ts[2 * i]) & mask_) * period_ns_;
       p.last_start_ns[i] = double((ts[2 * i] - ts[0]) & mask_) * period_ns_;
     }
-    p.total_ns += double((ts[2 * n - 1] - ts[0]) & mask_) * period_ns_;
     p.replay_ns.push_back(double((ts[2 * n - 1] - ts[0]) & mask_) * period_ns_);
-    ++p.replays;
+    p.kept.push_back(std::move(ns));
+    if (p.kept.size() > kKeptReplays) p.kept.pop_front();
     auto now = std::chrono::steady_clock::now();
     if (path_ != "-" && now - last_write_ >= std::chrono::seconds(1)) {
       last_write_ = now;
@@ -90,25 +84,65 @@ void Profiler::collect(VkDevice dev, VkQueryPool pool, ProgramProfile& p) {
   if (write) write_report();
 }
 
+namespace {
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t h = v.size() / 2;
+  return v.size() % 2 ? v[h] : 0.5 * (v[h - 1] + v[h]);
+}
+
+// What the report counts of a program: the kept replays but the program's first (once there is a second).
+// Each dispatch's time is its median over them, and the program's its median replay length, both multiplied
+// by the count so that sums over dispatches and replays keep their scale.
+struct Summary {
+  std::vector<double> ns;
+  double total_ns = 0;
+  size_t counted = 0, replays = 0;
+  bool first_left_out = false;
+};
+
+Summary summarize(const ProgramProfile& p) {
+  Summary s;
+  s.replays = p.replay_ns.size();
+  const size_t first_kept = s.replays - p.kept.size();  // index of kept[0] among all replays
+  const size_t skip = first_kept == 0 && p.kept.size() >= 2 ? 1 : 0;
+  s.first_left_out = s.replays >= 2;
+  s.counted = p.kept.size() - skip;
+  if (s.counted == 0) return s;
+  s.ns.assign(p.key.size(), 0.0);
+  std::vector<double> v(s.counted);
+  for (size_t i = 0; i < s.ns.size(); ++i) {
+    for (size_t r = 0; r < s.counted; ++r) v[r] = p.kept[skip + r][i];
+    s.ns[i] = median(v) * static_cast<double>(s.counted);
+  }
+  std::vector<double> lengths(p.replay_ns.end() - static_cast<std::ptrdiff_t>(s.counted), p.replay_ns.end());
+  s.total_ns = median(lengths) * static_cast<double>(s.counted);
+  return s;
+}
+
+}  // namespace
+
 std::string Profiler::report() const {
   std::lock_guard<std::mutex> lock(mu_);
-  std::vector<const ProgramProfile*> progs;
+  std::vector<std::pair<const ProgramProfile*, Summary>> progs;
   double all_ns = 0;
-  for (const auto& p : programs_)
-    if (p->replays > 0) {
-      progs.push_back(p.get());
-      all_ns += p->total_ns;
-    }
+  for (const auto& p : programs_) {
+    Summary s = summarize(*p);
+    if (s.counted == 0) continue;
+    all_ns += s.total_ns;
+    progs.emplace_back(p.get(), std::move(s));
+  }
   std::stable_sort(progs.begin(), progs.end(),
-                   [](const ProgramProfile* a, const ProgramProfile* b) { return a->total_ns > b->total_ns; });
+                   [](const auto& a, const auto& b) { return a.second.total_ns > b.second.total_ns; });
   std::string out;
   char line[512];
   std::snprintf(line, sizeof line,
-                "edgetrain vulkan GPU profile: %zu programs replayed, %.3f ms of GPU time in all (timestamps around "
+                "edgetrain vulkan GPU profile: %zu programs replayed, %.3f ms of GPU time counted (timestamps around "
                 "every dispatch; a dispatch's time includes waiting for the barrier before it)\n",
                 progs.size(), all_ns * 1e-6);
   out += line;
-  for (const ProgramProfile* p : progs) {
+  for (const auto& [p, s] : progs) {
     struct Row {
       double ns = 0;
       uint64_t calls = 0;
@@ -117,22 +151,21 @@ std::string Profiler::report() const {
     double sum_ns = 0;
     for (size_t i = 0; i < p->key.size(); ++i) {
       Row& r = rows[p->key[i]];
-      r.ns += p->ns[i];
-      r.calls += p->replays;
-      sum_ns += p->ns[i];
+      r.ns += s.ns[i];
+      r.calls += s.counted;
+      sum_ns += s.ns[i];
     }
     std::vector<std::pair<std::string, Row>> sorted(rows.begin(), rows.end());
     std::stable_sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.second.ns > b.second.ns; });
-    const double tot = p->total_ns > 0 ? p->total_ns : 1;
+    const double tot = s.total_ns > 0 ? s.total_ns : 1;
+    const double per = static_cast<double>(s.counted);
     out += "\n== " + p->label + "\n";
     std::snprintf(line, sizeof line,
-                  "   %llu replays%s; program total %.3f ms (%.3f ms per replay), sum of dispatch times %.3f ms\n",
-                  static_cast<unsigned long long>(p->replays),
-                  p->replay_ns.size() > p->replays ? " after the first (left out)" : "", p->total_ns * 1e-6,
-                  p->total_ns * 1e-6 / p->replays,
-                  sum_ns * 1e-6);
+                  "   %zu replays; medians of %zu%s: %.3f ms per replay, sum of dispatch times %.3f ms\n", s.replays,
+                  s.counted, s.first_left_out ? " (the first replay left out)" : "", s.total_ns * 1e-6 / per,
+                  sum_ns * 1e-6 / per);
     out += line;
-    std::snprintf(line, sizeof line, "   %12s %7s %9s %12s  %s\n", "total ms", "%", "calls", "mean us", "kernel (op)");
+    std::snprintf(line, sizeof line, "   %12s %7s %9s %12s  %s\n", "total ms", "%", "calls", "median us", "kernel (op)");
     out += line;
     for (const auto& [key, r] : sorted) {
       std::snprintf(line, sizeof line, "   %12.3f %6.2f%% %9llu %12.2f  %s\n", r.ns * 1e-6, 100.0 * r.ns / tot,
@@ -141,26 +174,31 @@ std::string Profiler::report() const {
       out += line;
     }
     // The slowest single dispatches, with their call (shapes) and grid.
-    std::vector<size_t> idx(p->ns.size());
+    std::vector<size_t> idx(s.ns.size());
     for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
-    std::stable_sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return p->ns[a] > p->ns[b]; });
+    std::stable_sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return s.ns[a] > s.ns[b]; });
     size_t show = std::min<size_t>(idx.size(), 15);
-    out += "   slowest dispatches (mean us per replay, % of program, call):\n";
+    out += "   slowest dispatches (median us per replay, % of program, call):\n";
     for (size_t j = 0; j < show; ++j) {
       size_t i = idx[j];
-      std::snprintf(line, sizeof line, "   %12.2f %6.2f%%  %.400s\n", p->ns[i] * 1e-3 / double(p->replays),
-                    100.0 * p->ns[i] / tot, p->call[i].c_str());
+      std::snprintf(line, sizeof line, "   %12.2f %6.2f%%  %.400s\n", s.ns[i] * 1e-3 / per, 100.0 * s.ns[i] / tot,
+                    p->call[i].c_str());
       out += line;
     }
     if (!in_order_) continue;
     out += "   each replay, first start to last end (ms):";
-    for (double r : p->replay_ns) {
-      std::snprintf(line, sizeof line, " %.3f", r * 1e-6);
+    for (size_t r = 0; r < p->replay_ns.size(); ++r) {
+      if (p->replay_ns.size() > 24 && r == 8) {  // a long run: its first 8 and latest 16
+        out += " ...";
+        r = p->replay_ns.size() - 16;
+      }
+      std::snprintf(line, sizeof line, " %.3f", p->replay_ns[r] * 1e-6);
       out += line;
     }
-    out += "\n   every dispatch in program order (index, mean us per replay, start in the latest replay in ms, call):\n";
-    for (size_t i = 0; i < p->ns.size(); ++i) {
-      std::snprintf(line, sizeof line, "   %5zu %10.2f %9.3f  %.300s\n", i, p->ns[i] * 1e-3 / double(p->replays),
+    out += "\n   every dispatch in program order (index, median us per replay, start in the latest replay in ms, "
+           "call):\n";
+    for (size_t i = 0; i < s.ns.size(); ++i) {
+      std::snprintf(line, sizeof line, "   %5zu %10.2f %9.3f  %.300s\n", i, s.ns[i] * 1e-3 / per,
                     i < p->last_start_ns.size() ? p->last_start_ns[i] * 1e-6 : 0.0, p->call[i].c_str());
       out += line;
     }

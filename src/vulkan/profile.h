@@ -1,12 +1,15 @@
 // GPU timestamp profiling of Vulkan programs, on only when env EDGETRAIN_PROFILE names a file (or "-" for
-// stderr): a program brackets every dispatch with two timestamps, and after each replay adds the measured
-// times to its ProgramProfile (leaving out its first replay once there is a second); the Profiler writes the per-kernel tables (at backend destruction, and to a
+// stderr): a program brackets every dispatch with two timestamps, and after each replay keeps the measured
+// times in its ProgramProfile; the report gives each dispatch's median over the latest replays, leaving out
+// a program's first replay once there is a second (it touches memory for the first time, and the next ones
+// may still be slower: an H200's base step 215, 88, then 53 ms); the Profiler writes the per-kernel tables (at backend destruction, and to a
 // file at most once a second while replays run). When the variable is unset no Profiler exists and
 // programs record and do exactly what they would without this file. EDGETRAIN_PROFILE_ORDER=1 adds every
 // dispatch of each program in the order it runs (where a step's time goes, call by call).
 #pragma once
 
 #include <chrono>
+#include <deque>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -17,16 +20,14 @@
 
 namespace edgetrain::vk {
 
-// Measured times of one program, accumulated over its replays.
+// Measured times of one program: every replay's length, and each dispatch's time in the latest replays.
 struct ProgramProfile {
-  std::string label;            // "program 3: 1234 dispatches [embedding, rms_norm, ...]"
+  std::string label;              // "program of 1234 calls [embedding, rms_norm, ...]"
   std::vector<std::string> key;   // per dispatch: "kernel (op)"
   std::vector<std::string> call;  // per dispatch: the op call with shapes, and its grid
-  std::vector<double> ns;         // per dispatch: total nanoseconds over the replays counted
-  double total_ns = 0;            // first start to last end, summed over the replays counted
-  uint64_t replays = 0;           // counted: all but the first once there are two (see collect)
-  std::vector<double> last_start_ns;  // per dispatch, in the latest replay: its start after the program's
-  std::vector<double> replay_ns;      // per replay: first start to last end
+  std::vector<double> replay_ns;  // per replay: first start to last end
+  std::deque<std::vector<double>> kept;  // per dispatch nanoseconds of the latest replays (at most kKeptReplays)
+  std::vector<double> last_start_ns;     // per dispatch, in the latest replay: its start after the program's
 };
 
 class Profiler {
@@ -39,6 +40,7 @@ class Profiler {
   std::shared_ptr<ProgramProfile> add_program();
 
   VkQueryPool make_pool(VkDevice dev, uint32_t queries) const;
+  static constexpr size_t kKeptReplays = 32;  // per program, for the medians
   // Reads the 2*n timestamps of a finished replay into p, then maybe rewrites the report file.
   void collect(VkDevice dev, VkQueryPool pool, ProgramProfile& p);
 

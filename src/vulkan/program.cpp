@@ -438,7 +438,6 @@ void VulkanProgram::on_finalize() {
       ++dispatches_;
     }
   }
-  if (queries_) profile_->ns.assign(profile_->key.size(), 0.0);  // collect() reads these queries only
   memory_barrier(cmd_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
                  VK_PIPELINE_STAGE_ALL_COMMANDS_BIT | VK_PIPELINE_STAGE_HOST_BIT,
                  VK_ACCESS_MEMORY_READ_BIT | VK_ACCESS_MEMORY_WRITE_BIT | VK_ACCESS_HOST_READ_BIT);
