@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -76,6 +77,41 @@ Batch make_batch(uint32_t seed, int64_t vocab) {
 
 double mean_loss(Model& m, const Batch& b) { return m.evaluate(b.tokens, b.labels, b.B, b.T); }
 
+// Checks the gradients of the parameters `take` names against central differences of the loss, at the three
+// largest-gradient elements of each tensor (there the finite difference is well above the fp32 rounding noise
+// of the loss); returns how many elements it checked.
+int check_against_central_differences(Model& m, const Batch& b, const std::function<bool(const Param&)>& take) {
+  Backend& backend = m.backend();
+  auto grads = m.gradients(b.tokens, b.labels, b.B, b.T);
+  int checked = 0;
+  for (Param& p : m.params()) {
+    if (!take(p)) continue;
+    const auto& g = grads.at(p.name);
+    auto v = backend.to_vector<float>(p.value);
+    std::vector<size_t> idx(g.size());
+    for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
+    std::partial_sort(idx.begin(), idx.begin() + 3, idx.end(), [&](size_t a, size_t c) { return std::fabs(g[a]) > std::fabs(g[c]); });
+    for (int j = 0; j < 3; ++j) {
+      size_t i = idx[j];
+      const float eps = 1e-2f, old = v[i];
+      v[i] = old + eps;
+      backend.upload(p.value, v.data(), v.size() * 4);
+      double lp = mean_loss(m, b);
+      v[i] = old - eps;
+      backend.upload(p.value, v.data(), v.size() * 4);
+      double lm = mean_loss(m, b);
+      v[i] = old;
+      backend.upload(p.value, v.data(), v.size() * 4);
+      double fd = (lp - lm) / (2.0 * eps);
+      // Central differences with eps = 1e-2: truncation error O(eps^2 * f''') plus fp32 loss rounding
+      // (~1e-7 / eps); 3% of the gradient plus 2e-4 covers both for these smooth models.
+      EXPECT_NEAR(fd, g[i], 0.03 * std::fabs(g[i]) + 2e-4) << p.name << "[" << i << "]";
+      ++checked;
+    }
+  }
+  return checked;
+}
+
 TEST(Model, Fp32GradientsMatchFiniteDifferences) {
   for (const auto& [name, cfg] : variants(TrainMode::fp32)) {
     SCOPED_TRACE(name);
@@ -83,36 +119,7 @@ TEST(Model, Fp32GradientsMatchFiniteDifferences) {
     Model m(*backend, cfg);
     m.init(3);
     perturb_biases_and_norms(m);
-    Batch b = make_batch(11, 64);
-    auto grads = m.gradients(b.tokens, b.labels, b.B, b.T);
-    int checked = 0;
-    for (Param& p : m.params()) {
-      const auto& g = grads.at(p.name);
-      auto v = backend->to_vector<float>(p.value);
-      // The three largest-gradient elements of each tensor: there the finite difference is well above
-      // fp32 rounding noise of the loss.
-      std::vector<size_t> idx(g.size());
-      for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
-      std::partial_sort(idx.begin(), idx.begin() + 3, idx.end(), [&](size_t a, size_t c) { return std::fabs(g[a]) > std::fabs(g[c]); });
-      for (int j = 0; j < 3; ++j) {
-        size_t i = idx[j];
-        const float eps = 1e-2f, old = v[i];
-        v[i] = old + eps;
-        backend->upload(p.value, v.data(), v.size() * 4);
-        double lp = mean_loss(m, b);
-        v[i] = old - eps;
-        backend->upload(p.value, v.data(), v.size() * 4);
-        double lm = mean_loss(m, b);
-        v[i] = old;
-        backend->upload(p.value, v.data(), v.size() * 4);
-        double fd = (lp - lm) / (2.0 * eps);
-        // Central differences with eps = 1e-2: truncation error O(eps^2 * f''') plus fp32 loss rounding
-        // (~1e-7 / eps); 3% of the gradient plus 2e-4 covers both for this smooth model.
-        EXPECT_NEAR(fd, g[i], 0.03 * std::fabs(g[i]) + 2e-4) << p.name << "[" << i << "]";
-        ++checked;
-      }
-    }
-    EXPECT_GT(checked, 30);
+    EXPECT_GT(check_against_central_differences(m, make_batch(11, 64), [](const Param&) { return true; }), 30);
   }
 }
 
@@ -132,32 +139,8 @@ TEST(Model, QloraAdapterGradientsMatchFiniteDifferences) {
     for (float& x : v) x = r.uniform(-0.3f, 0.3f);
     backend->upload(p.value, v.data(), v.size() * 4);
   }
-  Batch b = make_batch(11, 64);
-  auto grads = m.gradients(b.tokens, b.labels, b.B, b.T);
-  int checked = 0;
-  for (Param& p : m.params()) {
-    if (p.name.find(".lora_") == std::string::npos) continue;
-    const auto& g = grads.at(p.name);
-    auto v = backend->to_vector<float>(p.value);
-    std::vector<size_t> idx(g.size());
-    for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
-    std::partial_sort(idx.begin(), idx.begin() + 3, idx.end(), [&](size_t a, size_t x) { return std::fabs(g[a]) > std::fabs(g[x]); });
-    for (int j = 0; j < 3; ++j) {
-      const size_t i = idx[j];
-      const float eps = 1e-2f, old = v[i];
-      v[i] = old + eps;
-      backend->upload(p.value, v.data(), v.size() * 4);
-      const double lp = mean_loss(m, b);
-      v[i] = old - eps;
-      backend->upload(p.value, v.data(), v.size() * 4);
-      const double lm = mean_loss(m, b);
-      v[i] = old;
-      backend->upload(p.value, v.data(), v.size() * 4);
-      // The bound of Model.Fp32GradientsMatchFiniteDifferences (same eps, same smooth model).
-      EXPECT_NEAR((lp - lm) / (2.0 * eps), g[i], 0.03 * std::fabs(g[i]) + 2e-4) << p.name << "[" << i << "]";
-      ++checked;
-    }
-  }
+  const int checked = check_against_central_differences(
+      m, make_batch(11, 64), [](const Param& p) { return p.name.find(".lora_") != std::string::npos; });
   EXPECT_EQ(checked, 2 * 7 * c.n_layers * 3);
 }
 
