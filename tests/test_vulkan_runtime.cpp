@@ -315,15 +315,8 @@ TEST(VulkanRuntime, StagedOperandIsReusedUntilItsSourceChanges) {
 // says so; with EDGETRAIN_PROFILE_ORDER it lists each replay's length and every dispatch in program order.
 TEST(VulkanRuntime, ProfileLeavesOutTheFirstReplayAndListsDispatchesInOrder) {
   NEED_VULKAN();
-  ::setenv("EDGETRAIN_PROFILE_ORDER", "1", 1);
-  std::unique_ptr<Backend> b;
-  try {
-    b = make_profiled_backend("vulkan", ::testing::TempDir() + "edgetrain_order_profile.txt");
-  } catch (...) {
-    ::unsetenv("EDGETRAIN_PROFILE_ORDER");
-    throw;
-  }
-  ::unsetenv("EDGETRAIN_PROFILE_ORDER");
+  std::unique_ptr<Backend> b =
+      make_profiled_backend("vulkan", ::testing::TempDir() + "edgetrain_order_profile.txt", /*in_order=*/true);
   const int64_t n = 1000;
   Tensor x = b->zeros(Shape{n}, DType::f32), y = b->zeros(Shape{n}, DType::f32);
   auto p = b->new_program();

@@ -196,8 +196,7 @@ Case copy_case(int64_t N) {
 // Realistic: the 4096^3 class of products, the base step's own weight gradients (8192 tokens; dW
 // [768, 768] and [768, 2048], the deep products with few output tiles), a rank-16 LoRA's products at
 // the 1B shape (4096 tokens, width 2048: x A^T, t B^T, and the adapters' gradients; dt = dy B over the
-// MLP's 8192), and the steps'
-// 4-bit products and attention (below).
+// MLP's 8192), and the steps' 4-bit products and attention (below).
 std::vector<Case> bench_cases(bool small) {
   if (small)
     return {mm_case(512, 512, 512),          dw_case(512, 256, 256),   dw_case(512, 512, 512),
@@ -209,7 +208,8 @@ std::vector<Case> bench_cases(bool small) {
   return {mm_case(4096, 4096, 4096),          mm_case(8192, 8192, 8192),       dw_case(4096, 2048, 2048),
           dw_case(4096, 4096, 4096),          dw_case(8192, 2048, 2048),       dw_case(8192, 768, 768),
           dw_case(8192, 768, 2048),           mm_case(4096, 16, 2048),         mm_case(4096, 16, 8192),
-          mm_case(4096, 2048, 16),            dw_case(4096, 16, 2048),            dw_case(4096, 2048, 16),         q4_case(4096, 4096, 4096, 64),
+          mm_case(4096, 2048, 16),            dw_case(4096, 16, 2048),         dw_case(4096, 2048, 16),
+          q4_case(4096, 4096, 4096, 64),
           q4_case(1, 4096, 4096, 64),         q4_case(1, 11008, 4096, 64),     q4_backward_case(4096, 4096, 4096, 64),
           requant_case(4096, 4096, 64),       ce_case(8192, 32000),            adamw_case(int64_t{1} << 28),
           rms_case(8192, 4096),               softmax_case(8192, 4096),        causal_case(16, 12, 512),

@@ -2,15 +2,15 @@
 // stderr): a program brackets every dispatch with two timestamps, and after each replay keeps the measured
 // times in its ProgramProfile; the report gives each dispatch's median over the latest replays, leaving out
 // a program's first replay once there is a second (it touches memory for the first time, and the next ones
-// may still be slower: an H200's base step 215, 88, then 53 ms); the Profiler writes the per-kernel tables (at backend destruction, and to a
-// file at most once a second while replays run). When the variable is unset no Profiler exists and
+// may still be slower: an H200's base step 215, 88, then 53 ms). The Profiler writes the per-kernel tables
+// (at backend destruction, and to a file at most once a second while replays run). When the variable is unset no Profiler exists and
 // programs record and do exactly what they would without this file. EDGETRAIN_PROFILE_ORDER=1 adds every
 // dispatch of each program in the order it runs (where a step's time goes, call by call).
 #pragma once
 
 #include <chrono>
-#include <deque>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>

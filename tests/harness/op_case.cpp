@@ -184,16 +184,21 @@ bool vulkan_usable() {
   return false;
 }
 
-std::unique_ptr<Backend> make_profiled_backend(const std::string& name, const std::string& path) {
+std::unique_ptr<Backend> make_profiled_backend(const std::string& name, const std::string& path, bool in_order) {
   ::setenv("EDGETRAIN_PROFILE", path.c_str(), 1);
+  if (in_order) ::setenv("EDGETRAIN_PROFILE_ORDER", "1", 1);
+  auto unset = [] {
+    ::unsetenv("EDGETRAIN_PROFILE");
+    ::unsetenv("EDGETRAIN_PROFILE_ORDER");
+  };
   std::unique_ptr<Backend> b;
   try {
     b = make_backend(name);
   } catch (...) {
-    ::unsetenv("EDGETRAIN_PROFILE");
+    unset();
     throw;
   }
-  ::unsetenv("EDGETRAIN_PROFILE");
+  unset();
   return b;
 }
 
