@@ -15,6 +15,7 @@
 
 #include "edgetrain/backends.h"
 #include "edgetrain/safetensors.h"
+#include "harness/scoped_env.h"
 
 #ifdef EDGETRAIN_HAS_VULKAN
 #include "vulkan/ops_gemm.h"
@@ -219,24 +220,6 @@ bool have_usable_vulkan() {
     if (d.backend == "vulkan" && d.usable) return true;
   return false;
 }
-
-// Sets an environment variable for the life of the object (the Vulkan backend reads its fault switch when a
-// backend is created), restoring the previous value after.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    ::setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    if (old_) ::setenv(name_.c_str(), old_->c_str(), 1);
-    else ::unsetenv(name_.c_str());
-  }
-
- private:
-  std::string name_;
-  std::optional<std::string> old_;
-};
 
 // A tensor of `shape` on backend b whose storage claims `bytes` but was never allocated: lets a call reach
 // an encoder's size checks without allocating gigabytes (the id is one no allocation has, so its release

@@ -14,6 +14,7 @@
 #include "edgetrain/graph.h"
 #include "edgetrain/q4gsw.h"
 #include "harness/op_case.h"
+#include "harness/scoped_env.h"
 
 #ifdef EDGETRAIN_HAS_VULKAN
 #include "vulkan/program.h"
@@ -60,22 +61,6 @@ TEST(VulkanRuntime, DeviceChoiceByNameAndIndex) {
   o.device = "999";
   EXPECT_THROW(make_backend("vulkan", o), Error);
 }
-
-// Sets an environment variable for one scope (the loader reads its variables at each instance creation).
-struct ScopedEnv {
-  std::string name, old;
-  bool had;
-  ScopedEnv(const char* n, const char* v) : name(n) {
-    const char* o = std::getenv(n);
-    had = o != nullptr;
-    if (had) old = o;
-    setenv(n, v, 1);
-  }
-  ~ScopedEnv() {
-    if (had) setenv(name.c_str(), old.c_str(), 1);
-    else unsetenv(name.c_str());
-  }
-};
 
 TEST(VulkanRuntime, NoDriverIsReportedNotThrown) {
   ScopedEnv icd("VK_ICD_FILENAMES", "/nonexistent/edgetrain_icd.json");

@@ -10,7 +10,11 @@
 
 #include "gemm_coop.spv.h"
 #include "gemm_split.spv.h"
+#include "vulkan/coop_matrix2.h"
 #include "vulkan/ops_gemm.h"
+#if EDGETRAIN_VK_CM2
+#include "gemm_cm2.spv.h"
+#endif
 
 namespace edgetrain::vk {
 
@@ -154,6 +158,15 @@ bool append_coop(const CoopOperand& a, const CoopOperand& b, const CoopEpilogue&
   Dispatch d{ET_VK_KERNEL(gemm_coop)};
   d.spec = {ep.out_bind, ep.bias_bind, ep.scalar_bind, ep.scratch_bind, f16 ? 1u : 0u,
             f16 && a.kind == 1 ? 1u : 0u, f16 && b.kind == 1 ? 1u : 0u};
+#if EDGETRAIN_VK_CM2
+  // fp16 operands on a device with cooperative matrices 2: cm2/gemm_cm2.comp reads the same parts through
+  // tensor loads (element offsets in halves: the parts must lie in the first 2^32) and takes the same
+  // push constants and grid.
+  if (f16 && ctx.cm2 && (b_hi + b_part) / 2 < (1ull << 32)) {
+    d = Dispatch{ET_VK_KERNEL(gemm_cm2)};
+    d.spec = {ep.out_bind, ep.bias_bind, ep.scalar_bind, ep.scratch_bind, a.kind == 1 ? 1u : 0u, b.kind == 1 ? 1u : 0u};
+  }
+#endif
   d.arg(index32(M)).arg(index32(N)).arg(index32(Kp)).arg(index32(Mp)).arg(index32(Np)).arg(ep.c_batch).arg(ep.alpha_idx).arg(ep.flags);
   d.arg(index32(a_hi / 16)).arg(index32(a_lo / 16)).arg(index32(b_hi / 16)).arg(index32(b_lo / 16));
   d.arg(index32(ex_a / 4)).arg(index32(ex_b / 4));

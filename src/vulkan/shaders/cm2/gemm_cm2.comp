@@ -1,0 +1,146 @@
+// The fp16 tensor-core GEMM through cooperative matrices 2 (VK_NV_cooperative_matrix2), chosen by
+// ops_gemm_coop.cpp for the f16 flag where the device has them: C[b] (+)= alpha * A[b] @ B[b] (+ bias) from
+// the fp16 operands gemm_split.comp staged in scratch, exactly what gemm_coop.comp F16 computes (fp16
+// operands, fp32 accumulation; the order of the sums differs). One workgroup-scope 128x128 fp32 accumulator
+// per workgroup of 128 invocations; the driver lays out and feeds the matrices itself through tensor-addressed
+// loads of 32-deep slices. Padded operands (rows to a multiple of 128, the contraction to a multiple of 64,
+// zeros) mean no load leaves its operand; the epilogue, a per-element operation, tests m < M and n < N and
+// writes each element (alpha, bias, accumulate) or split-K's partial sum, as gemm_coop.comp does.
+// H200 (docs/PERFORMANCE.md): a standalone probe of this loop took 0.624 ms at 4096x8192x2048 with B [N][K]
+// (0.583 with B [K][N] and 128x256 tiles) where gemm_coop.comp takes 0.738 in the 1B step.
+#version 450
+#extension GL_KHR_cooperative_matrix : require
+#extension GL_NV_cooperative_matrix2 : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#extension GL_EXT_shader_16bit_storage : require
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_EXT_control_flow_attributes : require
+
+layout(constant_id = 0) const uint OUT_BIND = 2;     // binding of C
+layout(constant_id = 1) const uint BIAS_BIND = 255;  // binding of bias[N], 255: none
+layout(constant_id = 2) const uint SCALAR_BIND = 3;  // the scalar block (alpha)
+layout(constant_id = 3) const uint SCR_BIND = 4;     // the scratch that gemm_split.comp filled (4, 5 or 6)
+layout(constant_id = 4) const uint A_KMAJOR = 0;     // A's part is [batch][Kp][Mp] (else [batch][Mp][Kp])
+layout(constant_id = 5) const uint B_KMAJOR = 0;     // B's part is [batch][Kp][Np] (else [batch][Np][Kp])
+
+layout(local_size_x = 128) in;
+
+// Every binding a call may use as fp32 (C, bias, scalars, split-K's partial sums), and the scratch bindings
+// as the fp16 parts the tensor loads read. Neither view is readonly: one binding, one kind of access.
+layout(set = 0, binding = 0) buffer F0 { float f0[]; };
+layout(set = 0, binding = 1) buffer F1 { float f1[]; };
+layout(set = 0, binding = 2) buffer F2 { float f2[]; };
+layout(set = 0, binding = 3) buffer F3 { float f3[]; };
+layout(set = 0, binding = 4) buffer F4 { float f4[]; };
+layout(set = 0, binding = 5) buffer F5 { float f5[]; };
+layout(set = 0, binding = 6) buffer F6 { float f6[]; };
+layout(set = 0, binding = 4) buffer H4 { float16_t h4[]; };
+layout(set = 0, binding = 5) buffer H5 { float16_t h5[]; };
+layout(set = 0, binding = 6) buffer H6 { float16_t h6[]; };
+
+// gemm_coop.comp's push constants (one encoder for both kernels); a_lo, b_lo and the exponents are unused.
+layout(push_constant) uniform Push {
+  uint M, N, Kp, Mp, Np, c_batch, alpha_idx, flags;
+  uint a_hi, a_lo, b_hi, b_lo;  // uvec4 offsets of the fp16 parts
+  uint a_exp, b_exp;
+  uint kslice;  // split-K: contraction per z slice (a multiple of 64); Kp when not split
+  uint part;    // split-K: float offset in scratch of the partial sums [z][M][N]; 0xffffffff: none
+} pc;
+
+float ld(uint bind, uint i) {
+  switch (bind) {
+    case 0: return f0[i];
+    case 1: return f1[i];
+    case 2: return f2[i];
+    case 3: return f3[i];
+    case 4: return f4[i];
+    case 5: return f5[i];
+    default: return f6[i];
+  }
+}
+void st(uint bind, uint i, float v) {
+  switch (bind) {
+    case 0: f0[i] = v; break;
+    case 1: f1[i] = v; break;
+    case 2: f2[i] = v; break;
+    case 3: f3[i] = v; break;
+    case 4: f4[i] = v; break;
+    case 5: f5[i] = v; break;
+    default: f6[i] = v; break;
+  }
+}
+
+const uint BM = 128u, BN = 128u, BK = 32u, UNROLL = 8u;
+#define MAT_A coopmat<float16_t, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA>
+#define MAT_B coopmat<float16_t, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB>
+#define MAT_C coopmat<float, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>
+
+// The epilogue of one element (row r, column c of the tile at m0, n0): split-K's partial sum, or
+// alpha * sum (+ bias[n]) (+ C) into C.
+float epilogue_op(const in uint r, const in uint c, const in float v, const in uint m0, const in uint n0,
+                  const in uint bz, const in float alpha) {
+  const uint m = m0 + r, n = n0 + c;
+  if (m < pc.M && n < pc.N) {
+    if (pc.part != 0xffffffffu) {
+      st(SCR_BIND, pc.part + bz * pc.M * pc.N + m * pc.N + n, v);
+    } else {
+      float y = alpha == 1.0 ? v : v * alpha;
+      if (BIAS_BIND != 255u && (pc.flags & 1u) != 0u) y += ld(BIAS_BIND, n);
+      const uint o = bz * pc.c_batch + m * pc.N + n;
+      if ((pc.flags & 2u) != 0u) y = ld(OUT_BIND, o) + y;
+      st(OUT_BIND, o, y);
+    }
+  }
+  return v;
+}
+
+void main() {
+  const uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN;
+  // Split-K (one batch): z picks a slice of the contraction; otherwise z is the batch.
+  const bool split = pc.part != 0xffffffffu;
+  const uint b = split ? 0u : gl_WorkGroupID.z;
+  const uint k_begin = split ? gl_WorkGroupID.z * pc.kslice : 0u, k_end = min(pc.Kp, k_begin + pc.kslice);
+  const uint a_base = pc.a_hi * 8u + b * pc.Mp * pc.Kp, b_base = pc.b_hi * 8u + b * pc.Np * pc.Kp;
+
+  // The parts as 2-d tensors; the strides are stated (measured: without them the loads are 6x slower).
+  tensorLayoutNV<2> tA = createTensorLayoutNV(2), tB = createTensorLayoutNV(2);
+  if (A_KMAJOR == 1u) {
+    tA = setTensorLayoutDimensionNV(tA, pc.Kp, pc.Mp);
+    tA = setTensorLayoutStrideNV(tA, pc.Mp, 1);
+  } else {
+    tA = setTensorLayoutDimensionNV(tA, pc.Mp, pc.Kp);
+    tA = setTensorLayoutStrideNV(tA, pc.Kp, 1);
+  }
+  if (B_KMAJOR == 1u) {
+    tB = setTensorLayoutDimensionNV(tB, pc.Kp, pc.Np);
+    tB = setTensorLayoutStrideNV(tB, pc.Np, 1);
+  } else {
+    tB = setTensorLayoutDimensionNV(tB, pc.Np, pc.Kp);
+    tB = setTensorLayoutStrideNV(tB, pc.Kp, 1);
+  }
+  tensorViewNV<2, false, 1, 0> transposed = createTensorViewNV(2, false, 1, 0);
+
+  MAT_C acc = MAT_C(0.0);
+#define LOAD_FROM(ma, mb, h, k)                                                                        \
+  if (A_KMAJOR == 1u) coopMatLoadTensorNV(ma, h, a_base, sliceTensorLayoutNV(tA, k, BK, m0, BM), transposed); \
+  else coopMatLoadTensorNV(ma, h, a_base, sliceTensorLayoutNV(tA, m0, BM, k, BK));                     \
+  if (B_KMAJOR == 1u) coopMatLoadTensorNV(mb, h, b_base, sliceTensorLayoutNV(tB, k, BK, n0, BN));      \
+  else coopMatLoadTensorNV(mb, h, b_base, sliceTensorLayoutNV(tB, n0, BN, k, BK), transposed);
+#define STEP(k)                                                \
+  {                                                            \
+    MAT_A ma;                                                  \
+    MAT_B mb;                                                  \
+    if (SCR_BIND == 4u) { LOAD_FROM(ma, mb, h4, k) }           \
+    else if (SCR_BIND == 5u) { LOAD_FROM(ma, mb, h5, k) }      \
+    else { LOAD_FROM(ma, mb, h6, k) }                          \
+    acc = coopMatMulAdd(ma, mb, acc);                          \
+  }
+  uint k = k_begin;
+  for (; k + BK * UNROLL <= k_end; k += BK * UNROLL) {
+    [[unroll]] for (uint u = 0; u < UNROLL; ++u) STEP(k + u * BK)
+  }
+  for (; k < k_end; k += BK) STEP(k)
+
+  const float alpha = pc.alpha_idx == 0xffffffffu ? 1.0 : ld(SCALAR_BIND, pc.alpha_idx);
+  coopMatPerElementNV(acc, acc, epilogue_op, m0, n0, gl_WorkGroupID.z, alpha);
+}
