@@ -18,6 +18,9 @@
 // summation order. MODE 3 (F16, KIND 1) keeps the source's orientation: k-major [batch][Kp][Rp] halves, which
 // gemm_coop.comp stages as they are and reads transposed from shared memory — a streaming conversion
 // instead of a transpose through shared memory (a step's weight gradients take both operands this way).
+// MODE 4 (F16, KIND 2 and 3, for gemm_cm2.comp): the 4-bit weight k-major too, [Kp][Rp] halves, the B layout
+// that cooperative matrices 2 load fastest (docs/PERFORMANCE.md); a W_4X8 block's 8 rows n are 8 consecutive
+// halves of a k row (KIND 2), or its 8 k of a row n are (KIND 3, two blocks per thread).
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
@@ -198,6 +201,45 @@ void main() {
     float v[8];
     [[unroll]] for (uint j = 0; j < 8; ++j) v[j] = elem(b, c * 8 + j, k);
     put(pc.hi + (b * pc.Kp + k) * rq + c, pack8_f16(v));
+    return;
+  }
+
+  if (MODE == 4u) {  // F16, KIND 2 or 3: the 4-bit weight k-major, [Kp][Rp] halves (gemm_cm2.comp's B as is)
+    const uint rq = pc.Rp / 8, i = linear_group_id() * 256 + tid;
+    if (KIND == 2u) {  // a thread per W_4X8 block (8 rows n x 4 k): one uvec4 of each of its 4 k rows
+      const uint k0 = (i / rq) * 4, c = i % rq, n0 = c * 8;
+      if (k0 >= pc.Kp) return;
+      float v[4][8];
+      if (n0 + 8 <= pc.R && k0 + 4 <= pc.K) {
+        const uvec4 w = w1v[(k0 >> 2) * pc.N8 + (n0 >> 3)];  // word j: rows n0 + 2j, n0 + 2j + 1
+        [[unroll]] for (uint j = 0; j < 8; ++j) {
+          const float sc = scale_at((k0 / pc.gs) * pc.N + n0 + j);
+          [[unroll]] for (uint kk = 0; kk < 4; ++kk) v[kk][j] = q4_value(q4_nibble(w[j >> 1], kk, j & 1u)) * sc;
+        }
+      } else {
+        [[unroll]] for (uint kk = 0; kk < 4; ++kk)
+          [[unroll]] for (uint j = 0; j < 8; ++j) v[kk][j] = elem(b, n0 + j, k0 + kk);
+      }
+      [[unroll]] for (uint kk = 0; kk < 4; ++kk) put(pc.hi + (b * pc.Kp + k0 + kk) * rq + c, pack8_f16(v[kk]));
+    } else {  // KIND 3 (rows k over n): a thread per 8 n x 8 k, one uvec4 of each of its 8 n rows
+      const uint n0 = (i / rq) * 8, c = i % rq, k0 = c * 8;
+      if (n0 >= pc.Kp) return;
+      float v[8][8];
+      if (n0 + 8 <= pc.K && k0 + 8 <= pc.R) {
+        const uvec4 wa = w1v[(k0 >> 2) * pc.N8 + (n0 >> 3)], wb = w1v[((k0 >> 2) + 1) * pc.N8 + (n0 >> 3)];
+        [[unroll]] for (uint j = 0; j < 8; ++j) {
+          const float sa = scale_at((k0 / pc.gs) * pc.N + n0 + j), sb = scale_at(((k0 + 4) / pc.gs) * pc.N + n0 + j);
+          [[unroll]] for (uint kk = 0; kk < 4; ++kk) {
+            v[j][kk] = q4_value(q4_nibble(wa[j >> 1], kk, j & 1u)) * sa;
+            v[j][4 + kk] = q4_value(q4_nibble(wb[j >> 1], kk, j & 1u)) * sb;
+          }
+        }
+      } else {
+        [[unroll]] for (uint j = 0; j < 8; ++j)
+          [[unroll]] for (uint kk = 0; kk < 8; ++kk) v[j][kk] = elem(b, k0 + kk, n0 + j);
+      }
+      [[unroll]] for (uint j = 0; j < 8; ++j) put(pc.hi + (b * pc.Kp + n0 + j) * rq + c, pack8_f16(v[j]));
+    }
     return;
   }
 
