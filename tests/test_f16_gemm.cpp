@@ -68,6 +68,23 @@ TEST(F16Twins, EveryOpWithTheFlagHasThem) {
   EXPECT_EQ(flagged, 8) << "the six matrix products and attention (+backward)";
 }
 
+// The flag is the last int: asking for it fills the optional ints before it with their defaults. The bench
+// once appended it to mm's (trans_a, trans_b), where it read as accumulate = 1 and the fp16 cases ran fp32.
+TEST(F16Flag, SettingItFillsTheOptionalIntsBeforeIt) {
+  OpCall mm{Op::mm, {}, {}, {0, 1}, {}};
+  set_f16_operands(mm);
+  EXPECT_EQ(mm.ints, (std::vector<int64_t>{0, 1, 0, 1}));
+  EXPECT_TRUE(f16_operands(mm));
+  OpCall acc{Op::mm, {}, {}, {1, 0, 1, 0}, {}};
+  set_f16_operands(acc);
+  EXPECT_EQ(acc.ints, (std::vector<int64_t>{1, 0, 1, 1}));  // accumulate kept
+  OpCall dw{Op::linear_dW, {}, {}, {}, {}};
+  set_f16_operands(dw);
+  EXPECT_EQ(dw.ints, (std::vector<int64_t>{0, 1}));
+  OpCall add{Op::add, {}, {}, {}, {}};
+  EXPECT_THROW(set_f16_operands(add), Error);
+}
+
 // ---- the reference by hand ----
 
 std::vector<float> ref1(Op op, std::vector<HostTensor> in, Shape out, std::vector<int64_t> ints,

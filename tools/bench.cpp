@@ -107,7 +107,7 @@ Result run_case(Backend& b, const Case& c, const Flags& f, Precision precision) 
   // A call of the case on fresh random inputs, with the f16 flag under --precision fp16.
   auto make = [&] {
     OpCall call = c.make(b, rng);
-    if (f16 && !f16_operands(call)) call.ints.push_back(1);
+    if (f16) set_f16_operands(call);
     return call;
   };
   const OpCall call = make();

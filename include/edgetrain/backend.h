@@ -190,6 +190,9 @@ void check_call(const OpCall& call);
 bool has_f16_flag(Op op);
 // Whether a call asks for fp16 operands: its op takes the flag and it is given and 1 (ops.inc).
 bool f16_operands(const OpCall& call);
+// Asks for fp16 operands: an op with the flag gets its optional ints before it at their default (0), then
+// the flag 1 (a bare push_back would land in an earlier optional int: mm's accumulate).
+void set_f16_operands(OpCall& call);
 
 // The outputs a call with these inputs and ints must have (shapes and dtypes), for allocation.
 struct OutSpec {

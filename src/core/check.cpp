@@ -123,6 +123,12 @@ bool f16_operands(const OpCall& c) {
   return has_f16_flag(c.op) && c.ints.size() == op_info(c.op).ints.names.size() && c.ints.back() != 0;
 }
 
+void set_f16_operands(OpCall& c) {
+  ET_CHECK(has_f16_flag(c.op), op_info(c.op).name, " takes no f16 flag");
+  c.ints.resize(op_info(c.op).ints.names.size() - 1, 0);
+  c.ints.push_back(1);
+}
+
 std::vector<OutSpec> infer_outputs(Op op, const std::vector<Tensor>& in, const std::vector<int64_t>& ints) {
   OpCall c{op, in, {}, ints, {}};
   const OpInfo& info = op_info(op);

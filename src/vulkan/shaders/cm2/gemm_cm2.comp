@@ -34,9 +34,9 @@ layout(set = 0, binding = 3) buffer F3 { float f3[]; };
 layout(set = 0, binding = 4) buffer F4 { float f4[]; };
 layout(set = 0, binding = 5) buffer F5 { float f5[]; };
 layout(set = 0, binding = 6) buffer F6 { float f6[]; };
-layout(set = 0, binding = 4) buffer H4 { float16_t h4[]; };
-layout(set = 0, binding = 5) buffer H5 { float16_t h5[]; };
-layout(set = 0, binding = 6) buffer H6 { float16_t h6[]; };
+layout(set = 0, binding = 4) readonly buffer H4 { float16_t h4[]; };
+layout(set = 0, binding = 5) readonly buffer H5 { float16_t h5[]; };
+layout(set = 0, binding = 6) readonly buffer H6 { float16_t h6[]; };
 
 // gemm_coop.comp's push constants (one encoder for both kernels); a_lo, b_lo and the exponents are unused.
 layout(push_constant) uniform Push {
@@ -99,24 +99,25 @@ void main() {
   // Split-K (one batch): z picks a slice of the contraction; otherwise z is the batch.
   const bool split = pc.part != 0xffffffffu;
   const uint b = split ? 0u : gl_WorkGroupID.z;
-  const uint k_begin = split ? gl_WorkGroupID.z * pc.kslice : 0u, k_end = min(pc.Kp, k_begin + pc.kslice);
-  const uint a_base = pc.a_hi * 8u + b * pc.Mp * pc.Kp, b_base = pc.b_hi * 8u + b * pc.Np * pc.Kp;
-
-  // The parts as 2-d tensors; the strides are stated (measured: without them the loads are 6x slower).
+  // Contraction steps of BK: slice z's first and one past its last (kslice and Kp are multiples of 64).
+  const uint s_begin = split ? gl_WorkGroupID.z * (pc.kslice / BK) : 0u, s_end = min(pc.Kp / BK, s_begin + pc.kslice / BK);
+  // Every offset, stride and slice start is written so that the compiler sees it is a multiple of 8 halves
+  // (16 bytes): a probe on an H200 with the strides given as plain values ran 6x slower (docs/PERFORMANCE.md).
+  const uint a_base = (pc.a_hi + b * (pc.Mp / 8u) * pc.Kp) * 8u, b_base = (pc.b_hi + b * (pc.Np / 8u) * pc.Kp) * 8u;
   tensorLayoutNV<2> tA = createTensorLayoutNV(2), tB = createTensorLayoutNV(2);
   if (A_KMAJOR == 1u) {
     tA = setTensorLayoutDimensionNV(tA, pc.Kp, pc.Mp);
-    tA = setTensorLayoutStrideNV(tA, pc.Mp, 1);
+    tA = setTensorLayoutStrideNV(tA, pc.Mp & ~7u, 1);
   } else {
     tA = setTensorLayoutDimensionNV(tA, pc.Mp, pc.Kp);
-    tA = setTensorLayoutStrideNV(tA, pc.Kp, 1);
+    tA = setTensorLayoutStrideNV(tA, pc.Kp & ~7u, 1);
   }
   if (B_KMAJOR == 1u) {
     tB = setTensorLayoutDimensionNV(tB, pc.Kp, pc.Np);
-    tB = setTensorLayoutStrideNV(tB, pc.Np, 1);
+    tB = setTensorLayoutStrideNV(tB, pc.Np & ~7u, 1);
   } else {
     tB = setTensorLayoutDimensionNV(tB, pc.Np, pc.Kp);
-    tB = setTensorLayoutStrideNV(tB, pc.Kp, 1);
+    tB = setTensorLayoutStrideNV(tB, pc.Kp & ~7u, 1);
   }
   tensorViewNV<2, false, 1, 0> transposed = createTensorViewNV(2, false, 1, 0);
 
@@ -135,11 +136,11 @@ void main() {
     else { LOAD_FROM(ma, mb, h6, k) }                          \
     acc = coopMatMulAdd(ma, mb, acc);                          \
   }
-  uint k = k_begin;
-  for (; k + BK * UNROLL <= k_end; k += BK * UNROLL) {
-    [[unroll]] for (uint u = 0; u < UNROLL; ++u) STEP(k + u * BK)
+  uint s = s_begin;
+  for (; s + UNROLL <= s_end; s += UNROLL) {
+    [[unroll]] for (uint u = 0; u < UNROLL; ++u) STEP((s + u) * BK)
   }
-  for (; k < k_end; k += BK) STEP(k)
+  for (; s < s_end; ++s) STEP(s * BK)
 
   const float alpha = pc.alpha_idx == 0xffffffffu ? 1.0 : ld(SCALAR_BIND, pc.alpha_idx);
   coopMatPerElementNV(acc, acc, epilogue_op, m0, n0, gl_WorkGroupID.z, alpha);
