@@ -9,12 +9,14 @@
 namespace edgetrain::test {
 namespace {
 
-// M, N, K around 64x64 output tiles, 4x4/8x8 register tiles and 16/32-wide k steps.
+// M, N, K around 64x64 output tiles, 4x4/8x8 register tiles and 16/32-wide k steps; and whole 128x128
+// tiles beside partial ones with 16-byte rows (the cooperative-matrix-2 GEMM's tensor stores).
 struct MNK {
   int64_t M, N, K;
 };
 const std::vector<MNK> kShapes = {{1, 1, 1},     {1, 64, 64},  {3, 5, 7},     {63, 64, 65},  {64, 64, 64},
-                                  {65, 63, 129}, {128, 1, 33}, {1, 129, 128}, {129, 65, 16}, {64, 128, 31}};
+                                  {65, 63, 129}, {128, 1, 33}, {1, 129, 128}, {129, 65, 16}, {64, 128, 31},
+                                  {256, 136, 300}};
 
 std::string mnk_name(const MNK& s) {
   return "M" + std::to_string(s.M) + "_N" + std::to_string(s.N) + "_K" + std::to_string(s.K);

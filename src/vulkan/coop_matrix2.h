@@ -1,6 +1,7 @@
 // Cooperative matrices 2 (VK_NV_cooperative_matrix2): workgroup-scope matrices that the driver lays out and
-// feeds, tensor-addressed loads, row reductions and per-element operations. The kernels that use them live
-// in shaders/cm2/ (built only where scripts/setup.sh could fetch glslang 15; EDGETRAIN_VK_CM2). This file
+// feeds, tensor-addressed loads, row reductions and per-element operations. The kernels that use them (the
+// fp16 GEMM and the fp16 attention forward) live in shaders/cm2/ (built only where scripts/setup.sh could
+// fetch glslang 15; EDGETRAIN_VK_CM2). This file
 // says whether a device offers them and which features enable them; Debian 12's Vulkan headers (1.3.239)
 // predate the extension, so its structures are declared here as the specification defines them.
 #pragma once

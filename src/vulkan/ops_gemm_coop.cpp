@@ -5,6 +5,8 @@
 // With the f16 flag the operands are fp16 by definition: one pass per operand writes its rounded fp16
 // values (no exponents, no lo part) and gemm_coop.comp does one product; an operand whose rows are
 // contiguous (KIND 1) keeps that k-major orientation (no transpose) and gemm_coop.comp reads it transposed.
+// Where the device has cooperative matrices 2, fp16 products run cm2/gemm_cm2.comp over the same staged
+// parts instead (a 4-bit weight then staged k-major too); H200 figures in docs/PERFORMANCE.md.
 #include <algorithm>
 #include <vector>
 
