@@ -6,8 +6,8 @@
 // loads of 32-deep slices. Padded operands (rows to a multiple of 128, the contraction to a multiple of 64,
 // zeros) mean no load leaves its operand; the epilogue, a per-element operation, tests m < M and n < N and
 // writes each element (alpha, bias, accumulate) or split-K's partial sum, as gemm_coop.comp does.
-// H200 (docs/PERFORMANCE.md): a standalone probe of this loop took 0.624 ms at 4096x8192x2048 with B [N][K]
-// (0.583 with B [K][N] and 128x256 tiles) where gemm_coop.comp takes 0.738 in the 1B step.
+// H200 (docs/PERFORMANCE.md, seventeenth session): the 1B step's 4-bit products (staging included) 0.61-0.64
+// ms where gemm_coop.comp takes 0.73-0.78; the 1B qlora fp16 step 191 -> 172 ms.
 #version 450
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_NV_cooperative_matrix2 : require
@@ -144,8 +144,8 @@ void main() {
 
   const float alpha = pc.alpha_idx == 0xffffffffu ? 1.0 : ld(SCALAR_BIND, pc.alpha_idx);
   // A whole tile without bias whose rows start on 16-byte boundaries goes out through tensor stores (and
-  // accumulates through a tensor load): a 4096x8192x2048 product spent ~20% of its time in the per-element
-  // epilogue below (H200, docs/PERFORMANCE.md). Partial tiles and bias take that epilogue.
+  // accumulates through a tensor load): a 4096x8192x2048 product took 0.835 ms with the per-element
+  // epilogue below for every tile, 0.633 with this (H200). Partial tiles and bias take that epilogue.
   const bool bias = BIAS_BIND != 255u && (pc.flags & 1u) != 0u;
   const uint c_base = split ? pc.part + gl_WorkGroupID.z * pc.M * pc.N : b * pc.c_batch;
   if (m0 + BM <= pc.M && n0 + BN <= pc.N && !bias && pc.N % 8u == 0u && c_base % 8u == 0u) {
