@@ -77,9 +77,10 @@ class Recorder {
   Tensor lin_input_grad(const Tensor& dy, const Model::Impl::Lin& L, const LinSaved& s) {
     Tensor dx = L.w->quantized() ? g_.linear_q4gsw_backward(dy, L.w->codes, L.w->scales, cfg_.group_size, L.K)
                                  : g_.mm(dy, L.w->value);
-    if (L.a) {  // the scale s = alpha/r goes onto the narrow products: dB += s dy^T t, dt = s dy B
-      g_.mm_into(dy, s.t, L.b->grad, true, false, lora_scale(), true);
+    if (L.a) {  // the scale s = alpha/r goes onto the narrow products: dt = s dy B, dB += s dy^T t
+      // dt first: its product reads dy as the 4-bit product just did (a tensor-core path reuses dy staged).
       Tensor dt = g_.mm(dy, L.b->value, false, false, lora_scale());  // [R, r]
+      g_.mm_into(dy, s.t, L.b->grad, true, false, lora_scale(), true);
       g_.linear_dW_into(dt, s.x, L.a->grad, true);
       g_.mm_into(dt, L.a->value, dx, false, false, 1.0f, true);  // dx += dt A
     }

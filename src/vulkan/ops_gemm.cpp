@@ -8,6 +8,7 @@
 #include "gemm.spv.h"
 #include "gemm_big.spv.h"
 #include "gemm_splitk_reduce.spv.h"
+#include "vulkan/coop_matrix2.h"
 #include "vulkan/kernel.h"
 #include "vulkan/ops_gemm.h"
 
@@ -66,7 +67,12 @@ bool q4_big_tiles(uint64_t rows, uint64_t cols, uint64_t red, const EncodeContex
 
 void append_gemm(const GemmArgs& g, const EncodeContext& ctx, Encoded& out) {
   ET_CHECK(g.M < (1ull << 32) && g.N < (1ull << 32) && g.K < (1ull << 32), "vulkan gemm: sizes too large");
-  if (append_narrow_gemm(g, ctx, out)) return;
+  // With cooperative matrices 2, an fp16 product of k-contiguous rows of A and a narrow B (a low-rank
+  // adapter's x A^T, dy B) takes the tensor-core path: A is usually still staged in fp16 from the 4-bit
+  // product of the same input just before (program.cpp reuses it), so only the GEMM is left, split-K
+  // filling the GPU. H200 figures: docs/PERFORMANCE.md.
+  const bool staged_rows = cm2_built() && ctx.cm2 && g.f16 && g.sa_red == 1 && g.N <= 32 && coop_for(g.M, g.N, g.K, ctx);
+  if (!staged_rows && append_narrow_gemm(g, ctx, out)) return;
   if (coop_for(g.M, g.N, g.K, ctx)) {
     CoopOperand a = coop_fp32(0, g.M, g.K, g.sa_row, g.sa_red, g.a_batch);
     CoopOperand b = coop_fp32(1, g.N, g.K, g.sb_col, g.sb_red, g.b_batch);
