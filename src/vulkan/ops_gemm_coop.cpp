@@ -80,10 +80,11 @@ void split(const CoopOperand& o, uint64_t Rp, uint64_t Kp, uint32_t batch, uint3
 // side by side over z; the partial sums go to the pooled scratch and gemm_splitk_reduce.comp adds them in a
 // fixed order (deterministic). Where the device says how many multiprocessors it has, the slices are the
 // fewest (each >= 512 deep) whose workgroups fill >= 90% of the waves they take, one workgroup resident per
-// multiprocessor (its registers); elsewhere enough for ~264 workgroups. Tuning::split_k as for the fp32
+// multiprocessor (its registers); gemm_cm2.comp's workgroups (128 invocations) count two per multiprocessor
+// and slices >= 256 deep. Elsewhere enough for ~264 workgroups. Tuning::split_k as for the fp32
 // kernels: "0" never, "all" up to 4 slices wherever allowed (to test the edges).
-uint64_t coop_slices(uint64_t tiles, uint64_t Kp, uint64_t bk, const CoopEpilogue& ep, const EncodeContext& ctx,
-                     uint64_t& kslice) {
+uint64_t coop_slices(uint64_t tiles, uint64_t Kp, uint64_t bk, const CoopEpilogue& ep, bool cm2,
+                     const EncodeContext& ctx, uint64_t& kslice) {
   kslice = Kp;
   const gpu::Force force = ctx.tuning.split_k;
   if (!ep.split_k || ep.batch != 1 || force == gpu::Force::never) return 1;
@@ -91,7 +92,7 @@ uint64_t coop_slices(uint64_t tiles, uint64_t Kp, uint64_t bk, const CoopEpilogu
   if (ep.out_bind != 2 || ep.scalar_bind != 3 || ep.scratch_bind != 4) return 1;
   uint64_t want = 1;
   if (force != gpu::Force::all && ctx.multiprocessors > 0) {
-    const uint64_t slots = ctx.multiprocessors, most = std::min<uint64_t>(16, Kp / 512);
+    const uint64_t slots = ctx.multiprocessors * (cm2 ? 2 : 1), most = std::min<uint64_t>(16, Kp / (cm2 ? 256 : 512));
     double best = 0.0;
     for (uint64_t s = 1; s <= std::max<uint64_t>(most, 1); ++s) {
       const uint64_t groups = tiles * s;
@@ -147,17 +148,17 @@ bool append_coop(const CoopOperand& a, const CoopOperand& b, const CoopEpilogue&
   const uint64_t ex_a = 2 * a_part + 2 * b_part, ex_b = ex_a + batch * Mp * 4, px_a = ex_b + batch * Np * 4;
   const uint64_t px_b = px_a + partial_ints(a, Mp, batch) * 4;
   const uint64_t parts_end = f16 ? a_part + b_part : px_b + partial_ints(b, Np, batch) * 4;
+  // fp16 operands on a device with cooperative matrices 2: cm2/gemm_cm2.comp reads the same parts through
+  // tensor loads (element offsets in halves: the parts must lie in the first 2^32) and takes the same push
+  // constants and grid; a 4-bit B is staged k-major for it (its fastest B layout).
+  const bool cm2 = cm2_built() && f16 && ctx.cm2 && (a_part + b_part) / 2 < (1ull << 32);
   // Split-K's partial sums [slice][M][N] after the parts (a float offset: parts_end is a multiple of 4).
   uint64_t kslice = Kp;
-  const uint64_t slices = coop_slices((Mp / 128) * (Np / 128), Kp, bk, ep, ctx, kslice);
+  const uint64_t slices = coop_slices((Mp / 128) * (Np / 128), Kp, bk, ep, cm2, ctx, kslice);
   const uint64_t total = parts_end + (slices > 1 ? slices * M * N * 4 : 0);
   if (total > ctx.max_storage_range || total / 4 >= (1ull << 32)) return false;  // the fp32 kernels take it
   if (M == 0 || N == 0 || batch == 0) return true;
   const uint64_t a_hi = 0, a_lo = a_part, b_hi = f16 ? a_part : 2 * a_part, b_lo = 2 * a_part + b_part;
-  // fp16 operands on a device with cooperative matrices 2: cm2/gemm_cm2.comp reads the same parts through
-  // tensor loads (element offsets in halves: the parts must lie in the first 2^32) and takes the same push
-  // constants and grid; a 4-bit B is staged k-major for it (its fastest B layout).
-  const bool cm2 = cm2_built() && f16 && ctx.cm2 && (b_hi + b_part) / 2 < (1ull << 32);
   const bool b_q4_kmajor = cm2 && b.kind >= 2;
   split(a, Mp, Kp, static_cast<uint32_t>(batch), ep.scratch_bind, a_hi / 16, a_lo / 16, ex_a / 4, px_a / 4, f16,
         false, ctx, out);
