@@ -69,7 +69,8 @@ TEST(AttentionCm2, CatalogueF16Cases) {
 // Every product with the f16 flag (mm, bmm, linear, linear_dW and the 4-bit GEMMs): the tensor-core path
 // forced onto every shape (EDGETRAIN_VK_COOPMAT=all) takes gemm_cm2.comp, with split-K wherever allowed
 // (EDGETRAIN_VK_GEMM_SPLITK=all): k-major and row-major parts, batches, bias, alpha, accumulation, partial
-// tiles; the narrow adapter products keep their own kernel.
+// tiles, whole tiles (tensor stores); a low-rank adapter's x A^T and dy B on it, its other narrow products on
+// gemm_narrow.comp and gemm_shallow.comp.
 TEST(GemmCm2, CatalogueF16Cases) {
   ScopedEnv coop("EDGETRAIN_VK_COOPMAT", "all"), split("EDGETRAIN_VK_GEMM_SPLITK", "all");
   std::unique_ptr<Backend> be = cm2_backend("edgetrain_cm2_gemm_profile.txt");
