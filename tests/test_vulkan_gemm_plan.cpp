@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "vulkan/coop_matrix2.h"
 #include "vulkan/ops_gemm.h"
 
 namespace edgetrain::test {
@@ -115,6 +116,48 @@ TEST(GemmTiles, ShallowProductsTakeTheirKernelWhereItsStagingFits) {
   EXPECT_EQ(kernel_for(32, 24 * 1024), "gemm_shallow");
   EXPECT_NE(kernel_for(17, 16 * 1024), "gemm_shallow");
   EXPECT_NE(kernel_for(32, 16 * 1024), "gemm_shallow");
+}
+
+// With cooperative matrices 2 every fp16 product takes gemm_cm2.comp over the same staged parts: a 4-bit B
+// staged k-major (gemm_split.comp MODE 4) and read as such, an fp32 A as before; split-K counts two of its
+// workgroups per multiprocessor and slices from 256 deep. The fp32 three-product path is unchanged.
+TEST(GemmTiles, CooperativeMatrices2TakeEveryFp16Product) {
+  if (!vk::cm2_built()) GTEST_SKIP() << "the build has no cooperative-matrix-2 kernels (no glslang 15)";
+  vk::EncodeContext ctx = tensor_core_context(132);
+  ctx.cm2 = true;
+  auto kernels = [](const vk::Encoded& e) {
+    std::string k;
+    for (const vk::Dispatch& d : e.dispatches) k += std::string(d.kernel.name) + (d.kernel.name == std::string("gemm_split") ? std::to_string(d.spec[4]) : "") + " ";
+    return k;
+  };
+  // y = x W^T with W 4-bit (linear_q4gsw's operands): x's rows (MODE 1), W k-major (MODE 4), then the GEMM
+  // reading B k-major (spec 5).
+  const vk::CoopOperand x = vk::coop_fp32(0, 4096, 2048, 2048, 1, 0);
+  vk::CoopOperand w;
+  w.kind = 2, w.src_bind = 1, w.scale_bind = 2, w.R = 8192, w.K = 2048, w.q4_N = 8192, w.q4_gs = 32;
+  vk::CoopEpilogue ep;
+  ep.bias_bind = 3, ep.out_bind = 4, ep.scalar_bind = 5, ep.scratch_bind = 6;
+  vk::Encoded q4;
+  ASSERT_TRUE(vk::append_coop(x, w, ep, true, ctx, q4));
+  EXPECT_EQ(kernels(q4), "gemm_split1 gemm_split4 gemm_cm2 ");
+  EXPECT_EQ(q4.dispatches.back().spec[5], 1u);
+  vk::Encoded q4_fp32;  // without the f16 flag: the three-product path
+  ASSERT_TRUE(vk::append_coop(x, w, ep, false, ctx, q4_fp32));
+  EXPECT_EQ(kernels(q4_fp32).find("gemm_cm2"), std::string::npos);
+  // A rank-16 adapter's x A^T, [4096, 16] over 2048: 32 tiles; 8 slices of 256 fill 256 of 264 slots
+  // (gemm_coop.comp: 4 of 512, 128 of 132).
+  const vk::CoopOperand a = vk::coop_fp32(1, 16, 2048, 2048, 1, 0);
+  vk::CoopEpilogue lo;
+  lo.split_k = true;
+  vk::Encoded narrow;
+  ASSERT_TRUE(vk::append_coop(x, a, lo, true, ctx, narrow));
+  EXPECT_EQ(kernels(narrow), "gemm_split1 gemm_split1 gemm_cm2 gemm_splitk_reduce ");
+  EXPECT_EQ(narrow.dispatches[2].groups[2], 8u);
+  ctx.cm2 = false;
+  vk::Encoded coop;
+  ASSERT_TRUE(vk::append_coop(x, a, lo, true, ctx, coop));
+  EXPECT_EQ(kernels(coop), "gemm_split1 gemm_split1 gemm_coop gemm_splitk_reduce ");
+  EXPECT_EQ(coop.dispatches[2].groups[2], 4u);
 }
 
 }  // namespace
