@@ -4,10 +4,12 @@
 // operands, fp32 accumulation; the order of the sums differs). One workgroup-scope 128x128 fp32 accumulator
 // per workgroup of 128 invocations; the driver lays out and feeds the matrices itself through tensor-addressed
 // loads of 32-deep slices. Padded operands (rows to a multiple of 128, the contraction to a multiple of 64,
-// zeros) mean no load leaves its operand; the epilogue, a per-element operation, tests m < M and n < N and
-// writes each element (alpha, bias, accumulate) or split-K's partial sum, as gemm_coop.comp does.
+// zeros) mean no load leaves its operand. Whole tiles leave through tensor stores; partial tiles and bias
+// through a per-element operation that tests m < M and n < N; either writes alpha * sum (+ bias) (+ C), or
+// split-K's partial sum, as gemm_coop.comp does.
 // H200 (docs/PERFORMANCE.md, seventeenth session): the 1B step's 4-bit products (staging included) 0.61-0.64
-// ms where gemm_coop.comp takes 0.73-0.78; the 1B qlora fp16 step 191 -> 172 ms.
+// ms where gemm_coop.comp takes 0.73-0.78; the 1B qlora fp16 step 191 -> 172 ms (167 with the adapters'
+// products on it and its split-K).
 #version 450
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_NV_cooperative_matrix2 : require
