@@ -37,18 +37,7 @@ int check_f16_cases(Backend& be, Op op) {
   for (const OpCase& c : cases_for(op)) {
     if (!c.f16_vs_fp32) continue;  // the f16 twins only
     SCOPED_TRACE(c.name);
-    const auto got = run_on(be, c);
-    const auto want = run_reference(c);
-    OpCase fp32 = c;
-    fp32.ints.pop_back();
-    const auto want32 = run_reference(fp32);
-    EXPECT_EQ(got.size(), want.size());
-    for (size_t i = 0; i < got.size() && i < want.size(); ++i) {
-      const std::string diff = compare(got[i], want[i], c.tol);
-      EXPECT_TRUE(diff.empty()) << "output " << i << " of " << c.name << ":\n" << diff;
-      const std::string diff32 = compare(got[i], want32[i], *c.f16_vs_fp32);
-      EXPECT_TRUE(diff32.empty()) << "output " << i << " of " << c.name << " against the fp32 call:\n" << diff32;
-    }
+    expect_matches_reference(be, c);
     ++ran;
   }
   return ran;

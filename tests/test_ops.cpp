@@ -24,24 +24,8 @@ TEST_P(OpVsReference, AllCases) {
   ASSERT_FALSE(cases.empty()) << "no test cases registered for op " << op_name(p.op);
   for (const OpCase& c : cases) {
     SCOPED_TRACE(std::string(op_name(p.op)) + "/" + c.name);
-    auto want = run_reference(c);
-    auto got = run_on(b, c);
-    ASSERT_EQ(got.size(), want.size());
-    for (size_t i = 0; i < got.size(); ++i) {
-      std::string diff = compare(got[i], want[i], c.tol);
-      EXPECT_TRUE(diff.empty()) << "output " << op_info(p.op).outputs.names[std::min(i, op_info(p.op).outputs.names.size() - 1)]
-                                << " of case " << c.name << ":\n" << diff;
-    }
-    if (!c.f16_vs_fp32) continue;
-    // An f16 twin (fp16 operands, ops.inc) is also within its stated bound of the same call in fp32
-    // (tests/test_f16_gemm.cpp).
-    OpCase fp32 = c;
-    fp32.ints.pop_back();
-    const auto want32 = run_reference(fp32);
-    for (size_t i = 0; i < got.size(); ++i) {
-      std::string diff = compare(got[i], want32[i], *c.f16_vs_fp32);
-      EXPECT_TRUE(diff.empty()) << "output " << i << " of case " << c.name << " against the fp32 call:\n" << diff;
-    }
+    expect_matches_reference(b, c);
+    if (HasFatalFailure()) return;  // an output count that differs ends the op's test
   }
 }
 

@@ -127,7 +127,10 @@ TEST(GemmTiles, CooperativeMatrices2TakeEveryFp16Product) {
   ctx.cm2 = true;
   auto kernels = [](const vk::Encoded& e) {
     std::string k;
-    for (const vk::Dispatch& d : e.dispatches) k += std::string(d.kernel.name) + (d.kernel.name == std::string("gemm_split") ? std::to_string(d.spec[4]) : "") + " ";
+    for (const vk::Dispatch& d : e.dispatches) {
+      const std::string name = d.kernel.name;
+      k += name + (name == "gemm_split" ? std::to_string(d.spec[4]) : "") + " ";  // a staging with its MODE
+    }
     return k;
   };
   // y = x W^T with W 4-bit (linear_q4gsw's operands): x's rows (MODE 1), W k-major (MODE 4), then the GEMM

@@ -143,7 +143,8 @@ std::string details_of(VkInstance inst, VkPhysicalDevice pd) {
              l.max_invocations, ", storage range ", l.max_storage_range, " B, device memory ",
              l.device_local_heap >> 20, " MiB",
              coopmat_supported(inst, pd) ? ", fp16 cooperative matrices (tensor-core GEMMs; fp16 attention)" : "",
-             cm2_built() && cm2_supported(inst, pd) ? ", cooperative matrices 2 (fp16 GEMMs and attention forward)" : "");
+             cm2_built() && cm2_supported(inst, pd) ? ", cooperative matrices 2 (fp16 GEMMs and attention forward)"
+                                                    : "");
 }
 
 VKAPI_ATTR VkBool32 VKAPI_CALL on_message(VkDebugUtilsMessageSeverityFlagBitsEXT severity,

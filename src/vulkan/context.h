@@ -34,8 +34,9 @@ struct Limits {
   // EDGETRAIN_VK_COOPMAT=0 (Tuning::coopmat).
   bool coopmat = false;
   // Cooperative matrices 2 (coop_matrix2.h) on top of those, and the kernels of shaders/cm2/ built: the fp16
-  // GEMMs (ops_gemm_coop.cpp) and attention forward (ops_llama.cpp) there. Enabled unless EDGETRAIN_VK_CM2=0 (Tuning::cm2); not while the
-  // validation layer is on unless EDGETRAIN_VK_CM2=all: Debian 12's layer predates the extension.
+  // GEMMs (ops_gemm_coop.cpp) and attention forward (ops_llama.cpp) there. Enabled unless EDGETRAIN_VK_CM2=0
+  // (Tuning::cm2); not while the validation layer is on unless EDGETRAIN_VK_CM2=all: Debian 12's layer
+  // predates the extension.
   bool cm2 = false;
   // Multiprocessors (VK_NV_shader_sm_builtins' shaderSMCount; 0 where the device does not say): how many
   // workgroups of the tensor-core GEMM run at once, for its split-K choice.

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <sstream>
@@ -144,6 +145,26 @@ std::string compare(const HostTensor& got, const HostTensor& want, Tolerance t) 
     if (bad) os << "  " << bad << " of " << n << " elements differ (exact comparison)\n";
   }
   return os.str();
+}
+
+void expect_matches_reference(Backend& b, const OpCase& c) {
+  const OpInfo& info = op_info(c.op);
+  const auto want = run_reference(c);
+  const auto got = run_on(b, c);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    const std::string diff = compare(got[i], want[i], c.tol);
+    EXPECT_TRUE(diff.empty()) << "output " << info.outputs.names[std::min(i, info.outputs.names.size() - 1)]
+                              << " of case " << c.name << ":\n" << diff;
+  }
+  if (!c.f16_vs_fp32) return;
+  OpCase fp32 = c;
+  fp32.ints.pop_back();
+  const auto want32 = run_reference(fp32);
+  for (size_t i = 0; i < got.size(); ++i) {
+    const std::string diff = compare(got[i], want32[i], *c.f16_vs_fp32);
+    EXPECT_TRUE(diff.empty()) << "output " << i << " of case " << c.name << " against the fp32 call:\n" << diff;
+  }
 }
 
 std::vector<std::string> test_backends() {

@@ -75,6 +75,9 @@ std::vector<HostTensor> run_on(Backend& b, const OpCase& c);
 std::vector<HostTensor> run_reference(const OpCase& c);
 // Empty string when equal within tolerance; otherwise a description of the first mismatches.
 std::string compare(const HostTensor& got, const HostTensor& want, Tolerance t);
+// Runs c on b and expects every output within c.tol of the reference; an f16 twin's (fp16 operands, ops.inc)
+// also within its stated bound of the same call in fp32 (tests/test_f16_gemm.cpp).
+void expect_matches_reference(Backend& b, const OpCase& c);
 
 // Backends under test: "cpu" always; "vulkan" and "webgpu" when compiled in and a device is present
 // (EDGETRAIN_TEST_BACKENDS=cpu,vulkan overrides). Vulkan runs with the validation layer on.

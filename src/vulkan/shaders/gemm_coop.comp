@@ -26,6 +26,7 @@
 // 1x4..4x4 fragments per subgroup, 32-deep slices double-buffered): all slower.
 #version 450
 #extension GL_EXT_control_flow_attributes : require
+#extension GL_GOOGLE_include_directive : require
 #extension GL_NV_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
@@ -41,14 +42,8 @@ layout(constant_id = 6) const uint B_KMAJOR = 0;     // F16: B's part is [batch]
 
 layout(local_size_x = 256) in;
 
-// Every binding a call may use, as fp32 (C, bias, scalars) and as the scratch views (4..6).
-layout(set = 0, binding = 0) buffer F0 { float f0[]; };
-layout(set = 0, binding = 1) buffer F1 { float f1[]; };
-layout(set = 0, binding = 2) buffer F2 { float f2[]; };
-layout(set = 0, binding = 3) buffer F3 { float f3[]; };
-layout(set = 0, binding = 4) buffer F4 { float f4[]; };
-layout(set = 0, binding = 5) buffer F5 { float f5[]; };
-layout(set = 0, binding = 6) buffer F6 { float f6[]; };
+#include "gemm_coop_io.glsl"
+// The scratch views (4..6): the parts and the exponents.
 layout(set = 0, binding = 4) readonly buffer S4 { uvec4 s4[]; };
 layout(set = 0, binding = 5) readonly buffer S5 { uvec4 s5[]; };
 layout(set = 0, binding = 6) readonly buffer S6 { uvec4 s6[]; };
@@ -56,42 +51,6 @@ layout(set = 0, binding = 4) readonly buffer E4 { int e4[]; };
 layout(set = 0, binding = 5) readonly buffer E5 { int e5[]; };
 layout(set = 0, binding = 6) readonly buffer E6 { int e6[]; };
 
-layout(push_constant) uniform Push {
-  uint M, N;          // C is [M, N] per batch
-  uint Kp;            // padded contraction (multiple of BK)
-  uint Mp, Np;        // padded rows of the A and B parts (multiples of 128)
-  uint c_batch;       // C elements between batches
-  uint alpha_idx;     // scalar-block index of alpha, 0xffffffff for 1
-  uint flags;         // bit 0: add bias[n]; bit 1: accumulate into C
-  uint a_hi, a_lo;    // uvec4 offsets of A's parts: [batch][Mp][Kp] halves each (F16: a_hi only)
-  uint b_hi, b_lo;    // same for B: [batch][Np][Kp]
-  uint a_exp, b_exp;  // int offsets of the exponents: [batch][Mp], [batch][Np] (F16: none)
-  uint kslice;        // split-K: contraction per z slice (multiple of BK); Kp when not split
-  uint part;          // split-K: float offset in scratch of the partial sums [z][M][N]; 0xffffffff: none
-} pc;
-
-float ld(uint bind, uint i) {
-  switch (bind) {
-    case 0: return f0[i];
-    case 1: return f1[i];
-    case 2: return f2[i];
-    case 3: return f3[i];
-    case 4: return f4[i];
-    case 5: return f5[i];
-    default: return f6[i];
-  }
-}
-void st(uint bind, uint i, float v) {
-  switch (bind) {
-    case 0: f0[i] = v; break;
-    case 1: f1[i] = v; break;
-    case 2: f2[i] = v; break;
-    case 3: f3[i] = v; break;
-    case 4: f4[i] = v; break;
-    case 5: f5[i] = v; break;
-    default: f6[i] = v; break;
-  }
-}
 uvec4 part(uint i) { return SCR_BIND == 4 ? s4[i] : SCR_BIND == 5 ? s5[i] : s6[i]; }
 int expo(uint i) { return SCR_BIND == 4 ? e4[i] : SCR_BIND == 5 ? e5[i] : e6[i]; }
 

@@ -17,6 +17,7 @@
 #extension GL_EXT_shader_16bit_storage : require
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_EXT_control_flow_attributes : require
+#extension GL_GOOGLE_include_directive : require
 
 layout(constant_id = 0) const uint OUT_BIND = 2;     // binding of C
 layout(constant_id = 1) const uint BIAS_BIND = 255;  // binding of bias[N], 255: none
@@ -27,50 +28,11 @@ layout(constant_id = 5) const uint B_KMAJOR = 0;     // B's part is [batch][Kp][
 
 layout(local_size_x = 128) in;
 
-// Every binding a call may use as fp32 (C, bias, scalars, split-K's partial sums), and the scratch bindings
-// as the fp16 parts the tensor loads read. Neither view is readonly: one binding, one kind of access.
-layout(set = 0, binding = 0) buffer F0 { float f0[]; };
-layout(set = 0, binding = 1) buffer F1 { float f1[]; };
-layout(set = 0, binding = 2) buffer F2 { float f2[]; };
-layout(set = 0, binding = 3) buffer F3 { float f3[]; };
-layout(set = 0, binding = 4) buffer F4 { float f4[]; };
-layout(set = 0, binding = 5) buffer F5 { float f5[]; };
-layout(set = 0, binding = 6) buffer F6 { float f6[]; };
+#include "gemm_coop_io.glsl"
+// The scratch bindings as the fp16 parts the tensor loads read.
 layout(set = 0, binding = 4) readonly buffer H4 { float16_t h4[]; };
 layout(set = 0, binding = 5) readonly buffer H5 { float16_t h5[]; };
 layout(set = 0, binding = 6) readonly buffer H6 { float16_t h6[]; };
-
-// gemm_coop.comp's push constants (one encoder for both kernels); a_lo, b_lo and the exponents are unused.
-layout(push_constant) uniform Push {
-  uint M, N, Kp, Mp, Np, c_batch, alpha_idx, flags;
-  uint a_hi, a_lo, b_hi, b_lo;  // uvec4 offsets of the fp16 parts
-  uint a_exp, b_exp;
-  uint kslice;  // split-K: contraction per z slice (a multiple of 64); Kp when not split
-  uint part;    // split-K: float offset in scratch of the partial sums [z][M][N]; 0xffffffff: none
-} pc;
-
-float ld(uint bind, uint i) {
-  switch (bind) {
-    case 0: return f0[i];
-    case 1: return f1[i];
-    case 2: return f2[i];
-    case 3: return f3[i];
-    case 4: return f4[i];
-    case 5: return f5[i];
-    default: return f6[i];
-  }
-}
-void st(uint bind, uint i, float v) {
-  switch (bind) {
-    case 0: f0[i] = v; break;
-    case 1: f1[i] = v; break;
-    case 2: f2[i] = v; break;
-    case 3: f3[i] = v; break;
-    case 4: f4[i] = v; break;
-    case 5: f5[i] = v; break;
-    default: f6[i] = v; break;
-  }
-}
 
 const uint BM = 128u, BN = 128u, BK = 32u, UNROLL = 8u;
 #define MAT_A coopmat<float16_t, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA>
@@ -102,7 +64,8 @@ void main() {
   const bool split = pc.part != 0xffffffffu;
   const uint b = split ? 0u : gl_WorkGroupID.z;
   // Contraction steps of BK: slice z's first and one past its last (kslice and Kp are multiples of 64).
-  const uint s_begin = split ? gl_WorkGroupID.z * (pc.kslice / BK) : 0u, s_end = min(pc.Kp / BK, s_begin + pc.kslice / BK);
+  const uint s_begin = split ? gl_WorkGroupID.z * (pc.kslice / BK) : 0u;
+  const uint s_end = min(pc.Kp / BK, s_begin + pc.kslice / BK);
   // Every offset, stride and slice start is written so that the compiler sees it is a multiple of 8 halves
   // (16 bytes): a probe on an H200 with the strides given as plain values ran 6x slower (docs/PERFORMANCE.md).
   const uint a_base = (pc.a_hi + b * (pc.Mp / 8u) * pc.Kp) * 8u, b_base = (pc.b_hi + b * (pc.Np / 8u) * pc.Kp) * 8u;
