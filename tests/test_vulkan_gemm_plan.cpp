@@ -119,8 +119,10 @@ TEST(GemmTiles, ShallowProductsTakeTheirKernelWhereItsStagingFits) {
 }
 
 // With cooperative matrices 2 every fp16 product takes gemm_cm2.comp over the same staged parts: a 4-bit B
-// staged k-major (gemm_split.comp MODE 4) and read as such, an fp32 A as before; split-K counts two of its
-// workgroups per multiprocessor and slices from 256 deep. The fp32 three-product path is unchanged.
+// staged k-major (gemm_split.comp MODE 4) and read as such, an fp32 A as before, on 128x128 tiles 32 deep
+// (spec 6-9: invocations, BM, BN, BK); a product at most 32 wide on a tile as wide as it (rounded up to 16),
+// 64 deep; split-K counts two 128x128 workgroups per multiprocessor, four narrow ones, and slices from 256
+// deep. The fp32 three-product path is unchanged.
 TEST(GemmTiles, CooperativeMatrices2TakeEveryFp16Product) {
   if (!vk::cm2_built()) GTEST_SKIP() << "the build has no cooperative-matrix-2 kernels (no glslang 15)";
   vk::EncodeContext ctx = tensor_core_context(132);
@@ -144,11 +146,13 @@ TEST(GemmTiles, CooperativeMatrices2TakeEveryFp16Product) {
   ASSERT_TRUE(vk::append_coop(x, w, ep, true, ctx, q4));
   EXPECT_EQ(kernels(q4), "gemm_split1 gemm_split4 gemm_cm2 ");
   EXPECT_EQ(q4.dispatches.back().spec[5], 1u);
+  EXPECT_EQ(q4.dispatches.back().spec, (std::vector<uint32_t>{4, 3, 5, 6, 0, 1, 128, 128, 128, 32}));
+  EXPECT_EQ(q4.dispatches.back().groups[0], 8192u / 128);
   vk::Encoded q4_fp32;  // without the f16 flag: the three-product path
   ASSERT_TRUE(vk::append_coop(x, w, ep, false, ctx, q4_fp32));
   EXPECT_EQ(kernels(q4_fp32).find("gemm_cm2"), std::string::npos);
-  // A rank-16 adapter's x A^T, [4096, 16] over 2048: 32 tiles; 8 slices of 256 fill 256 of 264 slots
-  // (gemm_coop.comp: 4 of 512, 128 of 132).
+  // A rank-16 adapter's x A^T, [4096, 16] over 2048: 32 tiles of 128x16; 8 slices of 256 (the most),
+  // 256 workgroups (gemm_coop.comp: 128x128 tiles, 4 slices of 512, 128 of 132 slots).
   const vk::CoopOperand a = vk::coop_fp32(1, 16, 2048, 2048, 1, 0);
   vk::CoopEpilogue lo;
   lo.split_k = true;
@@ -156,6 +160,14 @@ TEST(GemmTiles, CooperativeMatrices2TakeEveryFp16Product) {
   ASSERT_TRUE(vk::append_coop(x, a, lo, true, ctx, narrow));
   EXPECT_EQ(kernels(narrow), "gemm_split1 gemm_split1 gemm_cm2 gemm_splitk_reduce ");
   EXPECT_EQ(narrow.dispatches[2].groups[2], 8u);
+  EXPECT_EQ(narrow.dispatches[2].groups[0], 1u);
+  EXPECT_EQ(narrow.dispatches[2].groups[1], 32u);
+  EXPECT_EQ(std::vector<uint32_t>(narrow.dispatches[2].spec.begin() + 6, narrow.dispatches[2].spec.end()),
+            (std::vector<uint32_t>{128, 128, 16, 64}));
+  const vk::CoopOperand a24 = vk::coop_fp32(1, 24, 2048, 2048, 1, 0);  // 24 wide: a 32-wide tile
+  vk::Encoded narrow24;
+  ASSERT_TRUE(vk::append_coop(x, a24, lo, true, ctx, narrow24));
+  EXPECT_EQ(narrow24.dispatches[2].spec[8], 32u);
   ctx.cm2 = false;
   vk::Encoded coop;
   ASSERT_TRUE(vk::append_coop(x, a, lo, true, ctx, coop));

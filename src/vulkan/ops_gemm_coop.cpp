@@ -24,6 +24,21 @@ namespace {
 
 uint64_t round_up(uint64_t v, uint64_t m) { return (v + m - 1) / m * m; }
 
+// gemm_cm2.comp's tile: BM x BN outputs per workgroup of wg invocations, bk-deep loads; per_sm: how many
+// such workgroups a multiprocessor holds (split-K counts them). 128x128 tiles, 32 deep, for every product but
+// the narrow ones (N <= 32: a low-rank adapter's x A^T and dy B), whose tile is N wide (rounded up to 16)
+// and 64 deep. H200, eighteenth session (docs/PERFORMANCE.md): 256 invocations on 128x256, 256x128 or
+// 128x128 tiles, 64 deep, were no faster for the large products (the 1B qlora step 0.93-1.0x, 256x256
+// 0.68x); the narrow tile took x A^T [4096, 16] over 2048 from 0.062 to 0.034 ms and the 1B step from
+// 24.2K to 25.9K tokens/s (128-wide: 7/8 of each tile was padding, a quarter of the slots filled).
+struct Cm2Tile {
+  uint32_t wg = 128, bm = 128, bn = 128, bk = 32, per_sm = 2;
+};
+Cm2Tile cm2_tile(uint64_t N) {
+  if (N > 32) return Cm2Tile{};
+  return Cm2Tile{128, 128, static_cast<uint32_t>(std::max<uint64_t>(16, round_up(N, 16))), 64, 4};
+}
+
 // Sizes and offsets into the scratch, checked to fit the kernels' 32-bit indices.
 uint32_t index32(uint64_t v) {
   ET_CHECK(v < (1ull << 32), "vulkan coop gemm: index ", v, " does not fit 32 bits");
@@ -80,10 +95,10 @@ void split(const CoopOperand& o, uint64_t Rp, uint64_t Kp, uint32_t batch, uint3
 // side by side over z; the partial sums go to the pooled scratch and gemm_splitk_reduce.comp adds them in a
 // fixed order (deterministic). Where the device says how many multiprocessors it has, the slices are the
 // fewest (each >= 512 deep) whose workgroups fill >= 90% of the waves they take, one workgroup resident per
-// multiprocessor (its registers); gemm_cm2.comp's workgroups (128 invocations) count two per multiprocessor
-// and slices >= 256 deep. Elsewhere enough for ~264 workgroups. Tuning::split_k as for the fp32
+// multiprocessor (its registers); gemm_cm2.comp's count per_sm per multiprocessor (Cm2Tile) and slices
+// >= 256 deep. Elsewhere enough for ~264 workgroups. Tuning::split_k as for the fp32
 // kernels: "0" never, "all" up to 4 slices wherever allowed (to test the edges).
-uint64_t coop_slices(uint64_t tiles, uint64_t Kp, uint64_t bk, const CoopEpilogue& ep, bool cm2,
+uint64_t coop_slices(uint64_t tiles, uint64_t Kp, uint64_t bk, const CoopEpilogue& ep, bool cm2, uint64_t per_sm,
                      const EncodeContext& ctx, uint64_t& kslice) {
   kslice = Kp;
   const gpu::Force force = ctx.tuning.split_k;
@@ -92,7 +107,7 @@ uint64_t coop_slices(uint64_t tiles, uint64_t Kp, uint64_t bk, const CoopEpilogu
   if (ep.out_bind != 2 || ep.scalar_bind != 3 || ep.scratch_bind != 4) return 1;
   uint64_t want = 1;
   if (force != gpu::Force::all && ctx.multiprocessors > 0) {
-    const uint64_t slots = ctx.multiprocessors * (cm2 ? 2 : 1), most = std::min<uint64_t>(16, Kp / (cm2 ? 256 : 512));
+    const uint64_t slots = ctx.multiprocessors * per_sm, most = std::min<uint64_t>(16, Kp / (cm2 ? 256 : 512));
     double best = 0.0;
     for (uint64_t s = 1; s <= std::max<uint64_t>(most, 1); ++s) {
       const uint64_t groups = tiles * s;
@@ -140,7 +155,13 @@ bool append_coop(const CoopOperand& a, const CoopOperand& b, const CoopEpilogue&
   ET_CHECK(a.K == b.K, "vulkan coop gemm: contraction lengths differ (", a.K, " vs ", b.K, ")");
   // gemm_coop.comp's k step: 64 with fp16 operands, 32 with the fp32 parts.
   const uint64_t bk = f16 ? 64 : 32;
-  const uint64_t M = a.R, N = b.R, Mp = round_up(M, 128), Np = round_up(N, 128), Kp = round_up(a.K, bk);
+  // fp16 operands on a device with cooperative matrices 2: cm2/gemm_cm2.comp reads the same parts through
+  // tensor loads (element offsets in halves: the parts must lie in the first 2^32) and takes the same push
+  // constants; a 4-bit B is staged k-major for it (its fastest B layout), the parts padded to its tile.
+  const bool cm2_device = cm2_built() && f16 && ctx.cm2;
+  const Cm2Tile tile = cm2_device ? cm2_tile(b.R) : Cm2Tile{};
+  const uint64_t tm = cm2_device ? tile.bm : 128, tn = cm2_device ? tile.bn : 128;
+  const uint64_t M = a.R, N = b.R, Mp = round_up(M, tm), Np = round_up(N, tn), Kp = round_up(a.K, bk);
   const uint64_t batch = ep.batch;
   // Scratch: A hi, A lo, B hi, B lo (halves), then the exponents of A's and B's rows (ints) and KIND 1's
   // chunk maxima. f16: A hi, B hi only (the other offsets are passed but never read).
@@ -148,13 +169,10 @@ bool append_coop(const CoopOperand& a, const CoopOperand& b, const CoopEpilogue&
   const uint64_t ex_a = 2 * a_part + 2 * b_part, ex_b = ex_a + batch * Mp * 4, px_a = ex_b + batch * Np * 4;
   const uint64_t px_b = px_a + partial_ints(a, Mp, batch) * 4;
   const uint64_t parts_end = f16 ? a_part + b_part : px_b + partial_ints(b, Np, batch) * 4;
-  // fp16 operands on a device with cooperative matrices 2: cm2/gemm_cm2.comp reads the same parts through
-  // tensor loads (element offsets in halves: the parts must lie in the first 2^32) and takes the same push
-  // constants and grid; a 4-bit B is staged k-major for it (its fastest B layout).
-  const bool cm2 = cm2_built() && f16 && ctx.cm2 && (a_part + b_part) / 2 < (1ull << 32);
+  const bool cm2 = cm2_device && (a_part + b_part) / 2 < (1ull << 32);
   // Split-K's partial sums [slice][M][N] after the parts (a float offset: parts_end is a multiple of 4).
   uint64_t kslice = Kp;
-  const uint64_t slices = coop_slices((Mp / 128) * (Np / 128), Kp, bk, ep, cm2, ctx, kslice);
+  const uint64_t slices = coop_slices((Mp / tm) * (Np / tn), Kp, bk, ep, cm2, cm2 ? tile.per_sm : 1, ctx, kslice);
   const uint64_t total = parts_end + (slices > 1 ? slices * M * N * 4 : 0);
   if (total > ctx.max_storage_range || total / 4 >= (1ull << 32)) return false;  // the fp32 kernels take it
   if (M == 0 || N == 0 || batch == 0) return true;
@@ -172,15 +190,15 @@ bool append_coop(const CoopOperand& a, const CoopOperand& b, const CoopEpilogue&
   if (cm2) {
     d = Dispatch{ET_VK_KERNEL(gemm_cm2)};
     d.spec = {ep.out_bind, ep.bias_bind, ep.scalar_bind, ep.scratch_bind, a.kind == 1 ? 1u : 0u,
-              b.kind == 1 || b_q4_kmajor ? 1u : 0u};
+              b.kind == 1 || b_q4_kmajor ? 1u : 0u, tile.wg, tile.bm, tile.bn, tile.bk};
   }
 #endif
   d.arg(index32(M)).arg(index32(N)).arg(index32(Kp)).arg(index32(Mp)).arg(index32(Np)).arg(ep.c_batch).arg(ep.alpha_idx).arg(ep.flags);
   d.arg(index32(a_hi / 16)).arg(index32(a_lo / 16)).arg(index32(b_hi / 16)).arg(index32(b_lo / 16));
   d.arg(index32(ex_a / 4)).arg(index32(ex_b / 4));
   d.arg(index32(kslice)).arg(slices > 1 ? index32(parts_end / 4) : 0xffffffffu);
-  d.groups[0] = index32(Np / 128);
-  d.groups[1] = index32(Mp / 128);
+  d.groups[0] = index32(Np / tn);
+  d.groups[1] = index32(Mp / tm);
   d.groups[2] = static_cast<uint32_t>(slices > 1 ? slices : batch);
   d.pooled_known = true;  // only split-K's partial sums
   d.pooled_begin = parts_end;

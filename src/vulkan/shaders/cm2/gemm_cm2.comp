@@ -1,15 +1,16 @@
 // The fp16 tensor-core GEMM through cooperative matrices 2 (VK_NV_cooperative_matrix2), chosen by
 // ops_gemm_coop.cpp for the f16 flag where the device has them: C[b] (+)= alpha * A[b] @ B[b] (+ bias) from
 // the fp16 operands gemm_split.comp staged in scratch, exactly what gemm_coop.comp F16 computes (fp16
-// operands, fp32 accumulation; the order of the sums differs). One workgroup-scope 128x128 fp32 accumulator
-// per workgroup of 128 invocations; the driver lays out and feeds the matrices itself through tensor-addressed
-// loads of 32-deep slices. Padded operands (rows to a multiple of 128, the contraction to a multiple of 64,
-// zeros) mean no load leaves its operand. Whole tiles leave through tensor stores; partial tiles and bias
-// through a per-element operation that tests m < M and n < N; either writes alpha * sum (+ bias) (+ C), or
-// split-K's partial sum, as gemm_coop.comp does.
-// H200 (docs/PERFORMANCE.md, seventeenth session): the 1B step's 4-bit products (staging included) 0.61-0.64
-// ms where gemm_coop.comp takes 0.73-0.78; the 1B qlora fp16 step 191 -> 172 ms (167 with the adapters'
-// products on it and its split-K).
+// operands, fp32 accumulation; the order of the sums differs). One workgroup-scope BM x BN fp32 accumulator
+// per workgroup (128x128 by 128 invocations; a narrow product's tile is as wide as it, Cm2Tile); the driver
+// lays out and feeds the matrices itself through tensor-addressed loads of BK-deep slices. Padded operands
+// (rows to a multiple of the tile, the contraction to a multiple of 64, zeros) mean no load leaves its
+// operand. Whole tiles leave through tensor stores; partial tiles and bias through a per-element operation
+// that tests m < M and n < N; either writes alpha * sum (+ bias) (+ C), or split-K's partial sum, as
+// gemm_coop.comp does.
+// H200 (docs/PERFORMANCE.md, seventeenth and eighteenth sessions): the 1B step's 4-bit products (staging
+// included) 0.61-0.64 ms where gemm_coop.comp takes 0.73-0.78; the 1B qlora fp16 step 191 -> 172 ms (167 with
+// the adapters' products on it and its split-K; 158 with their narrow tile).
 #version 450
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_NV_cooperative_matrix2 : require
@@ -26,7 +27,11 @@ layout(constant_id = 3) const uint SCR_BIND = 4;     // the scratch that gemm_sp
 layout(constant_id = 4) const uint A_KMAJOR = 0;     // A's part is [batch][Kp][Mp] (else [batch][Mp][Kp])
 layout(constant_id = 5) const uint B_KMAJOR = 0;     // B's part is [batch][Kp][Np] (else [batch][Np][Kp])
 
-layout(local_size_x = 128) in;
+// The tile: BM x BN outputs per workgroup of WG invocations, BK-deep loads (ops_gemm_coop.cpp picks them).
+layout(local_size_x_id = 6) in;
+layout(constant_id = 7) const uint BM = 128;
+layout(constant_id = 8) const uint BN = 128;
+layout(constant_id = 9) const uint BK = 32;
 
 #include "gemm_coop_io.glsl"
 // The scratch bindings as the fp16 parts the tensor loads read.
@@ -34,7 +39,7 @@ layout(set = 0, binding = 4) readonly buffer H4 { float16_t h4[]; };
 layout(set = 0, binding = 5) readonly buffer H5 { float16_t h5[]; };
 layout(set = 0, binding = 6) readonly buffer H6 { float16_t h6[]; };
 
-const uint BM = 128u, BN = 128u, BK = 32u, UNROLL = 8u;
+const uint UNROLL = 256u / BK;  // contraction steps per unrolled block
 #define MAT_A coopmat<float16_t, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA>
 #define MAT_B coopmat<float16_t, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB>
 #define MAT_C coopmat<float, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>
