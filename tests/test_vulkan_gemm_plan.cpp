@@ -4,6 +4,7 @@
 // tests, web/wasm/CMakeLists.txt, take the files that register op cases.)
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <string>
 
 #include "vulkan/coop_matrix2.h"
@@ -168,6 +169,17 @@ TEST(GemmTiles, CooperativeMatrices2TakeEveryFp16Product) {
   vk::Encoded narrow24;
   ASSERT_TRUE(vk::append_coop(x, a24, lo, true, ctx, narrow24));
   EXPECT_EQ(narrow24.dispatches[2].spec[8], 32u);
+  // Parts past 2^32 halves (a device whose bindings reach 16 GiB): gemm_coop.comp, its parts padded to its
+  // 128-row tiles, not the narrow tile's 16 (Np, push constant 4).
+  vk::EncodeContext wide_range = ctx;
+  wide_range.max_storage_range = uint64_t{1} << 34;
+  const vk::CoopOperand tall = vk::coop_fp32(0, uint64_t{1} << 21, 2048, 2048, 1, 0);
+  vk::Encoded large;
+  ASSERT_TRUE(vk::append_coop(tall, a, ep, true, wide_range, large));
+  EXPECT_EQ(kernels(large), "gemm_split1 gemm_split1 gemm_coop ");
+  uint32_t np = 0;
+  std::memcpy(&np, large.dispatches.back().push.data() + 4 * sizeof(uint32_t), sizeof np);
+  EXPECT_EQ(np, 128u);
   ctx.cm2 = false;
   vk::Encoded coop;
   ASSERT_TRUE(vk::append_coop(x, a, lo, true, ctx, coop));

@@ -156,23 +156,24 @@ bool append_coop(const CoopOperand& a, const CoopOperand& b, const CoopEpilogue&
   // gemm_coop.comp's k step: 64 with fp16 operands, 32 with the fp32 parts.
   const uint64_t bk = f16 ? 64 : 32;
   // fp16 operands on a device with cooperative matrices 2: cm2/gemm_cm2.comp reads the same parts through
-  // tensor loads (element offsets in halves: the parts must lie in the first 2^32) and takes the same push
-  // constants; a 4-bit B is staged k-major for it (its fastest B layout), the parts padded to its tile.
-  const bool cm2_device = cm2_built() && f16 && ctx.cm2;
-  const Cm2Tile tile = cm2_device ? cm2_tile(b.R) : Cm2Tile{};
-  const uint64_t tm = cm2_device ? tile.bm : 128, tn = cm2_device ? tile.bn : 128;
-  const uint64_t M = a.R, N = b.R, Mp = round_up(M, tm), Np = round_up(N, tn), Kp = round_up(a.K, bk);
-  const uint64_t batch = ep.batch;
+  // tensor loads (element offsets in halves: the parts, padded to 128 rows at most, must lie in the first
+  // 2^32) and takes the same push constants; a 4-bit B is staged k-major for it (its fastest B layout), the
+  // parts padded to its tile. gemm_coop.comp's tiles are 128x128.
+  const uint64_t M = a.R, N = b.R, Kp = round_up(a.K, bk), batch = ep.batch;
+  const bool cm2 =
+      cm2_built() && f16 && ctx.cm2 && batch * (round_up(M, 128) + round_up(N, 128)) * Kp < (1ull << 32);
+  const Cm2Tile tile = cm2 ? cm2_tile(N) : Cm2Tile{};
+  const uint64_t Mp = round_up(M, tile.bm), Np = round_up(N, tile.bn);
   // Scratch: A hi, A lo, B hi, B lo (halves), then the exponents of A's and B's rows (ints) and KIND 1's
   // chunk maxima. f16: A hi, B hi only (the other offsets are passed but never read).
   const uint64_t a_part = batch * Mp * Kp * 2, b_part = batch * Np * Kp * 2;
   const uint64_t ex_a = 2 * a_part + 2 * b_part, ex_b = ex_a + batch * Mp * 4, px_a = ex_b + batch * Np * 4;
   const uint64_t px_b = px_a + partial_ints(a, Mp, batch) * 4;
   const uint64_t parts_end = f16 ? a_part + b_part : px_b + partial_ints(b, Np, batch) * 4;
-  const bool cm2 = cm2_device && (a_part + b_part) / 2 < (1ull << 32);
   // Split-K's partial sums [slice][M][N] after the parts (a float offset: parts_end is a multiple of 4).
   uint64_t kslice = Kp;
-  const uint64_t slices = coop_slices((Mp / tm) * (Np / tn), Kp, bk, ep, cm2, cm2 ? tile.per_sm : 1, ctx, kslice);
+  const uint64_t slices =
+      coop_slices((Mp / tile.bm) * (Np / tile.bn), Kp, bk, ep, cm2, cm2 ? tile.per_sm : 1, ctx, kslice);
   const uint64_t total = parts_end + (slices > 1 ? slices * M * N * 4 : 0);
   if (total > ctx.max_storage_range || total / 4 >= (1ull << 32)) return false;  // the fp32 kernels take it
   if (M == 0 || N == 0 || batch == 0) return true;
@@ -195,10 +196,10 @@ bool append_coop(const CoopOperand& a, const CoopOperand& b, const CoopEpilogue&
 #endif
   d.arg(index32(M)).arg(index32(N)).arg(index32(Kp)).arg(index32(Mp)).arg(index32(Np)).arg(ep.c_batch).arg(ep.alpha_idx).arg(ep.flags);
   d.arg(index32(a_hi / 16)).arg(index32(a_lo / 16)).arg(index32(b_hi / 16)).arg(index32(b_lo / 16));
-  d.arg(index32(ex_a / 4)).arg(index32(ex_b / 4));
+  d.arg(index32(f16 ? 0 : ex_a / 4)).arg(index32(f16 ? 0 : ex_b / 4));  // f16 reads no exponents (as split())
   d.arg(index32(kslice)).arg(slices > 1 ? index32(parts_end / 4) : 0xffffffffu);
-  d.groups[0] = index32(Np / tn);
-  d.groups[1] = index32(Mp / tm);
+  d.groups[0] = index32(Np / tile.bn);
+  d.groups[1] = index32(Mp / tile.bm);
   d.groups[2] = static_cast<uint32_t>(slices > 1 ? slices : batch);
   d.pooled_known = true;  // only split-K's partial sums
   d.pooled_begin = parts_end;

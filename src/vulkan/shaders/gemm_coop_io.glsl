@@ -12,7 +12,7 @@ layout(set = 0, binding = 6) buffer F6 { float f6[]; };
 layout(push_constant) uniform Push {
   uint M, N;          // C is [M, N] per batch
   uint Kp;            // padded contraction (multiple of BK)
-  uint Mp, Np;        // padded rows of the A and B parts (multiples of 128)
+  uint Mp, Np;        // padded rows of the A and B parts (multiples of the tile's BM and BN)
   uint c_batch;       // C elements between batches
   uint alpha_idx;     // scalar-block index of alpha, 0xffffffff for 1
   uint flags;         // bit 0: add bias[n]; bit 1: accumulate into C
