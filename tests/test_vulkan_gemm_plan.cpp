@@ -120,7 +120,8 @@ TEST(GemmTiles, ShallowProductsTakeTheirKernelWhereItsStagingFits) {
 }
 
 // With cooperative matrices 2 every fp16 product takes gemm_cm2.comp over the same staged parts: a 4-bit B
-// staged k-major (gemm_split.comp MODE 4) and read as such, an fp32 A as before, on 128x128 tiles 32 deep
+// staged k-major (gemm_split.comp MODE 4) and read as such, an fp32 B with contiguous k too (MODE 5), an fp32
+// A as before, on 128x128 tiles 32 deep
 // (spec 6-9: invocations, BM, BN, BK); a product at most 32 wide on a tile as wide as it (rounded up to 16),
 // 64 deep; split-K counts two 128x128 workgroups per multiprocessor, four narrow ones, and slices from 256
 // deep. The fp32 three-product path is unchanged.
@@ -149,6 +150,14 @@ TEST(GemmTiles, CooperativeMatrices2TakeEveryFp16Product) {
   EXPECT_EQ(q4.dispatches.back().spec[5], 1u);
   EXPECT_EQ(q4.dispatches.back().spec, (std::vector<uint32_t>{4, 3, 5, 6, 0, 1, 128, 128, 128, 32}));
   EXPECT_EQ(q4.dispatches.back().groups[0], 8192u / 128);
+  // y = x W^T with W fp32 (linear; the tied head): W k-major through the transposing staging (MODE 5), read
+  // k-major; its 64 x 32 tiles.
+  const vk::CoopOperand w32 = vk::coop_fp32(1, 8192, 2048, 2048, 1, 0);
+  vk::Encoded lin;
+  ASSERT_TRUE(vk::append_coop(x, w32, ep, true, ctx, lin));
+  EXPECT_EQ(kernels(lin), "gemm_split1 gemm_split5 gemm_cm2 ");
+  EXPECT_EQ(lin.dispatches.back().spec[5], 1u);
+  EXPECT_EQ(lin.dispatches[1].groups[0] * lin.dispatches[1].groups[1], (8192u / 64) * (2048u / 32));
   vk::Encoded q4_fp32;  // without the f16 flag: the three-product path
   ASSERT_TRUE(vk::append_coop(x, w, ep, false, ctx, q4_fp32));
   EXPECT_EQ(kernels(q4_fp32).find("gemm_cm2"), std::string::npos);

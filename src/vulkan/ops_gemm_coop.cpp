@@ -51,11 +51,12 @@ uint64_t partial_ints(const CoopOperand& o, uint64_t Rp, uint64_t batch) {
 }
 
 // The passes of gemm_split.comp for one operand: exponents (KIND 1: chunk maxima, then exponents), parts.
-// f16: only the parts pass (MODE 1; KIND 1: MODE 3, k-major; a 4-bit weight for gemm_cm2.comp: MODE 4,
-// k-major), writing hi alone.
+// f16: only the parts pass (MODE 1; KIND 1: MODE 3, k-major), writing hi alone; `kmajor` (a B for
+// gemm_cm2.comp): a 4-bit weight MODE 4, an fp32 KIND 0 MODE 5, both k-major.
 void split(const CoopOperand& o, uint64_t Rp, uint64_t Kp, uint32_t batch, uint32_t scr_bind, uint64_t hi,
-           uint64_t lo, uint64_t ex, uint64_t px, bool f16, bool q4_kmajor, const EncodeContext& ctx, Encoded& out) {
-  std::vector<uint32_t> modes = f16 ? std::vector<uint32_t>{o.kind == 1 ? 3u : q4_kmajor ? 4u : 1u}
+           uint64_t lo, uint64_t ex, uint64_t px, bool f16, bool kmajor, const EncodeContext& ctx, Encoded& out) {
+  const uint32_t f16_mode = o.kind == 1 ? 3u : !kmajor ? 1u : o.kind == 0 ? 5u : 4u;
+  std::vector<uint32_t> modes = f16 ? std::vector<uint32_t>{f16_mode}
                                 : o.kind == 1 ? std::vector<uint32_t>{0, 2, 1} : std::vector<uint32_t>{0, 1};
   const uint64_t chunks = std::max<uint64_t>(1, (o.K + 255) / 256);
   for (uint32_t mode : modes) {
@@ -71,7 +72,8 @@ void split(const CoopOperand& o, uint64_t Rp, uint64_t Kp, uint32_t batch, uint3
     if (mode == 0) groups = o.kind == 1 ? (Rp / 32) * chunks : o.kind == 2 ? Rp / 32 : Rp;
     else if (mode == 2) groups = (Rp + 255) / 256;
     else if (mode == 3) groups = (Kp * (Rp / 8) + 255) / 256;
-    else if (mode == 4) groups = ((Kp / (o.kind == 2 ? 4 : 8)) * (Rp / 8) + 255) / 256;
+    else if (mode == 4) groups = ((Kp / 4) * (Rp / 8) + 255) / 256;  // a thread per W_4X8 block (8 x 4)
+    else if (mode == 5) groups = (Rp / 64) * (Kp / 32);                 // a 64 x 32 tile per workgroup
     else if (o.kind == 1) groups = (Rp / 32) * ((Kp + 63) / 64);
     else if (f16 && o.kind == 2) groups = (Rp / 8) * ((Kp / 8 + 31) / 32);
     else groups = (Rp * (Kp / 8) + 255) / 256;
@@ -157,8 +159,9 @@ bool append_coop(const CoopOperand& a, const CoopOperand& b, const CoopEpilogue&
   const uint64_t bk = f16 ? 64 : 32;
   // fp16 operands on a device with cooperative matrices 2: cm2/gemm_cm2.comp reads the same parts through
   // tensor loads (element offsets in halves: the parts, padded to 128 rows at most, must lie in the first
-  // 2^32) and takes the same push constants; a 4-bit B is staged k-major for it (its fastest B layout), the
-  // parts padded to its tile. gemm_coop.comp's tiles are 128x128.
+  // 2^32) and takes the same push constants; its B is staged k-major (its fastest B layout: a 4-bit weight,
+  // or an fp32 one with contiguous k on the 128-wide tile; the narrow tile's adapter A stays [N][K], as
+  // measured), the parts padded to its tile. gemm_coop.comp's tiles are 128x128.
   const uint64_t M = a.R, N = b.R, Kp = round_up(a.K, bk), batch = ep.batch;
   const bool cm2 =
       cm2_built() && f16 && ctx.cm2 && batch * (round_up(M, 128) + round_up(N, 128)) * Kp < (1ull << 32);
@@ -178,11 +181,11 @@ bool append_coop(const CoopOperand& a, const CoopOperand& b, const CoopEpilogue&
   if (total > ctx.max_storage_range || total / 4 >= (1ull << 32)) return false;  // the fp32 kernels take it
   if (M == 0 || N == 0 || batch == 0) return true;
   const uint64_t a_hi = 0, a_lo = a_part, b_hi = f16 ? a_part : 2 * a_part, b_lo = 2 * a_part + b_part;
-  const bool b_q4_kmajor = cm2 && b.kind >= 2;
+  const bool b_kmajor = cm2 && (b.kind >= 2 || (b.kind == 0 && tile.bn % 64 == 0));
   split(a, Mp, Kp, static_cast<uint32_t>(batch), ep.scratch_bind, a_hi / 16, a_lo / 16, ex_a / 4, px_a / 4, f16,
         false, ctx, out);
   split(b, Np, Kp, static_cast<uint32_t>(batch), ep.scratch_bind, b_hi / 16, b_lo / 16, ex_b / 4, px_b / 4, f16,
-        b_q4_kmajor, ctx, out);
+        b_kmajor, ctx, out);
 
   Dispatch d{ET_VK_KERNEL(gemm_coop)};
   d.spec = {ep.out_bind, ep.bias_bind, ep.scalar_bind, ep.scratch_bind, f16 ? 1u : 0u,
@@ -191,7 +194,7 @@ bool append_coop(const CoopOperand& a, const CoopOperand& b, const CoopEpilogue&
   if (cm2) {
     d = Dispatch{ET_VK_KERNEL(gemm_cm2)};
     d.spec = {ep.out_bind, ep.bias_bind, ep.scalar_bind, ep.scratch_bind, a.kind == 1 ? 1u : 0u,
-              b.kind == 1 || b_q4_kmajor ? 1u : 0u, tile.wg, tile.bm, tile.bn, tile.bk};
+              b.kind == 1 || b_kmajor ? 1u : 0u, tile.wg, tile.bm, tile.bn, tile.bk};
   }
 #endif
   d.arg(index32(M)).arg(index32(N)).arg(index32(Kp)).arg(index32(Mp)).arg(index32(Np)).arg(ep.c_batch).arg(ep.alpha_idx).arg(ep.flags);

@@ -9,6 +9,7 @@
 #include "attention_backward.spv.h"
 #include "attention_coop.spv.h"
 #include "attention_coop_backward.spv.h"
+#include "attention_coop_copy16.spv.h"
 #if EDGETRAIN_VK_CM2
 #include "attention_cm2.spv.h"
 #endif
@@ -186,14 +187,14 @@ uint32_t coop_attention_rows(const OpCall& c, const AttnShape& a, const EncodeCo
   return gpu::attention_coop_rows(a.hd, ctx.max_shared_bytes);
 }
 // B16 of the tensor-core backward (attention_coop_backward.comp): its B tiles read from fp16 copies in the pooled
-// scratch, which a COPY16 dispatch of the same kernel makes first; offsets in uvec4s, the q, dout, k and v
+// scratch, which attention_coop_copy16.comp makes first; offsets in uvec4s, the q, dout, k and v
 // copies after D (B * H * T floats, the dq pass's output). Where the head dim is not a multiple of 8 or the
 // copies would pass a binding's limit, the kernels read the fp32 rows. (The forward reads fp32 rows: its
 // copies cost more than they saved, docs/PERFORMANCE.md.)
 struct AttnCopies {
   bool on = false;
   uint32_t q16 = 0, d16 = 0, k16 = 0, v16 = 0;
-  uint64_t n8 = 0;       // uvec4s the COPY16 dispatch writes
+  uint64_t nq8 = 0, nk8 = 0;  // uvec4s of q's (and dout's) copy, of k's (and v's)
   uint64_t d_bytes = 0;  // D, from the start of the pooled scratch
   uint64_t bytes = 0;    // the pooled scratch the call needs
 };
@@ -206,7 +207,8 @@ AttnCopies attention_copies(const AttnShape& a, uint32_t coop_rows, const Encode
   const uint64_t base = (cp.d_bytes + 15) / 16, n8 = 2 * nq8 + 2 * nk8;
   if ((base + n8) * 16 > ctx.max_storage_range || base + n8 >= (uint64_t{1} << 32)) return cp;
   cp.on = true;
-  cp.n8 = n8;
+  cp.nq8 = nq8;
+  cp.nk8 = nk8;
   cp.bytes = (base + n8) * 16;
   cp.q16 = static_cast<uint32_t>(base);
   cp.d16 = static_cast<uint32_t>(base + nq8);
@@ -218,9 +220,9 @@ AttnCopies attention_copies(const AttnShape& a, uint32_t coop_rows, const Encode
 // One dispatch of kernel `kind`: with coop_rows (coop_attention_rows, 0: none) attention_coop.comp or
 // attention_coop_backward.comp, else attention.comp or attention_backward.comp with their tiles; the
 // backward's MODE is 0 for dq, 1 for dk/dv. B * heads * blocks workgroups, blocks = A tiles per (batch,
-// head): query blocks, or key blocks for dk/dv. With `copy`, the tensor-core backward's COPY16 dispatch.
+// head): query blocks, or key blocks for dk/dv.
 Dispatch attention_dispatch(gpu::AttnKernel kind, const AttnShape& a, uint32_t coop_rows, const AttnCopies& cp,
-                            const OpCall& c, const EncodeContext& ctx, bool copy = false) {
+                            const OpCall& c, const EncodeContext& ctx) {
   const bool forward = kind == gpu::AttnKernel::forward;
   const uint32_t heads = kind == gpu::AttnKernel::dkdv ? a.KV : a.H, rows = kind == gpu::AttnKernel::dkdv ? a.S : a.T;
   const uint32_t mode = kind == gpu::AttnKernel::dq ? 0u : 1u;
@@ -229,10 +231,10 @@ Dispatch attention_dispatch(gpu::AttnKernel kind, const AttnShape& a, uint32_t c
   const uint32_t has_pos = c.in.size() > pos && c.in[pos].defined() ? 1u : 0u;
   uint32_t a_rows;
   std::vector<uint32_t> spec;
-  if (coop_rows) {  // constants HC, BR, HAS_POS, the accumulator layout, then the backward's MODE, B16, COPY16
+  if (coop_rows) {  // constants HC, BR, HAS_POS, the accumulator layout, then the backward's MODE and B16
     a_rows = gpu::kAttnCoopRows;
     spec = {gpu::attention_capacity(a.hd), coop_rows, has_pos, ctx.coop_acc_rows_high, ctx.coop_acc_columns};
-    if (!forward) spec.insert(spec.end(), {mode, cp.on ? 1u : 0u, copy ? 1u : 0u});
+    if (!forward) spec.insert(spec.end(), {mode, cp.on ? 1u : 0u});
   } else {  // the tile constants 0-5, then MODE, then HAS_POS
     const gpu::AttnTiles t = gpu::attention_tiles(kind, a.hd, ctx, c);
     a_rows = t.a_rows();
@@ -248,12 +250,24 @@ Dispatch attention_dispatch(gpu::AttnKernel kind, const AttnShape& a, uint32_t c
   d.arg(a.B).arg(a.T).arg(a.S).arg(a.H).arg(a.KV).arg(a.hd).arg(blocks).arg(ctx.float_index[0]);
   if (coop_rows && !forward) {
     d.arg(cp.q16).arg(cp.d16).arg(cp.k16).arg(cp.v16);
-    // What it writes in the pooled scratch: the copies, or the dq pass's D.
+    // What it writes in the pooled scratch: the dq pass's D.
     d.pooled_known = true;
-    d.pooled_begin = copy ? uint64_t(cp.q16) * 16 : 0;
-    d.pooled_end = copy ? cp.bytes : kind == gpu::AttnKernel::dq ? cp.d_bytes : 0;
+    d.pooled_begin = 0;
+    d.pooled_end = kind == gpu::AttnKernel::dq ? cp.d_bytes : 0;
   }
-  grid_1d(copy ? (cp.n8 + 127) / 128 : uint64_t(a.B) * heads * blocks, ctx, d.groups);
+  grid_1d(uint64_t(a.B) * heads * blocks, ctx, d.groups);
+  return d;
+}
+
+// attention_coop_copy16.comp: the fp16 copies of q, dout, k and v (AttnCopies), 8 values per invocation.
+Dispatch attention_copy16_dispatch(const AttnCopies& cp, const EncodeContext& ctx) {
+  Dispatch d(ET_VK_KERNEL(attention_coop_copy16), {});
+  d.arg(static_cast<uint32_t>(cp.nq8)).arg(static_cast<uint32_t>(cp.nk8));
+  d.arg(cp.q16).arg(cp.d16).arg(cp.k16).arg(cp.v16);
+  d.pooled_known = true;
+  d.pooled_begin = uint64_t(cp.q16) * 16;
+  d.pooled_end = cp.bytes;
+  grid_1d((2 * cp.nq8 + 2 * cp.nk8 + 255) / 256, ctx, d.groups);
   return d;
 }
 
@@ -296,7 +310,7 @@ void encode_attention_backward(const OpCall& c, const EncodeContext& ctx, Encode
   const uint32_t coop_rows = coop_attention_rows(c, a, ctx);
   const AttnCopies cp = attention_copies(a, coop_rows, ctx);
   out.pooled_scratch_bytes = static_cast<size_t>(cp.bytes);  // D (and the copies), within the call
-  if (cp.on) out.dispatches.push_back(attention_dispatch(gpu::AttnKernel::dq, a, coop_rows, cp, c, ctx, true));
+  if (cp.on) out.dispatches.push_back(attention_copy16_dispatch(cp, ctx));
   if (a.T > 0) out.dispatches.push_back(attention_dispatch(gpu::AttnKernel::dq, a, coop_rows, cp, c, ctx));
   out.dispatches.push_back(attention_dispatch(gpu::AttnKernel::dkdv, a, coop_rows, cp, c, ctx));
 }

@@ -47,21 +47,15 @@ layout(push_constant) uniform P {
 shared float LDs[2u * BR];  // MODE 1: lse and D of the query tile's rows
 
 // B16 (constant 6): the B tiles come from fp16 copies of their rows in the pooled scratch
-// (s16), made by a dispatch of the same kernel with COPY16 (constant 7) before the others: slots of 8
+// (s16), made first by attention_coop_copy16.comp: slots of 8
 // head-dim columns, one 16-byte load and one 16-byte store into Ts each, half the bytes of the fp32 rows,
 // and, in the registers that hold one fp32 tile, two tiles in flight. Taken where hd % 8 == 0
 // (ops_llama.cpp). Measured on an H200 (docs/PERFORMANCE.md): the backward at B4 H32 T1024 D64 1.193 ->
 // 1.045 ms; the forward, whose copies cost more than its fp32 tiles did, kept them.
 layout(constant_id = 6) const uint B16 = 0;
-layout(constant_id = 7) const uint COPY16 = 0;
 const uint SL8 = HC / 8u;                                          // 8-column slots per row
 const uint NS16 = (BR * SL8 + 127u) / 128u, NS16_MAX = 4u;         // per invocation, of a B tile
 const uint AHEAD = B16 == 1u ? 2u : 1u;                            // B tiles in flight
-// Eight fp32 values rounded to fp16 as ET_PUT_SLOT rounds them, in one uvec4.
-uvec4 et_round8(vec4 a, vec4 b) {
-  return uvec4(packFloat2x16(f16vec2(a.xy)), packFloat2x16(f16vec2(a.zw)), packFloat2x16(f16vec2(b.xy)),
-               packFloat2x16(f16vec2(b.zw)));
-}
 // x = the fp16 copy's slots of a B tile: rows at uvec4 base8 + r * stride8, zeros past the head dim hd and
 // for rows r >= nvalid.
 #define ET_FETCH16_TILE(x, base8, stride8, nvalid, hd)                                        \
@@ -349,17 +343,6 @@ void dkdv_block(uint wid, uint sg, uint lane) {
 }
 
 void main() {
-  if (COPY16 == 1u) {  // q's, dout's, k's and v's fp16 copies, 8 values per invocation
-    const uint i = et_thread(), nq8 = p.B * p.T * p.H * p.hd / 8u, nk8 = p.B * p.S * p.KV * p.hd / 8u;
-    if (i < nq8) s16[p.q16 + i] = et_round8(q4[2u * i], q4[2u * i + 1u]);
-    else if (i < 2u * nq8) s16[p.d16 + i - nq8] = et_round8(dout4[2u * (i - nq8)], dout4[2u * (i - nq8) + 1u]);
-    else if (i < 2u * nq8 + nk8) s16[p.k16 + i - 2u * nq8] = et_round8(k4[2u * (i - 2u * nq8)], k4[2u * (i - 2u * nq8) + 1u]);
-    else if (i < 2u * nq8 + 2u * nk8) {
-      const uint e = i - 2u * nq8 - nk8;
-      s16[p.v16 + e] = et_round8(v4[2u * e], v4[2u * e + 1u]);
-    }
-    return;
-  }
   const uint wid = et_group();
   if (wid >= (MODE == 0u ? p.B * p.H : p.B * p.KV) * p.nblocks) return;  // uniform per workgroup
   const uint sg = gl_SubgroupID, lane = gl_SubgroupInvocationID;

@@ -20,7 +20,13 @@
 // instead of a transpose through shared memory (a step's weight gradients take both operands this way).
 // MODE 4 (F16, KIND 2 and 3, for gemm_cm2.comp): the 4-bit weight k-major too, [Kp][Rp] halves, the B layout
 // that cooperative matrices 2 load fastest (docs/PERFORMANCE.md); a W_4X8 block's 8 rows n are 8 consecutive
-// halves of a k row (KIND 2), or its 8 k of a row n are (KIND 3, two blocks per thread).
+// halves of a k row (KIND 2), or its 4 k of a row n are 4 consecutive halves of that row (KIND 3).
+// MODE 5 (F16, KIND 0, for gemm_cm2.comp): an fp32 B whose k are contiguous (linear's W: B(k, n) = W[n, k])
+// k-major too, transposed through a 64 r x 32 k tile of workgroup memory (reads along k, writes along r).
+// The tied head's linear read its [N][K] parts transposed at ~200 TFLOP/s on an H200 where the k-major
+// B of the head's mm ran at ~270 (eighteenth session's profile). A thread
+// per block either way (KIND 3 took 8 n x 8 k per thread until the nineteenth session: half the threads,
+// a k/v projection's weight 64 workgroups on a 132-multiprocessor H200, 22 us where KIND 2 took 8).
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
@@ -48,6 +54,9 @@ layout(set = 0, binding = 1) readonly buffer W1v { uvec4 w1v[]; };
 layout(set = 0, binding = 4) buffer S4 { uvec4 s4[]; };
 layout(set = 0, binding = 5) buffer S5 { uvec4 s5[]; };
 layout(set = 0, binding = 6) buffer S6 { uvec4 s6[]; };
+layout(set = 0, binding = 4) buffer S4h { uvec2 s4h[]; };
+layout(set = 0, binding = 5) buffer S5h { uvec2 s5h[]; };
+layout(set = 0, binding = 6) buffer S6h { uvec2 s6h[]; };
 layout(set = 0, binding = 4) buffer E4 { int e4[]; };
 layout(set = 0, binding = 5) buffer E5 { int e5[]; };
 layout(set = 0, binding = 6) buffer E6 { int e6[]; };
@@ -71,6 +80,11 @@ void put(uint i, uvec4 v) {
   if (SCR_BIND == 4) s4[i] = v;
   else if (SCR_BIND == 5) s5[i] = v;
   else s6[i] = v;
+}
+void put2(uint i, uvec2 v) {  // i in uvec2s
+  if (SCR_BIND == 4) s4h[i] = v;
+  else if (SCR_BIND == 5) s5h[i] = v;
+  else s6h[i] = v;
 }
 int get_e(uint i) { return SCR_BIND == 4 ? e4[i] : SCR_BIND == 5 ? e5[i] : e6[i]; }
 void put_e(uint i, int v) {
@@ -126,8 +140,14 @@ uvec4 pack8_f16(float v[8]) {
   return h;
 }
 
+// F16: four consecutive operand values as fp16 bits, in one uvec2.
+uvec2 pack4_f16(float v[4]) {
+  return uvec2(et_f16_bits(et_round_f16(v[0])) | (et_f16_bits(et_round_f16(v[1])) << 16),
+               et_f16_bits(et_round_f16(v[2])) | (et_f16_bits(et_round_f16(v[3])) << 16));
+}
+
 shared float red[256];
-shared float tile[32][65];
+shared float tile[32][65];  // KIND 1's 32 r x 64 k, MODE 5's 32 k x 64 r (and a column of padding)
 
 void main() {
   const uint tid = gl_LocalInvocationID.x, b = gl_WorkGroupID.z;
@@ -221,25 +241,44 @@ void main() {
           [[unroll]] for (uint j = 0; j < 8; ++j) v[kk][j] = elem(b, n0 + j, k0 + kk);
       }
       [[unroll]] for (uint kk = 0; kk < 4; ++kk) put(pc.hi + (b * pc.Kp + k0 + kk) * rq + c, pack8_f16(v[kk]));
-    } else {  // KIND 3 (rows k over n): a thread per 8 n x 8 k, one uvec4 of each of its 8 n rows
-      const uint n0 = (i / rq) * 8, c = i % rq, k0 = c * 8;
+    } else {  // KIND 3 (rows k over n): a thread per W_4X8 block (8 n x 4 k), 4 halves of each of its 8 n rows
+      const uint rq4 = pc.Rp / 4, n0 = (i / rq4) * 8, c4 = i % rq4, k0 = c4 * 4;
       if (n0 >= pc.Kp) return;
-      float v[8][8];
-      if (n0 + 8 <= pc.K && k0 + 8 <= pc.R) {
-        const uvec4 wa = w1v[(k0 >> 2) * pc.N8 + (n0 >> 3)], wb = w1v[((k0 >> 2) + 1) * pc.N8 + (n0 >> 3)];
+      float v[8][4];
+      if (n0 + 8 <= pc.K && k0 + 4 <= pc.R) {
+        const uvec4 w = w1v[(k0 >> 2) * pc.N8 + (n0 >> 3)];
         [[unroll]] for (uint j = 0; j < 8; ++j) {
-          const float sa = scale_at((k0 / pc.gs) * pc.N + n0 + j), sb = scale_at(((k0 + 4) / pc.gs) * pc.N + n0 + j);
-          [[unroll]] for (uint kk = 0; kk < 4; ++kk) {
-            v[j][kk] = q4_value(q4_nibble(wa[j >> 1], kk, j & 1u)) * sa;
-            v[j][4 + kk] = q4_value(q4_nibble(wb[j >> 1], kk, j & 1u)) * sb;
-          }
+          const float sc = scale_at((k0 / pc.gs) * pc.N + n0 + j);
+          [[unroll]] for (uint kk = 0; kk < 4; ++kk) v[j][kk] = q4_value(q4_nibble(w[j >> 1], kk, j & 1u)) * sc;
         }
       } else {
         [[unroll]] for (uint j = 0; j < 8; ++j)
-          [[unroll]] for (uint kk = 0; kk < 8; ++kk) v[j][kk] = elem(b, k0 + kk, n0 + j);
+          [[unroll]] for (uint kk = 0; kk < 4; ++kk) v[j][kk] = elem(b, k0 + kk, n0 + j);
       }
-      [[unroll]] for (uint j = 0; j < 8; ++j) put(pc.hi + (b * pc.Kp + n0 + j) * rq + c, pack8_f16(v[j]));
+      [[unroll]] for (uint j = 0; j < 8; ++j) put2(2u * pc.hi + (b * pc.Kp + n0 + j) * rq4 + c4, pack4_f16(v[j]));
     }
+    return;
+  }
+
+  if (MODE == 5u) {  // F16, KIND 0: [Kp][Rp] halves (Rp a multiple of 64, Kp of 32), one 64 x 32 tile
+    const uint tiles_k = pc.Kp / 32, t = linear_group_id(), r0 = (t / tiles_k) * 64, k0 = (t % tiles_k) * 32;
+    if (r0 >= pc.Rp) return;
+    {  // 4 lanes per row r, 8 consecutive k each
+      const uint rr = tid >> 2, kc = (tid & 3u) * 8, r = r0 + rr, e0 = b * pc.sbatch + r * pc.sr + k0 + kc;
+      float v[8];
+      if (pc.sk == 1u && ((pc.sr | pc.sbatch) & 3u) == 0u && r < pc.R && k0 + kc + 8 <= pc.K) {
+        vec4 lo4 = src4(e0 >> 2), hi4 = src4((e0 >> 2) + 1);
+        [[unroll]] for (uint j = 0; j < 4; ++j) v[j] = lo4[j], v[4 + j] = hi4[j];
+      } else {
+        [[unroll]] for (uint j = 0; j < 8; ++j) v[j] = elem(b, r, k0 + kc + j);
+      }
+      [[unroll]] for (uint j = 0; j < 8; ++j) tile[kc + j][rr] = v[j];
+    }
+    barrier();
+    const uint kk = tid >> 3, rc = (tid & 7u) * 8;  // 8 lanes per k row, 8 consecutive r each
+    float v[8];
+    [[unroll]] for (uint j = 0; j < 8; ++j) v[j] = tile[kk][rc + j];
+    put(pc.hi + (b * pc.Kp + k0 + kk) * (pc.Rp / 8) + (r0 + rc) / 8, pack8_f16(v));
     return;
   }
 
