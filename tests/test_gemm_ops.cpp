@@ -25,10 +25,13 @@ std::string mnk_name(const MNK& s) {
 // A low-rank adapter's shapes (Vulkan: gemm_narrow.comp, gemm_shallow.comp) at their kernels' edges: a
 // narrow side of 1..32 (8/16/32 accumulators, 16-row and 128-column workgroups), contractions around the
 // 128-deep chunks (and a long one whose last chunk is partial, over 17 row groups), and contractions of
-// 1..32 over 64x128 tiles (16- and 32-deep staging; outputs whose rows are whole 16-byte vectors or not).
+// 1..32 over 64x128 tiles (16- and 32-deep staging; outputs whose rows are whole 16-byte vectors or not);
+// [256, 16] over 384: a dB-shaped product whose stored-transposed A has no padding on either side (cm2:
+// staged as its source's rows, ops_gemm_coop.cpp).
 const std::vector<MNK> kLowRankShapes = {{100, 16, 300}, {130, 17, 129}, {5, 70, 257},  {64, 32, 1000},
                                          {300, 1, 64},  {70, 130, 16}, {129, 65, 5},  {64, 200, 32},
-                                         {65, 64, 1},    {5, 300, 257}, {130, 260, 17}, {260, 8, 1100}};
+                                         {65, 64, 1},    {5, 300, 257}, {130, 260, 17}, {260, 8, 1100},
+                                         {256, 16, 384}};
 
 std::vector<OpCase> mm_cases() {
   std::vector<OpCase> cs;

@@ -174,6 +174,21 @@ TEST(GemmTiles, CooperativeMatrices2TakeEveryFp16Product) {
   EXPECT_EQ(narrow.dispatches[2].groups[1], 32u);
   EXPECT_EQ(std::vector<uint32_t>(narrow.dispatches[2].spec.begin() + 6, narrow.dispatches[2].spec.end()),
             (std::vector<uint32_t>{128, 128, 16, 64}));
+  // An adapter's dB = dy^T t, [2048, 16] over 4096 rows: A = dy^T (rows contiguous) is staged as the same
+  // dispatch as dy's own rows (the 4-bit input gradient's staging of dy, here x's shape), which the program
+  // skips while it is still there; read k-major (spec 4); t k-major (MODE 3).
+  const vk::CoopOperand dyt = vk::coop_fp32(0, 2048, 4096, 1, 2048, 0), t = vk::coop_fp32(1, 16, 4096, 1, 16, 0);
+  vk::Encoded db;
+  ASSERT_TRUE(vk::append_coop(dyt, t, ep, true, ctx, db));
+  EXPECT_EQ(kernels(db), "gemm_split1 gemm_split3 gemm_cm2 ");
+  EXPECT_EQ(db.dispatches[0].spec, q4.dispatches[0].spec);
+  EXPECT_EQ(db.dispatches[0].push, q4.dispatches[0].push);
+  EXPECT_EQ(db.dispatches[0].pooled_end, q4.dispatches[0].pooled_end);
+  EXPECT_EQ(db.dispatches.back().spec[4], 1u);
+  vk::Encoded db_padded;  // 2000 rows of dy: padding on one side, staged k-major as before (MODE 3)
+  ASSERT_TRUE(vk::append_coop(vk::coop_fp32(0, 2048, 2000, 1, 2048, 0), vk::coop_fp32(1, 16, 2000, 1, 16, 0), ep,
+                              true, ctx, db_padded));
+  EXPECT_EQ(kernels(db_padded), "gemm_split3 gemm_split3 gemm_cm2 ");
   const vk::CoopOperand a24 = vk::coop_fp32(1, 24, 2048, 2048, 1, 0);  // 24 wide: a 32-wide tile
   vk::Encoded narrow24;
   ASSERT_TRUE(vk::append_coop(x, a24, lo, true, ctx, narrow24));

@@ -70,9 +70,11 @@ void append_gemm(const GemmArgs& g, const EncodeContext& ctx, Encoded& out) {
   // With cooperative matrices 2, an fp16 product of k-contiguous rows of A and a narrow B (a low-rank
   // adapter's x A^T, dy B) takes the tensor-core path: A is usually still staged in fp16 from the 4-bit
   // product of the same input just before (program.cpp reuses it), so only the GEMM is left, split-K
-  // filling the GPU. H200 figures: docs/PERFORMANCE.md.
+  // filling the GPU. So does dB = s dy^T t where dy's sides are whole 128s: A = dy^T staged k-major is
+  // dy's own staging (append_coop). H200 figures: docs/PERFORMANCE.md.
+  const bool a_rows = g.sa_red == 1, a_whole_t = g.sa_row == 1 && g.M % 128 == 0 && g.K % 128 == 0;
   const bool staged_rows =
-      cm2_built() && ctx.cm2 && g.f16 && g.sa_red == 1 && g.N <= 32 && coop_for(g.M, g.N, g.K, ctx);
+      cm2_built() && ctx.cm2 && g.f16 && (a_rows || a_whole_t) && g.N <= 32 && coop_for(g.M, g.N, g.K, ctx);
   if (!staged_rows && append_narrow_gemm(g, ctx, out)) return;
   if (coop_for(g.M, g.N, g.K, ctx)) {
     CoopOperand a = coop_fp32(0, g.M, g.K, g.sa_row, g.sa_red, g.a_batch);

@@ -182,8 +182,14 @@ bool append_coop(const CoopOperand& a, const CoopOperand& b, const CoopEpilogue&
   if (M == 0 || N == 0 || batch == 0) return true;
   const uint64_t a_hi = 0, a_lo = a_part, b_hi = f16 ? a_part : 2 * a_part, b_lo = 2 * a_part + b_part;
   const bool b_kmajor = cm2 && (b.kind >= 2 || (b.kind == 0 && tile.bn % 64 == 0));
-  split(a, Mp, Kp, static_cast<uint32_t>(batch), ep.scratch_bind, a_hi / 16, a_lo / 16, ex_a / 4, px_a / 4, f16,
-        false, ctx, out);
+  // An A whose rows are contiguous (KIND 1) is staged k-major, [Kp][Mp]; with neither side padded those are
+  // the bytes of its source's own rows staged as a KIND 0 operand (MODE 1), so it is staged that way: the
+  // same dispatch as the 4-bit input gradient's staging of dy, which the program then skips for a low-rank
+  // adapter's dB = s dy^T t (program.cpp).
+  const bool a_as_rows = cm2 && a.kind == 1 && batch == 1 && Mp == a.R && Kp == a.K && a.K % 128 == 0;
+  const CoopOperand a_src = a_as_rows ? coop_fp32(a.src_bind, a.K, a.R, a.sk, 1, 0) : a;
+  split(a_src, a_as_rows ? Kp : Mp, a_as_rows ? Mp : Kp, static_cast<uint32_t>(batch), ep.scratch_bind, a_hi / 16,
+        a_lo / 16, ex_a / 4, px_a / 4, f16, false, ctx, out);
   split(b, Np, Kp, static_cast<uint32_t>(batch), ep.scratch_bind, b_hi / 16, b_lo / 16, ex_b / 4, px_b / 4, f16,
         b_kmajor, ctx, out);
 
