@@ -46,18 +46,19 @@ std::vector<OpCase> rms_norm_cases() {
 ET_OP_CASES(rms_norm, rms_norm_cases);
 
 // rstd comes from the reference forward, as the model passes it along; dw starts random so that
-// accumulate = 1 is seen adding and accumulate = 0 overwriting.
+// accumulate = 1 is seen adding, accumulate = 0 overwriting, and dw = 0 (a frozen w) leaving it as it is.
 std::vector<OpCase> rms_norm_backward_cases() {
   Rng r(42);
   std::vector<OpCase> cs;
   for (const Shape& s : kNormShapes)
-    for (int acc : {0, 1}) {
+    for (int acc : {0, 1, 2}) {  // 2: dw = 0
       int64_t D = s.last();
       HostTensor x = random_f32(r, s, -2.0f, 2.0f), w = random_f32(r, Shape{D}, 0.5f, 1.5f);
       auto fwd = run_reference(make_case("", Op::rms_norm, {x, w}, {zeros(s, DType::f32), zeros(Shape{s.rows()}, DType::f32)},
                                          {}, {1e-5f}, tol::exact));
-      cs.push_back(make_case(s.str() + (acc ? "_accumulate" : ""), Op::rms_norm_backward,
-                             {random_f32(r, s), x, w, fwd[1]}, {zeros(s, DType::f32), random_f32(r, Shape{D})}, {acc}, {},
+      const std::vector<int64_t> ints = acc == 2 ? std::vector<int64_t>{0, 0} : std::vector<int64_t>{acc};
+      cs.push_back(make_case(s.str() + (acc == 1 ? "_accumulate" : acc == 2 ? "_no_dw" : ""), Op::rms_norm_backward,
+                             {random_f32(r, s), x, w, fwd[1]}, {zeros(s, DType::f32), random_f32(r, Shape{D})}, ints, {},
                              looser(norm_tol(D), tol::reduction(s.rows()))));
     }
   return cs;

@@ -27,6 +27,7 @@ void sig_rms_norm_backward(Ctx& x) {
   if (w.shape() != Shape{a.shape().last()}) x.bad("w must be [D] = [", a.shape().last(), "], got ", w.str());
   if (rstd.shape() != Shape{a.shape().rows()}) x.bad("rstd must be [rows] = [", a.shape().rows(), "]");
   x.flag(0, "accumulate");
+  if (x.c.ints.size() > 1) x.flag(1, "dw");
   x.out(a.shape(), DType::f32);
   x.out(w.shape(), DType::f32);
 }

@@ -40,8 +40,8 @@ void rms_norm(const ref::Call& c) {
   });
 }
 
-// dy, x [..., D], w [D], rstd [rows] -> dx, dw [D]; ints {accumulate}. dx per row; dw from per-32-row
-// partials (double) summed in block order.
+// dy, x [..., D], w [D], rstd [rows] -> dx, dw [D]; ints {accumulate, dw?}. dx per row; dw from per-32-row
+// partials (double) summed in block order, unless dw = 0 (then left as it is).
 void rms_norm_backward(const ref::Call& c) {
   const int64_t D = c.in[1].shape.last(), rows = c.in[1].shape.rows();
   const float *dy = c.in[0].as<float>(), *xp = c.in[1].as<float>(), *w = c.in[2].as<float>(),
@@ -68,6 +68,7 @@ void rms_norm_backward(const ref::Call& c) {
     }
   });
   const bool accumulate = c.ints[0] != 0;
+  if (c.ints.size() > 1 && c.ints[1] == 0) return;
   for (int64_t k = 0; k < D; ++k) {
     double s = 0.0;
     for (int64_t blk = 0; blk < blocks; ++blk) s += part[blk * D + k];

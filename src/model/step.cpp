@@ -92,7 +92,8 @@ class Recorder {
   Tensor rms_norm_backward(const Tensor& dy, const Tensor& x, Param* w, const Tensor& rstd) {
     Tensor dx = g_.backend().zeros(x.shape(), DType::f32);
     Tensor dw = w->trainable ? w->grad : g_.backend().zeros(w->value.shape(), DType::f32);
-    g_.call(Op::rms_norm_backward, {dy, x, w->value, rstd}, {dx, dw}, {w->trainable ? 1 : 0});
+    // A frozen w (qlora): no dw at all (dw = 0), only dx.
+    g_.call(Op::rms_norm_backward, {dy, x, w->value, rstd}, {dx, dw}, {w->trainable ? 1 : 0, w->trainable ? 1 : 0});
     return dx;
   }
 

@@ -63,9 +63,10 @@ void rms_norm(const Call& c) {
   }
 }
 
-// dy, x [..., D], w [D], rstd [rows] (from rms_norm) -> dx [..., D], dw [D]; ints {accumulate}.
+// dy, x [..., D], w [D], rstd [rows] (from rms_norm) -> dx [..., D], dw [D]; ints {accumulate, dw?}.
 // With r = rstd[m], xh = x*r and g = dy*w: dx[m,k] = r * (g[k] - xh[k] * (1/D) sum_j g[j]*xh[j]);
-// dw[k] (+)= sum_m dy[m,k] * xh[m,k] (accumulate = 1 adds to dw, 0 overwrites it).
+// dw[k] (+)= sum_m dy[m,k] * xh[m,k] (accumulate = 1 adds to dw, 0 overwrites it); with dw = 0 (a frozen w:
+// nothing would read it) dw is left as it is.
 void rms_norm_backward(const Call& c) {
   const View& x = c.in[1];
   int64_t D = x.shape.last(), rows = x.shape.rows();
@@ -81,6 +82,7 @@ void rms_norm_backward(const Call& c) {
       dx[m * D + k] = static_cast<float>(r * (g - xh * dot));
     }
   }
+  if (c.ints.size() > 1 && c.ints[1] == 0) return;
   for (int64_t k = 0; k < D; ++k) {
     double s = 0.0;
     for (int64_t m = 0; m < rows; ++m) s += static_cast<double>(dy[m * D + k]) * xp[m * D + k] * rstd[m];

@@ -50,6 +50,7 @@ void encode_rms_norm_backward(const OpCall& c, const EncodeContext& ctx, Encoded
   uint32_t D = u32(s.last(), c), rows = u32(s.rows(), c);
   uint32_t n_chunks = (rows + kDwChunk - 1) / kDwChunk;
   uint32_t acc = c.ints[0] != 0 ? 1u : 0u;
+  const bool want_dw = c.ints.size() < 2 || c.ints[1] != 0;  // dw = 0: a frozen w, dw left as it is
   uint32_t wg = reduce_wg(ctx);
   out.scratch_bytes.push_back(std::max<size_t>(16, size_t(n_chunks) * D * sizeof(float)));
   u32(uint64_t(n_chunks) * D, c);
@@ -62,11 +63,12 @@ void encode_rms_norm_backward(const OpCall& c, const EncodeContext& ctx, Encoded
     Dispatch dx = make(0);
     grid_1d(rows, ctx, dx.groups);
     out.dispatches.push_back(dx);
+    if (!want_dw) return;
     Dispatch part = make(1);
     threads_grid(part, uint64_t(n_chunks) * D, wg, ctx);
     out.dispatches.push_back(part);
   }
-  if (D > 0) {
+  if (D > 0 && want_dw) {
     Dispatch dw = make(2);
     threads_grid(dw, D, wg, ctx);
     out.dispatches.push_back(dw);

@@ -41,6 +41,7 @@ void encode_rms_norm_backward(const OpCall& c, const EncodeContext& ctx, Encoded
     grid_1d(static_cast<uint64_t>(rows), ctx, d.groups);
     out.dispatches.push_back(std::move(d));
   }
+  if (c.ints.size() > 1 && c.ints[1] == 0) return;  // dw = 0: a frozen w, dw left as it is
   Dispatch w(ET_WG_KERNEL(rms_norm_dw));
   w.constant("WG", ctx.wg_size(64));
   w.in(0).in(1).in(3).out(1).uniform();
