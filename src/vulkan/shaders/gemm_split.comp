@@ -132,18 +132,18 @@ void split8(float v[8], out uvec4 hi, out uvec4 lo) {
   }
 }
 
-// F16: eight consecutive operand values as fp16 bits, each rounded once (et_round_f16).
+// F16: eight consecutive operand values as fp16 bits, each rounded once as et_round_f16 rounds.
 uvec4 pack8_f16(float v[8]) {
   uvec4 h;
   [[unroll]] for (uint j = 0; j < 4; ++j)
-    h[j] = et_f16_bits(et_round_f16(v[2 * j])) | (et_f16_bits(et_round_f16(v[2 * j + 1])) << 16);
+    h[j] = et_f16_rne_bits(v[2 * j]) | (et_f16_rne_bits(v[2 * j + 1]) << 16);
   return h;
 }
 
 // F16: four consecutive operand values as fp16 bits, in one uvec2.
 uvec2 pack4_f16(float v[4]) {
-  return uvec2(et_f16_bits(et_round_f16(v[0])) | (et_f16_bits(et_round_f16(v[1])) << 16),
-               et_f16_bits(et_round_f16(v[2])) | (et_f16_bits(et_round_f16(v[3])) << 16));
+  return uvec2(et_f16_rne_bits(v[0]) | (et_f16_rne_bits(v[1]) << 16),
+               et_f16_rne_bits(v[2]) | (et_f16_rne_bits(v[3]) << 16));
 }
 
 shared float red[256];
