@@ -1,6 +1,7 @@
 // Causal attention backward on the tensor cores (the f16 flag: fp16 q, k, v, dout, P and dS, fp32 scores,
 // D, softmax and gradient sums), flash-attention-2 style without atomics, as attention_backward.comp: P is
-// recomputed from q, k and the forward's lse. Two dispatches (three with B16: first the fp16 copies, below):
+// recomputed from q, k and the forward's lse. Two dispatches (with B16 after the fp16 copies of
+// attention_coop_copy16.comp, below):
 //   MODE 0, dq: one workgroup per (batch, query head, block of 64 queries). Writes D = rowsum(dout * out)
 //     of its rows to the scratch buffer; per 16 keys of a tile of BR: S = Q K^T and dP = dout V^T in
 //     accumulators, P = exp(scale S - lse) and dS = P (dP - D) on their elements, dS to fp16 fragments;
