@@ -92,8 +92,9 @@ class Recorder {
   Tensor rms_norm_backward(const Tensor& dy, const Tensor& x, Param* w, const Tensor& rstd) {
     Tensor dx = g_.backend().zeros(x.shape(), DType::f32);
     Tensor dw = w->trainable ? w->grad : g_.backend().zeros(w->value.shape(), DType::f32);
-    // A frozen w (qlora): no dw at all (dw = 0), only dx.
-    g_.call(Op::rms_norm_backward, {dy, x, w->value, rstd}, {dx, dw}, {w->trainable ? 1 : 0, w->trainable ? 1 : 0});
+    // A trainable w accumulates into its gradient; a frozen one (qlora) gets no dw at all (dw = 0), only dx.
+    const int64_t trainable = w->trainable ? 1 : 0;
+    g_.call(Op::rms_norm_backward, {dy, x, w->value, rstd}, {dx, dw}, {trainable, trainable});
     return dx;
   }
 

@@ -20,13 +20,13 @@
 // instead of a transpose through shared memory (a step's weight gradients take both operands this way).
 // MODE 4 (F16, KIND 2 and 3, for gemm_cm2.comp): the 4-bit weight k-major too, [Kp][Rp] halves, the B layout
 // that cooperative matrices 2 load fastest (docs/PERFORMANCE.md); a W_4X8 block's 8 rows n are 8 consecutive
-// halves of a k row (KIND 2), or its 4 k of a row n are 4 consecutive halves of that row (KIND 3).
+// halves of a k row (KIND 2), or its 4 k of a row n are 4 consecutive halves of that row (KIND 3). A thread
+// per block either way (KIND 3 took 8 n x 8 k per thread until the nineteenth session: half the threads,
+// a k/v projection's weight 64 workgroups on a 132-multiprocessor H200, 22 us where KIND 2 took 8).
 // MODE 5 (F16, KIND 0, for gemm_cm2.comp): an fp32 B whose k are contiguous (linear's W: B(k, n) = W[n, k])
 // k-major too, transposed through a 64 r x 32 k tile of workgroup memory (reads along k, writes along r).
 // The tied head's linear read its [N][K] parts transposed at ~200 TFLOP/s on an H200 where the k-major
-// B of the head's mm ran at ~270 (eighteenth session's profile). A thread
-// per block either way (KIND 3 took 8 n x 8 k per thread until the nineteenth session: half the threads,
-// a k/v projection's weight 64 workgroups on a 132-multiprocessor H200, 22 us where KIND 2 took 8).
+// B of the head's mm ran at ~270 (eighteenth session's profile).
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
