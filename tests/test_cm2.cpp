@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "edgetrain/backends.h"
+#include "edgetrain/graph.h"
 #include "harness/op_case.h"
 #include "harness/scoped_env.h"
 
@@ -74,6 +75,57 @@ TEST(GemmCm2, CatalogueF16Cases) {
   const std::string report = dynamic_cast<vk::VulkanBackend&>(*be).profiler()->report();
   EXPECT_NE(report.find("gemm_cm2"), std::string::npos) << report;
   EXPECT_EQ(report.find("gemm_coop "), std::string::npos) << "every product took gemm_cm2.comp:\n" << report;
+}
+
+// A qlora projection as the step records it (model/step.cpp): y = x W^T (+ bias) then y += t B^T, and
+// dx = dy W then dx += dt A, with fp16 operands. Each update joins its 4-bit product's GEMM
+// (fuse_low_rank_update, ops_gemm.h); values against the CPU backend running the same calls: with the
+// updates' operands given (not computed here), both sides multiply the same fp16 values and differ only in
+// the order of the K + r fp32 sums (the catalogue's f16 4-bit tolerance, tol::reduction). Partial tiles and a
+// bias (the per-element epilogue), whole tiles (tensor stores).
+TEST(GemmCm2, LowRankUpdatesJoinTheFourBitProducts) {
+  std::unique_ptr<Backend> be = cm2_backend("edgetrain_cm2_lora_profile.txt");
+  CM2_OR_SKIP(be)
+  struct Shp {
+    int64_t M, K, N;
+    bool bias;
+  };
+  const int64_t rank = 16, gs = 32;
+  for (const Shp& s : {Shp{300, 384, 264, true}, Shp{256, 512, 256, false}}) {
+    SCOPED_TRACE("M " + std::to_string(s.M) + " K " + std::to_string(s.K) + " N " + std::to_string(s.N));
+    Rng r(17);
+    const HostTensor x = random_f32(r, Shape{s.M, s.K}), dy = random_f32(r, Shape{s.M, s.N}),
+                     t = random_f32(r, Shape{s.M, rank}), b = random_f32(r, Shape{s.N, rank}),
+                     dt = random_f32(r, Shape{s.M, rank}), a = random_f32(r, Shape{rank, s.K}),
+                     bias = random_f32(r, Shape{s.N});
+    const Q4Weight q = random_q4(r, s.N, s.K, gs);
+    auto run = [&](Backend& bk, size_t* fused) {
+      auto up = [&](const HostTensor& h) { return bk.from_host(h.shape(), h.dtype(), h.data(), h.nbytes()); };
+      const Tensor tw = up(q.w), ts = up(q.scales), tt = up(t), tb = up(b), tdt = up(dt), ta = up(a);
+      auto p = bk.new_program();
+      Graph g(bk, *p);
+      g.set_precision(Precision::fp16);
+      Tensor y = g.linear_q4gsw(up(x), tw, ts, gs, s.bias ? up(bias) : Tensor());
+      g.mm_into(tt, tb, y, false, true, 1.0f, true);
+      Tensor dx = g.linear_q4gsw_backward(up(dy), tw, ts, gs, s.K);
+      g.mm_into(tdt, ta, dx, false, false, 1.0f, true);
+      p->finalize();
+      p->replay();
+      if (fused) *fused = dynamic_cast<vk::VulkanProgram&>(*p).fused_updates();
+      return std::vector<HostTensor>{HostTensor::from(y.shape(), DType::f32, bk.to_vector<float>(y)),
+                                     HostTensor::from(dx.shape(), DType::f32, bk.to_vector<float>(dx))};
+    };
+    size_t fused = 0;
+    const std::vector<HostTensor> want = run(backend_for_tests("cpu"), nullptr), got = run(*be, &fused);
+    EXPECT_EQ(fused, 2u);
+    std::string d = compare(got[0], want[0], tol::reduction(s.K + rank));
+    EXPECT_TRUE(d.empty()) << "y:\n" << d;
+    d = compare(got[1], want[1], tol::reduction(s.N + rank));
+    EXPECT_TRUE(d.empty()) << "dx:\n" << d;
+  }
+  const std::string report = dynamic_cast<vk::VulkanBackend&>(*be).profiler()->report();
+  EXPECT_NE(report.find("gemm_cm2 (linear_q4gsw + mm)"), std::string::npos) << report;
+  EXPECT_NE(report.find("gemm_cm2 (linear_q4gsw_backward + mm)"), std::string::npos) << report;
 }
 
 }  // namespace

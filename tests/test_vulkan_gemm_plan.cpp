@@ -7,6 +7,7 @@
 #include <cstring>
 #include <string>
 
+#include "harness/op_case.h"
 #include "vulkan/coop_matrix2.h"
 #include "vulkan/ops_gemm.h"
 
@@ -209,6 +210,84 @@ TEST(GemmTiles, CooperativeMatrices2TakeEveryFp16Product) {
   ASSERT_TRUE(vk::append_coop(x, a, lo, true, ctx, coop));
   EXPECT_EQ(kernels(coop), "gemm_split1 gemm_split1 gemm_coop gemm_splitk_reduce ");
   EXPECT_EQ(coop.dispatches[2].groups[2], 4u);
+}
+
+// A low-rank update right after the 4-bit product it adds to (a qlora step's y += t B^T after y = x W^T, and
+// dx += dt A after the input gradient) joins that product's GEMM: the update's call stages t's rows and B (or
+// A) k-major past the product's parts in the pooled scratch, then runs the product's GEMM, moved there and
+// binding the call before's set, with the update's contraction (16 padded to the k step, 32) in its push
+// constants. Anything else stays two calls.
+TEST(GemmTiles, LowRankUpdateJoinsTheFourBitProduct) {
+  if (!vk::cm2_built()) GTEST_SKIP() << "the build has no cooperative-matrix-2 kernels (no glslang 15)";
+  vk::EncodeContext ctx = tensor_core_context(132);
+  ctx.cm2 = true;
+  Backend& cpu = backend_for_tests("cpu");
+  const int64_t M = 512, K = 512, N = 384, r = 16, gs = 32;
+  auto f32 = [&](Shape s) { return cpu.zeros(s, DType::f32); };
+  const Tensor x = f32({M, K}), w = cpu.zeros(Shape{N * K / 8}, DType::u32), scales = f32({K / gs, N});
+  const Tensor y = f32({M, N}), t = f32({M, r}), b = f32({N, r}), dy = f32({M, N}), dx = f32({M, K}),
+               dt = f32({M, r}), a = f32({r, K});
+  auto kernels = [](const vk::Encoded& e) {
+    std::string k;
+    for (const vk::Dispatch& d : e.dispatches) {
+      const std::string name = d.kernel.name;
+      k += name + (name == "gemm_split" ? std::to_string(d.spec[4]) : "") + (d.binds_call_before ? "^" : "") + " ";
+    }
+    return k;
+  };
+  auto word = [](const vk::Dispatch& d, size_t i) {
+    uint32_t v = 0;
+    std::memcpy(&v, d.push.data() + 4 * i, 4);
+    return v;
+  };
+  auto fuse = [&](const OpCall& prev, const OpCall& next, vk::Encoded& pe, vk::Encoded& ne, const vk::EncodeContext& c) {
+    vk::encoder_for(prev.op)(prev, c, pe);
+    vk::EncodeContext nc = c;
+    nc.float_index = {0};  // alpha's place in the scalar block
+    vk::encoder_for(next.op)(next, nc, ne);
+    return vk::fuse_low_rank_update(prev, pe, next, nc, ne);
+  };
+  const OpCall lin{Op::linear_q4gsw, {x, w, scales}, {y}, {gs, 1}, {}};
+  const OpCall up{Op::mm, {t, b}, {y}, {0, 1, 1, 1}, {Scalar(1.0f)}};
+  vk::Encoded le, ue;
+  ASSERT_TRUE(fuse(lin, up, le, ue, ctx));
+  EXPECT_EQ(kernels(le), "gemm_split1 gemm_split4 ");
+  EXPECT_EQ(kernels(ue), "gemm_split1 gemm_split5 gemm_cm2^ ");  // t's rows; B [N, r] k-major
+  const vk::Dispatch& gemm = ue.dispatches.back();
+  const uint32_t a2 = word(gemm, 16), b2 = word(gemm, 17), kp2 = word(gemm, 18);
+  EXPECT_EQ(kp2, 32u);
+  EXPECT_GE(uint64_t{a2} * 16, le.pooled_scratch_bytes);  // past the product's own parts
+  EXPECT_EQ(uint64_t{b2} * 16, uint64_t{a2} * 16 + 512 * 32 * 2);
+  EXPECT_EQ(ue.pooled_scratch_bytes, uint64_t{b2} * 16 + 384 * 32 * 2);
+  for (size_t i = 0; i < 2; ++i) {  // the stagings bind the update's call: t, B, its pooled scratch at 4
+    EXPECT_EQ(ue.dispatches[i].spec[0], i);
+    EXPECT_EQ(ue.dispatches[i].spec[2], 4u);
+    EXPECT_EQ(word(ue.dispatches[i], 7), i == 0 ? a2 : b2);  // where they write
+  }
+  EXPECT_EQ(gemm.spec[3], 6u);  // the GEMM still reads the 4-bit call's pooled binding
+  const OpCall back{Op::linear_q4gsw_backward, {dy, w, scales}, {dx}, {gs, K, 1}, {}};
+  const OpCall down{Op::mm, {dt, a}, {dx}, {0, 0, 1, 1}, {Scalar(1.0f)}};
+  vk::Encoded be, de;
+  ASSERT_TRUE(fuse(back, down, be, de, ctx));
+  EXPECT_EQ(kernels(be), "gemm_split1 gemm_split4 ");
+  EXPECT_EQ(kernels(de), "gemm_split1 gemm_split3 gemm_cm2^ ");  // dt's rows; A [r, K] as it is, k-major
+  // Not joined: an alpha other than 1, another output, a slot alpha, fp32 operands, no cooperative matrices 2.
+  const Tensor other = f32({M, N});
+  const std::vector<std::pair<OpCall, OpCall>> apart = {
+      {lin, OpCall{Op::mm, {t, b}, {y}, {0, 1, 1, 1}, {Scalar(0.5f)}}},
+      {lin, OpCall{Op::mm, {t, b}, {other}, {0, 1, 1, 1}, {Scalar(1.0f)}}},
+      {lin, OpCall{Op::mm, {t, b}, {y}, {0, 1, 0, 1}, {Scalar(1.0f)}}},
+      {OpCall{Op::linear_q4gsw, {x, w, scales}, {y}, {gs}, {}}, OpCall{Op::mm, {t, b}, {y}, {0, 1, 1}, {Scalar(1.0f)}}}};
+  for (const auto& [p, n] : apart) {
+    vk::Encoded pe, ne;
+    EXPECT_FALSE(fuse(p, n, pe, ne, ctx)) << n.str();
+    EXPECT_EQ(ne.dispatches.empty() ? "" : std::string(ne.dispatches.back().kernel.name).substr(0, 4), "gemm");
+    EXPECT_EQ(kernels(pe).find('^'), std::string::npos);
+  }
+  vk::EncodeContext no_cm2 = ctx;
+  no_cm2.cm2 = false;
+  vk::Encoded pe, ne;
+  EXPECT_FALSE(fuse(lin, up, pe, ne, no_cm2));
 }
 
 }  // namespace

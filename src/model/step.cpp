@@ -27,7 +27,7 @@ namespace {
 // Activations a block keeps for its backward.
 struct LinSaved {
   Tensor x;  // the input [R, K]
-  Tensor t;  // LoRA: x A^T [R, r]
+  Tensor t;  // LoRA: (alpha/r) x A^T [R, r]
 };
 struct BlockSaved {
   Tensor x, h, rstd1, qr, kr, vr, attn, lse, x2, h2, rstd2, g, u, m;  // qr, attn [B,T,H,hd]; kr, vr [B,T,KV,hd]
@@ -41,23 +41,24 @@ class Recorder {
   Recorder(Graph& g, const ModelConfig& cfg, Model::Impl& m, Tensor pos, bool checkpoint)
       : g_(g), cfg_(cfg), m_(m), pos_(pos), checkpoint_(checkpoint) {}
 
-  // y = x W^T (4-bit or fp32) + bias + (alpha/r) (x A^T) B^T.
+  // y = x W^T (4-bit or fp32) + bias + t B^T with t = (alpha/r) x A^T. The scale goes onto t, so that the
+  // update t B^T (and dB = dy^T t) is a plain product; t comes first and the update right after the base
+  // product, in place (no [R, N] temporary): the Vulkan program folds such an update into the 4-bit
+  // product's tensor-core GEMM as a few more steps of its contraction (fuse_low_rank_update, ops_gemm.h).
   Tensor lin(const Tensor& x, const Model::Impl::Lin& L, LinSaved& s) {
     s.x = x;
+    if (L.a) s.t = g_.mm(x, L.a->value, false, true, lora_scale());
     const Tensor bias = L.bias ? L.bias->value : Tensor();
     Tensor y = L.w->quantized() ? g_.linear_q4gsw(x, L.w->codes, L.w->scales, cfg_.group_size, bias)
                                 : g_.linear(x, L.w->value, bias);
-    if (L.a) {  // t = x A^T, then y += (alpha/r) t B^T in place: no [R, N] temporary
-      s.t = g_.mm(x, L.a->value, false, true);
-      g_.mm_into(s.t, L.b->value, y, false, true, lora_scale(), true);
-    }
+    if (L.a) g_.mm_into(s.t, L.b->value, y, false, true, 1.0f, true);
     return y;
   }
 
   // What lin saves for its backward, without the product itself (a recomputation's down projection).
   void lin_saved_only(const Tensor& x, const Model::Impl::Lin& L, LinSaved& s) {
     s.x = x;
-    if (L.a) s.t = g_.mm(x, L.a->value, false, true);
+    if (L.a) s.t = g_.mm(x, L.a->value, false, true, lora_scale());
   }
 
   // Gradients of lin: accumulates dW (trainable base) and LoRA grads; returns dx.
@@ -73,17 +74,19 @@ class Recorder {
     if (L.bias && L.bias->trainable) add_into(L.bias->grad, g_.sum(dy, {0}));  // d bias[n] = sum_m dy[m, n]
   }
 
-  // dx of lin, accumulating the LoRA grads on the way.
+  // dx of lin, accumulating the LoRA grads on the way: dt = s dy B, dB += dy^T t (t holds s), dA += dt^T x,
+  // then dx = the base product's input gradient + dt A, the update right after the base product (as in lin).
+  // The adapters' products read dy as the 4-bit product does (a tensor-core path stages it once).
   Tensor lin_input_grad(const Tensor& dy, const Model::Impl::Lin& L, const LinSaved& s) {
+    Tensor dt;
+    if (L.a) {
+      dt = g_.mm(dy, L.b->value, false, false, lora_scale());  // [R, r]
+      g_.mm_into(dy, s.t, L.b->grad, true, false, 1.0f, true);
+      g_.linear_dW_into(dt, s.x, L.a->grad, true);
+    }
     Tensor dx = L.w->quantized() ? g_.linear_q4gsw_backward(dy, L.w->codes, L.w->scales, cfg_.group_size, L.K)
                                  : g_.mm(dy, L.w->value);
-    if (L.a) {  // the scale s = alpha/r goes onto the narrow products: dt = s dy B, dB += s dy^T t
-      // dt first: its product reads dy as the 4-bit product just did (a tensor-core path reuses dy staged).
-      Tensor dt = g_.mm(dy, L.b->value, false, false, lora_scale());  // [R, r]
-      g_.mm_into(dy, s.t, L.b->grad, true, false, lora_scale(), true);
-      g_.linear_dW_into(dt, s.x, L.a->grad, true);
-      g_.mm_into(dt, L.a->value, dx, false, false, 1.0f, true);  // dx += dt A
-    }
+    if (L.a) g_.mm_into(dt, L.a->value, dx, false, false, 1.0f, true);  // dx += dt A
     return dx;
   }
 

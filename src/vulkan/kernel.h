@@ -56,6 +56,9 @@ struct Dispatch {
   // those are compared through the ranges the bindings name rather than by number.
   std::vector<uint32_t> stage_reads;
   uint32_t stage_bind_specs = 0;
+  // A dispatch of the call before, moved into this call's list by a fusion (fuse_low_rank_update,
+  // ops_gemm.h): it binds that call's descriptor set, its binding numbers are that call's.
+  bool binds_call_before = false;
   // Appends a POD value to the push constants (keep std430-compatible order: 4-byte fields).
   template <typename T>
   Dispatch& arg(const T& v) {

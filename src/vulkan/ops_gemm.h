@@ -70,4 +70,15 @@ bool coop_for(uint64_t M, uint64_t N, uint64_t K, const EncodeContext& ctx);
 bool append_coop(const CoopOperand& a, const CoopOperand& b, const CoopEpilogue& ep, bool f16,
                  const EncodeContext& ctx, Encoded& out);
 
+// Folds a low-rank update into the GEMM before it: `next` is mm(P [M, r], Q) with alpha 1 accumulating into
+// the output of `prev` (linear_q4gsw or its backward, fp16 operands, on gemm_cm2.comp), Q [N, r] transposed
+// or [r, N], r <= 64. Then out = prev's product + P Q is one GEMM over K + r: next's encoding is replaced
+// by the stagings of P ([Mp][r'] rows) and Q ([r'][Np] k-major) into the pooled scratch past prev's parts,
+// followed by prev's GEMM (and its split-K reduction), moved there (Dispatch::binds_call_before) with the
+// extra contraction in its push constants; the GEMM adds P Q once (to slice 0 when split). A qlora step's
+// y += t B^T and dx += dt A: a gemm_shallow.comp dispatch each that read and wrote the whole output. False
+// (nothing changed) where the pair is anything else. ctx: next's encode context.
+bool fuse_low_rank_update(const OpCall& prev, Encoded& prev_enc, const OpCall& next, const EncodeContext& ctx,
+                          Encoded& next_enc);
+
 }  // namespace edgetrain::vk

@@ -8,6 +8,7 @@
 // Where the device has cooperative matrices 2, fp16 products run cm2/gemm_cm2.comp over the same staged
 // parts instead (a 4-bit weight then staged k-major too); H200 figures in docs/PERFORMANCE.md.
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "gemm_coop.spv.h"
@@ -207,6 +208,7 @@ bool append_coop(const CoopOperand& a, const CoopOperand& b, const CoopEpilogue&
   d.arg(index32(a_hi / 16)).arg(index32(a_lo / 16)).arg(index32(b_hi / 16)).arg(index32(b_lo / 16));
   d.arg(index32(f16 ? 0 : ex_a / 4)).arg(index32(f16 ? 0 : ex_b / 4));  // f16 reads no exponents (as split())
   d.arg(index32(kslice)).arg(slices > 1 ? index32(parts_end / 4) : 0xffffffffu);
+  d.arg(0u).arg(0u).arg(0u);  // no low-rank update folded in (fuse_low_rank_update sets these)
   d.groups[0] = index32(Np / tile.bn);
   d.groups[1] = index32(Mp / tile.bm);
   d.groups[2] = static_cast<uint32_t>(slices > 1 ? slices : batch);
@@ -219,6 +221,61 @@ bool append_coop(const CoopOperand& a, const CoopOperand& b, const CoopEpilogue&
     append_splitk_reduce(index32(M * N), static_cast<uint32_t>(slices), ep.alpha_idx, ep.flags,
                          index32(parts_end / 4), ctx, out);
   return true;
+}
+
+bool fuse_low_rank_update(const OpCall& prev, Encoded& prev_enc, const OpCall& next, const EncodeContext& ctx,
+                          Encoded& next_enc) {
+#if EDGETRAIN_VK_CM2
+  if (!ctx.cm2 || (prev.op != Op::linear_q4gsw && prev.op != Op::linear_q4gsw_backward) || next.op != Op::mm) return false;
+  if (!f16_operands(prev) || !f16_operands(next) || next.ints.size() < 3 || next.ints[0] != 0 || next.ints[2] == 0)
+    return false;
+  if (next.floats.empty() || next.floats[0].is_slot() || next.floats[0].value != 1.0f) return false;
+  const Tensor &out = prev.out.at(0), &into = next.out.at(0);
+  if (into.id() != out.id() || into.offset() != out.offset() || into.nbytes() != out.nbytes()) return false;
+  // prev's GEMM on gemm_cm2.comp: one batch, alpha 1, not accumulating (what it computes is all of out).
+  size_t g = 0;
+  while (g < prev_enc.dispatches.size() && prev_enc.dispatches[g].kernel.spirv != kSpv_gemm_cm2) ++g;
+  if (g == prev_enc.dispatches.size()) return false;
+  Dispatch& gemm = prev_enc.dispatches[g];
+  auto word = [&](size_t i) {
+    uint32_t v;
+    std::memcpy(&v, gemm.push.data() + 4 * i, 4);
+    return v;
+  };
+  const uint64_t M = word(0), N = word(1), Mp = word(3), Np = word(4), bk = gemm.spec.at(9);
+  if (gemm.groups[2] != 1 && word(15) == 0xffffffffu) return false;  // batches
+  if (word(6) != 0xffffffffu || (word(7) & 2u) != 0 || gemm.push.size() != 19 * 4) return false;
+  const bool tb = next.ints[1] != 0;
+  const Shape &p = next.in[0].shape(), &q = next.in[1].shape();
+  if (p.rank() != 2 || q.rank() != 2 || static_cast<uint64_t>(p[0]) != M) return false;
+  const uint64_t r = static_cast<uint64_t>(p[1]);
+  if (r == 0 || r > 64 || static_cast<uint64_t>(tb ? q[0] : q[1]) != N || static_cast<uint64_t>(tb ? q[1] : q[0]) != r)
+    return false;
+  if (tb && Np % 64 != 0) return false;  // Q [N, r] goes k-major through MODE 5's 64-row tiles
+  // P's rows and Q k-major past everything prev's dispatches touch in the pooled scratch.
+  const uint64_t rp = round_up(r, bk), a2 = round_up(prev_enc.pooled_scratch_bytes, 16), b2 = a2 + Mp * rp * 2,
+                 end = b2 + Np * rp * 2;
+  if (end > ctx.max_storage_range || end / 2 >= (1ull << 32)) return false;
+  Encoded fused;
+  const uint32_t pooled = static_cast<uint32_t>(next.in.size() + next.out.size() + 1);  // next binds no scratch
+  const CoopOperand pa = coop_fp32(0, M, r, index32(r), 1, 0);
+  const CoopOperand qb = tb ? coop_fp32(1, N, r, index32(r), 1, 0) : coop_fp32(1, N, r, 1, index32(N), 0);
+  split(pa, Mp, rp, 1, pooled, a2 / 16, 0, 0, 0, true, false, ctx, fused);
+  split(qb, Np, rp, 1, pooled, b2 / 16, 0, 0, 0, true, true, ctx, fused);
+  const uint32_t ext[3] = {index32(a2 / 16), index32(b2 / 16), index32(rp)};
+  std::memcpy(gemm.push.data() + 16 * 4, ext, sizeof ext);
+  for (size_t i = g; i < prev_enc.dispatches.size(); ++i) {
+    fused.dispatches.push_back(std::move(prev_enc.dispatches[i]));
+    fused.dispatches.back().binds_call_before = true;
+  }
+  prev_enc.dispatches.erase(prev_enc.dispatches.begin() + static_cast<std::ptrdiff_t>(g), prev_enc.dispatches.end());
+  fused.pooled_scratch_bytes = static_cast<size_t>(end);
+  next_enc = std::move(fused);
+  return true;
+#else
+  (void)prev, (void)prev_enc, (void)next, (void)ctx, (void)next_enc;
+  return false;
+#endif
 }
 
 }  // namespace edgetrain::vk

@@ -3,7 +3,6 @@
 #include "vulkan/program.h"
 
 #include <algorithm>
-#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -225,6 +224,8 @@ void VulkanProgram::on_finalize() {
       }
     }
     e(call, ec, enc[c]);
+    // A low-rank update right after the 4-bit product it adds to joins that product's GEMM (ops_gemm.h).
+    if (c > 0 && fuse_low_rank_update(calls[c - 1], enc[c - 1], call, ec, enc[c])) ++fused_updates_;
   }
   what_ += "]";
   scalars_ = vb_.memory().create_host(block.size() * sizeof(float));
@@ -380,32 +381,33 @@ void VulkanProgram::on_finalize() {
   bool first = true;
   StagedOperands staged;
   for (size_t c = 0; c < calls.size(); ++c) {
-    VkPipelineLayout pl = vb_.pipelines().layout(nbind[c]);
     std::unordered_set<VkBuffer> outputs;
     for (const Tensor& t : calls[c].out) outputs.insert(vb_.buffer(t.id()).buffer);
     if (enc[c].pooled_scratch_bytes) outputs.insert(pooled.buffer);
     bool call_first = true;
     for (const Dispatch& d : enc[c].dispatches) {
       if (d.groups[0] == 0 || d.groups[1] == 0 || d.groups[2] == 0) continue;
+      const size_t sc = d.binds_call_before ? c - 1 : c;  // whose descriptor set it binds
+      VkPipelineLayout pl = vb_.pipelines().layout(nbind[sc]);
       ET_CHECK(d.push.size() <= kPushBytes, "vulkan: kernel ", d.kernel.name, " has ", d.push.size(),
                " bytes of push constants (at most ", kPushBytes, ")");
       for (int i = 0; i < 3; ++i)
         ET_CHECK_KIND(ErrorKind::unsupported, d.groups[i] <= ctx.limits().max_groups[i], "vulkan: kernel ",
                       d.kernel.name, " needs ", d.groups[i], " workgroups on axis ", i, ", more than the device's ",
                       ctx.limits().max_groups[i], " (call ", calls[c].str(), ")");
-      VkPipeline p = vb_.pipelines().get(d.kernel, d.spec, nbind[c]);
+      VkPipeline p = vb_.pipelines().get(d.kernel, d.spec, nbind[sc]);
       std::vector<VkBuffer> reads, writes(outputs.begin(), outputs.end());
       const std::vector<bool>& writable = vb_.pipelines().writable_bindings(d.kernel);
-      for (size_t i = 0; i < bound[c].size(); ++i)
-        (i < writable.size() && writable[i] ? writes : reads).push_back(bound[c][i]);
+      for (size_t i = 0; i < bound[sc].size(); ++i)
+        (i < writable.size() && writable[i] ? writes : reads).push_back(bound[sc][i]);
       // A staging whose operand is still in the pooled scratch is left out.
       const auto first_out = ranges[c].begin() + static_cast<std::ptrdiff_t>(calls[c].in.size());
       const std::vector<VkDescriptorBufferInfo> outs(first_out, first_out + static_cast<std::ptrdiff_t>(calls[c].out.size()));
-      if (staged.still_there(d, ranges[c])) {
+      if (staged.still_there(d, ranges[sc])) {
         ++skipped_stagings_;
         continue;
       }
-      staged.dispatched(d, ranges[c], outs, enc[c].pooled_scratch_bytes > 0);
+      staged.dispatched(d, ranges[sc], outs, enc[c].pooled_scratch_bytes > 0);
       bool hazard = false;
       for (VkBuffer b : reads) hazard |= written.count(b) > 0;
       for (VkBuffer b : writes) hazard |= written.count(b) > 0 || read.count(b) > 0;
@@ -421,16 +423,17 @@ void VulkanProgram::on_finalize() {
       written.insert(writes.begin(), writes.end());
       read.insert(reads.begin(), reads.end());
       vkCmdBindPipeline(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, p);
-      vkCmdBindDescriptorSets(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, pl, 0, 1, &sets[c], 0, nullptr);
+      vkCmdBindDescriptorSets(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, pl, 0, 1, &sets[sc], 0, nullptr);
       if (!d.push.empty())
         vkCmdPushConstants(cmd_, pl, VK_SHADER_STAGE_COMPUTE_BIT, 0, static_cast<uint32_t>(d.push.size()), d.push.data());
       const auto q = queries_ ? static_cast<uint32_t>(2 * profile_->key.size()) : 0u;
       if (queries_) {
         std::string name = d.kernel.name;
         name = name.substr(0, name.find('#'));  // grad_norm#<n>_<i> copies are one kernel
-        profile_->key.push_back(name + " (" + op_name(calls[c].op) + ")");
+        profile_->key.push_back(name + " (" + op_name(calls[sc].op) + (sc != c ? " + mm" : "") + ")");
         profile_->call.push_back(name + " grid " + std::to_string(d.groups[0]) + "x" + std::to_string(d.groups[1]) +
-                                 "x" + std::to_string(d.groups[2]) + ": " + calls[c].str());
+                                 "x" + std::to_string(d.groups[2]) + ": " + calls[sc].str() +
+                                 (sc != c ? " + " + calls[c].str() : ""));
         vkCmdWriteTimestamp(cmd_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, queries_, q);
       }
       vkCmdDispatch(cmd_, d.groups[0], d.groups[1], d.groups[2]);

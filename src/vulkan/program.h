@@ -90,6 +90,8 @@ class VulkanProgram : public Program {
   size_t barrier_count() const { return barriers_; }  // between dispatches (the program's first and last aside)
   // Staging dispatches left out because the operand they stage was still in the pooled scratch.
   size_t skipped_stagings() const { return skipped_stagings_; }
+  // Low-rank updates folded into the GEMM of the 4-bit product before them (fuse_low_rank_update).
+  size_t fused_updates() const { return fused_updates_; }
 
  protected:
   void on_finalize() override;
@@ -105,6 +107,7 @@ class VulkanProgram : public Program {
   size_t dispatches_ = 0;
   size_t barriers_ = 0;
   size_t skipped_stagings_ = 0;
+  size_t fused_updates_ = 0;
   VkQueryPool queries_ = VK_NULL_HANDLE;     // profiling only: 2 timestamps per dispatch
   std::shared_ptr<ProgramProfile> profile_;  // profiling only
   std::string what_;  // "replay of [op, op, ...]" for messages

@@ -21,6 +21,9 @@ layout(push_constant) uniform Push {
   uint a_exp, b_exp;  // int offsets of the exponents: [batch][Mp], [batch][Np] (F16: none)
   uint kslice;        // split-K: contraction per z slice (multiple of BK); Kp when not split
   uint part;          // split-K: float offset in scratch of the partial sums [z][M][N]; 0xffffffff: none
+  // gemm_cm2.comp: a low-rank update folded in (ops_gemm.h, fuse_low_rank_update): A2 [Mp][kp2] and
+  // B2 [kp2][Np] fp16 (uvec4 offsets) contracted too; kp2 = 0: none. gemm_coop.comp: always 0.
+  uint a2_hi, b2_hi, kp2;
 } pc;
 
 float ld(uint bind, uint i) {

@@ -111,6 +111,31 @@ void main() {
     [[unroll]] for (uint u = 0; u < UNROLL; ++u) STEP((s + u) * BK)
   }
   for (; s < s_end; ++s) STEP(s * BK)
+  // A low-rank update folded in (ops_gemm.h, fuse_low_rank_update): A2 [Mp][kp2] times B2 [kp2][Np], kp2 a
+  // multiple of BK; added once, to slice 0 when the contraction is split.
+  if (pc.kp2 != 0u && (!split || gl_WorkGroupID.z == 0u)) {
+    tensorLayoutNV<2> tA2 = createTensorLayoutNV(2), tB2 = createTensorLayoutNV(2);
+    tA2 = setTensorLayoutDimensionNV(tA2, pc.Mp, pc.kp2);
+    tA2 = setTensorLayoutStrideNV(tA2, pc.kp2 & ~7u, 1);
+    tB2 = setTensorLayoutDimensionNV(tB2, pc.kp2, pc.Np);
+    tB2 = setTensorLayoutStrideNV(tB2, pc.Np & ~7u, 1);
+    const uint a2 = pc.a2_hi * 8u, b2 = pc.b2_hi * 8u;
+    for (uint k = 0; k < pc.kp2; k += BK) {
+      MAT_A ma;
+      MAT_B mb;
+      if (SCR_BIND == 4u) {
+        coopMatLoadTensorNV(ma, h4, a2, sliceTensorLayoutNV(tA2, m0, BM, k, BK));
+        coopMatLoadTensorNV(mb, h4, b2, sliceTensorLayoutNV(tB2, k, BK, n0, BN));
+      } else if (SCR_BIND == 5u) {
+        coopMatLoadTensorNV(ma, h5, a2, sliceTensorLayoutNV(tA2, m0, BM, k, BK));
+        coopMatLoadTensorNV(mb, h5, b2, sliceTensorLayoutNV(tB2, k, BK, n0, BN));
+      } else {
+        coopMatLoadTensorNV(ma, h6, a2, sliceTensorLayoutNV(tA2, m0, BM, k, BK));
+        coopMatLoadTensorNV(mb, h6, b2, sliceTensorLayoutNV(tB2, k, BK, n0, BN));
+      }
+      acc = coopMatMulAdd(ma, mb, acc);
+    }
+  }
 
   const float alpha = pc.alpha_idx == 0xffffffffu ? 1.0 : ld(SCALAR_BIND, pc.alpha_idx);
   // A whole tile without bias whose rows start on 16-byte boundaries goes out through tensor stores (and
