@@ -7,8 +7,13 @@
 // kernel's SPIR-V; every other Vulkan test keeps the layer on. The profiler's report shows the kernel ran.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstdio>
+#include <map>
+
 #include "edgetrain/backends.h"
 #include "edgetrain/graph.h"
+#include "edgetrain/model.h"
 #include "harness/op_case.h"
 #include "harness/scoped_env.h"
 
@@ -122,6 +127,73 @@ TEST(GemmCm2, LowRankUpdatesJoinTheFourBitProducts) {
     EXPECT_TRUE(d.empty()) << "y:\n" << d;
     d = compare(got[1], want[1], tol::reduction(s.N + rank));
     EXPECT_TRUE(d.empty()) << "dx:\n" << d;
+  }
+  const std::string report = dynamic_cast<vk::VulkanBackend&>(*be).profiler()->report();
+  EXPECT_NE(report.find("gemm_cm2 (linear_q4gsw + mm)"), std::string::npos) << report;
+  EXPECT_NE(report.find("gemm_cm2 (linear_q4gsw_backward + mm)"), std::string::npos) << report;
+}
+
+// A whole qlora step (model/step.cpp) on cooperative matrices 2, every product forced onto the tensor cores
+// (the updates then join their 4-bit products; the profile shows it), against the CPU running the same fp16
+// step, and the CPU's fp32 step as the yardstick: each fp16 step is as far from the fp32 one as rounding the
+// operands to fp16 moves it (D, per gradient; the per-op bounds of test_f16_gemm.cpp keep every fp16 kernel
+// that close), so the two fp16 steps must be within 2 D of each other (triangle inequality); the loss
+// alike. A missing, doubled or misplaced update is off by O(1), far past D (~1e-3 relative).
+TEST(GemmCm2, QloraStepMatchesTheCpu) {
+  ScopedEnv coop("EDGETRAIN_VK_COOPMAT", "all");
+  std::unique_ptr<Backend> be = cm2_backend("edgetrain_cm2_qlora_profile.txt");
+  CM2_OR_SKIP(be)
+  ModelConfig cfg = ModelConfig::preset("mini");
+  cfg.mode = TrainMode::qlora;
+  cfg.lora_rank = 16;
+  cfg.lora_targets = "q,k,v,o,gate,up,down";
+  const int64_t B = 4, T = 64;
+  std::vector<int32_t> tokens, labels;
+  Rng r(5);
+  for (int64_t i = 0; i < B * T; ++i) tokens.push_back(r.integer(0, 255)), labels.push_back(r.integer(0, 255));
+  struct Run {
+    double loss = 0;
+    std::map<std::string, std::vector<double>> grads;  // unscaled (fp16 runs multiply the loss by the scale)
+  };
+  auto run = [&](Backend& b, Precision precision) {
+    Model m(b, cfg);
+    m.set_precision(precision);
+    m.init(3);
+    // The adapters' B start at zero (no update at all): give them values, the same on every backend.
+    Rng w(9);
+    for (Param& p : m.params())
+      if (p.name.size() > 7 && p.name.compare(p.name.size() - 7, 7, ".lora_b") == 0) {
+        std::vector<float> v(static_cast<size_t>(p.value.numel()));
+        for (float& x : v) x = w.uniform(-0.1f, 0.1f);
+        b.upload(p.value, v.data(), v.size() * sizeof(float));
+      }
+    Run out;
+    out.loss = m.accumulate(tokens, labels, B, T, B * T);
+    const double scale = precision == Precision::fp16 ? m.scaler.scale : 1.0;
+    for (Param& p : m.params())
+      if (p.grad.defined())
+        for (float g : b.to_vector<float>(p.grad)) out.grads[p.name].push_back(g / scale);
+    return out;
+  };
+  Backend& cpu = backend_for_tests("cpu");
+  const Run want = run(cpu, Precision::fp16), got = run(*be, Precision::fp16), fp32 = run(cpu, Precision::fp32);
+  EXPECT_LE(std::fabs(got.loss - want.loss), 2 * std::fabs(fp32.loss - want.loss) + 1e-6 * std::fabs(want.loss));
+  EXPECT_EQ(got.grads.size(), want.grads.size());
+  EXPECT_EQ(want.grads.size(), 4u * 7 * 2);  // four layers, seven adapters, A and B
+  auto distance = [](const std::vector<double>& a, const std::vector<double>& b) {
+    double d = 0;
+    for (size_t i = 0; i < a.size(); ++i) d += (a[i] - b[i]) * (a[i] - b[i]);
+    return std::sqrt(d);
+  };
+  for (const auto& [name, g] : want.grads) {
+    const std::vector<double> &h = got.grads.at(name), &g32 = fp32.grads.at(name);
+    ASSERT_EQ(h.size(), g.size()) << name;
+    const double apart = distance(h, g), fp16_moves = distance(g32, g);
+    EXPECT_GT(fp16_moves, 0.0) << name;
+    EXPECT_LE(apart, 2 * fp16_moves) << name;
+    std::printf("%s: tensor cores vs CPU %.3g, fp16 vs fp32 %.3g (relative to the gradient's norm)\n", name.c_str(),
+                apart / distance(g, std::vector<double>(g.size(), 0.0)),
+                fp16_moves / distance(g, std::vector<double>(g.size(), 0.0)));
   }
   const std::string report = dynamic_cast<vk::VulkanBackend&>(*be).profiler()->report();
   EXPECT_NE(report.find("gemm_cm2 (linear_q4gsw + mm)"), std::string::npos) << report;

@@ -56,11 +56,15 @@ bool append_narrow_gemm(const GemmArgs& g, const EncodeContext& ctx, Encoded& ou
   if (groups > ctx.max_groups[0]) return false;
   // Slices of the contraction (multiples of 128 deep) where the wide side alone gives few workgroups:
   // about four per multiprocessor on GPU-like devices (they run 128 invocations each); "all" forces up to 4.
+  // The column mode's slices may be 128 rows deep (the row mode's 256): its lanes keep eight 4-byte loads in
+  // flight each, too few bytes to cover memory's latency with fewer workgroups. H200, twentieth session:
+  // the 1B step's dA = dt^T x [16, 2048] over 4096 rows, 16 -> 32 slices, 35 -> 27 us (with the reduction
+  // 41 -> 34); the step 29,859 -> 30,015 tokens/s in the same call.
   uint64_t want = 1;
   if (ctx.tuning.split_k == gpu::Force::all) want = 4;
   else if (ctx.tuning.split_k != gpu::Force::never && gpu_like(ctx)) {
     const uint64_t target = 4 * (ctx.multiprocessors ? ctx.multiprocessors : 132);
-    if (groups < target) want = std::min<uint64_t>((target + groups - 1) / groups, L / 256);
+    if (groups < target) want = std::min<uint64_t>((target + groups - 1) / groups, row_mode ? L / 256 : L / 128);
   }
   uint64_t chunk;
   uint64_t slices = gpu::splitk_slices(L, want, 128, chunk);
