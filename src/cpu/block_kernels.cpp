@@ -48,7 +48,8 @@ void rms_norm_backward(const ref::Call& c) {
               *rstd = c.in[3].as<float>();
   float *dx = c.out[0].as<float>(), *dw = c.out[1].as<float>();
   const int64_t blocks = (rows + kNormRows - 1) / kNormRows;
-  std::vector<double> part(static_cast<size_t>(blocks * D));
+  const bool want_dw = c.ints.size() < 2 || c.ints[1] != 0;  // a frozen w (qlora) takes no dw at all
+  std::vector<double> part(want_dw ? static_cast<size_t>(blocks * D) : 0);
   parallel_for(blocks, std::max<int64_t>(1, row_grain(D) / kNormRows), [&](int64_t b0, int64_t b1) {
     std::vector<float> g(static_cast<size_t>(D)), acc(static_cast<size_t>(D));
     for (int64_t blk = b0; blk < b1; ++blk) {
@@ -61,14 +62,14 @@ void rms_norm_backward(const ref::Call& c) {
         for (int64_t k = 0; k < D; ++k) {
           const float xh = xr[k] * r;
           dx[m * D + k] = r * (g[k] - xh * d);
-          acc[k] += dyr[k] * xh;
+          if (want_dw) acc[k] += dyr[k] * xh;
         }
       }
-      std::copy(acc.begin(), acc.end(), part.begin() + blk * D);
+      if (want_dw) std::copy(acc.begin(), acc.end(), part.begin() + blk * D);
     }
   });
   const bool accumulate = c.ints[0] != 0;
-  if (c.ints.size() > 1 && c.ints[1] == 0) return;
+  if (!want_dw) return;
   for (int64_t k = 0; k < D; ++k) {
     double s = 0.0;
     for (int64_t blk = 0; blk < blocks; ++blk) s += part[blk * D + k];
