@@ -9,6 +9,7 @@
 #include "attention_backward.spv.h"
 #include "attention_coop.spv.h"
 #include "attention_coop_backward.spv.h"
+#include "attention_cm2_copy16.spv.h"
 #include "attention_coop_copy16.spv.h"
 #if EDGETRAIN_VK_CM2
 #include "attention_cm2.spv.h"
@@ -191,8 +192,8 @@ uint32_t coop_attention_rows(const OpCall& c, const AttnShape& a, const EncodeCo
 // B16 of the tensor-core backward (attention_coop_backward.comp): its B tiles read from fp16 copies in the pooled
 // scratch, which attention_coop_copy16.comp makes first; offsets in uvec4s, the q, dout, k and v
 // copies after D (B * H * T floats, the dq pass's output). Where the head dim is not a multiple of 8 or the
-// copies would pass a binding's limit, the kernels read the fp32 rows. (The forward reads fp32 rows: its
-// copies cost more than they saved, docs/PERFORMANCE.md.)
+// copies would pass a binding's limit, the kernels read the fp32 rows. (attention_coop.comp reads fp32 rows: its
+// copies cost more than they saved, docs/PERFORMANCE.md; the cm2 forward makes its own, encode_attention_cm2.)
 struct AttnCopies {
   bool on = false;
   uint32_t q16 = 0, d16 = 0, k16 = 0, v16 = 0;
@@ -275,8 +276,10 @@ Dispatch attention_copy16_dispatch(const AttnCopies& cp, const EncodeContext& ct
 
 // The cooperative-matrix-2 forward (cm2/attention_cm2.comp): for a call with the f16 flag on a device that
 // has them (Limits::cm2) and a head dim that is a multiple of 16 up to 128. One workgroup per (batch, head,
-// block of 64 queries); it reads q, k and v as they are, rounding them to fp16 as it loads them. Measured
-// against the tensor-core kernels on an H200: docs/PERFORMANCE.md (thirteenth session).
+// block of 64 queries). attention_cm2_copy16.comp first writes fp16 copies of q, k and v into the pooled
+// scratch, which its tensor loads read as they are; where they would pass a binding's limit or 32-bit
+// offsets it reads the fp32 rows, rounding them as it loads them (the same values). H200 figures:
+// docs/PERFORMANCE.md (thirteenth and twentieth sessions).
 bool cm2_attention(const OpCall& c, const AttnShape& a, const EncodeContext& ctx) {
   return cm2_built() && f16_operands(c) && ctx.cm2 && a.hd % 16 == 0 && a.hd <= 128 && a.T > 0;
 }
@@ -284,8 +287,24 @@ void encode_attention_cm2(const OpCall& c, const AttnShape& a, const EncodeConte
 #if EDGETRAIN_VK_CM2
   const uint32_t has_pos = c.in.size() > 3 && c.in[3].defined() ? 1u : 0u;
   const uint32_t nqb = static_cast<uint32_t>(ceil_div(a.T, 64));
-  Dispatch d(ET_VK_KERNEL(attention_cm2), {a.hd, has_pos});
+  // The fp16 copies, in uvec4s of 8 halves: q [B*T][H*hd], then k and v [B*S][KV*hd].
+  const uint64_t nq8 = uint64_t(a.B) * a.T * a.H * a.hd / 8, nk8 = uint64_t(a.B) * a.S * a.KV * a.hd / 8;
+  const uint64_t n8 = nq8 + 2 * nk8;
+  const bool copies = n8 * 16 <= ctx.max_storage_range && n8 * 8 < (uint64_t{1} << 32);
+  const uint32_t q16 = 0, k16 = static_cast<uint32_t>(nq8), v16 = static_cast<uint32_t>(nq8 + nk8);
+  if (copies) {
+    Dispatch cp(ET_VK_KERNEL(attention_cm2_copy16), {});
+    cp.arg(static_cast<uint32_t>(nq8)).arg(static_cast<uint32_t>(nk8)).arg(q16).arg(k16).arg(v16);
+    cp.pooled_known = true;
+    cp.pooled_end = n8 * 16;
+    grid_1d((n8 + 255) / 256, ctx, cp.groups);
+    out.dispatches.push_back(cp);
+    out.pooled_scratch_bytes = static_cast<size_t>(n8 * 16);
+  }
+  Dispatch d(ET_VK_KERNEL(attention_cm2), {a.hd, has_pos, copies ? 1u : 0u});
   d.arg(a.B).arg(a.T).arg(a.S).arg(a.H).arg(a.KV).arg(a.hd).arg(nqb).arg(ctx.float_index[0]);
+  d.arg(q16).arg(k16).arg(v16);
+  d.pooled_known = true;  // reads the copies, writes nothing there
   grid_1d(uint64_t(a.B) * a.H * nqb, ctx, d.groups);
   out.dispatches.push_back(d);
 #else

@@ -9,6 +9,7 @@
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 layout(local_size_x = 256) in;
 #include "generic_common.glsl"
+#include "attention_copy16.glsl"  // et_round8: as the backward's fp32 tile loads round (ET_PUT_SLOT)
 
 // The backward's bindings: dout 0, q 1, k 2, v 3, its pooled scratch 11.
 layout(set = 0, binding = 0) readonly buffer DOv { vec4 dout4[]; };
@@ -22,11 +23,6 @@ layout(push_constant) uniform P {
   uint q16, d16, k16, v16;  // where their copies start, in uvec4s
 } p;
 
-// Eight fp32 values rounded to fp16 as the backward's fp32 tile loads round them (ET_PUT_SLOT), in one uvec4.
-uvec4 et_round8(vec4 a, vec4 b) {
-  return uvec4(packFloat2x16(f16vec2(a.xy)), packFloat2x16(f16vec2(a.zw)), packFloat2x16(f16vec2(b.xy)),
-               packFloat2x16(f16vec2(b.zw)));
-}
 
 void main() {
   const uint i = et_thread();

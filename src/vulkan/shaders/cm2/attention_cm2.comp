@@ -4,11 +4,13 @@
 // blocks first; per tile of 64 keys: S = scale * Q K^T (fp16 operands, fp32 products), masked, the row
 // max and sum merged online, O = O * alpha + P V with P rounded to fp16. Same values as attention_coop.comp
 // (fp16 q, k, v and probabilities; fp32 scores, softmax state and output) up to the order of the sums.
-// q, k and v are read from their fp32 rows and rounded to fp16 as they are loaded (a decode function: a
-// tensor load's elements are its buffer's type unless one converts them). Head dims that are multiples of 16.
-// H200 (docs/PERFORMANCE.md, thirteenth session): B16 H12 T512 D64 0.161 ms where attention_coop.comp takes
-// 0.190; on fp16 inputs the same loop takes 0.065 ms, but fp16 copies made by a kernel before it were read
-// as zeros by its tensor loads (cause not found), so it converts as it loads.
+// q, k and v are read from fp16 copies that attention_cm2_copy16.comp made first (F16_COPIES), or, where the
+// copies would pass a binding's limit, from their fp32 rows, rounded to fp16 as they are loaded (a decode
+// function: a tensor load's elements are its buffer's type unless one converts them); the same values either
+// way. Head dims that are multiples of 16. The copy kernel is compiled by glslc: copies written by kernels
+// compiled here, by glslang 15, were read as zeros by these tensor loads (thirteenth and eighteenth sessions).
+// H200 (docs/PERFORMANCE.md, twentieth session): B16 H12 T512 D64 0.163 -> 0.125 ms with the copies (their
+// dispatch included), B4 H32 T1024 D64 0.343 -> 0.239.
 #version 450
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_NV_cooperative_matrix2 : require
@@ -23,6 +25,7 @@
 layout(local_size_x = 128) in;
 layout(constant_id = 0) const uint HD = 64;       // head dim, a multiple of 16
 layout(constant_id = 1) const uint HAS_POS = 0;   // 1: binding 3 holds pos [B, T]
+layout(constant_id = 2) const uint F16_COPIES = 0;  // 1: q, k and v read from their fp16 copies (binding 7)
 const uint BR = 64u, BC = 64u;                    // queries per workgroup, keys per tile
 
 layout(set = 0, binding = 0) readonly buffer Qb { float q[]; };
@@ -32,11 +35,14 @@ layout(set = 0, binding = 3) readonly buffer Pb { int tok_pos[]; };  // a dummy 
 layout(set = 0, binding = 4) writeonly buffer Ob { float o[]; };
 layout(set = 0, binding = 5) writeonly buffer Lb { float lse[]; };
 layout(set = 0, binding = 6) readonly buffer Scalars { float scal[]; };
+// The pooled scratch: the fp16 copies of q, k and v that attention_cm2_copy16.comp wrote (F16_COPIES).
+layout(set = 0, binding = 7) readonly buffer H16 { float16_t h16[]; };
 
 layout(push_constant) uniform P {
   uint B, T, S, H, KV, hd;
   uint nqb;        // query blocks per (batch, head)
   uint scale_idx;
+  uint q16, k16, v16;  // F16_COPIES: uvec4 offsets of the copies in h16
 } p;
 
 #define ACC(C) coopmat<float, gl_ScopeWorkgroup, BR, C, gl_MatrixUseAccumulator>
@@ -94,7 +100,8 @@ void main() {
   tensorViewNV<2, false, 1, 0> transposed = createTensorViewNV(2, false, 1, 0);
 
   coopmat<float16_t, gl_ScopeWorkgroup, BR, HD, gl_MatrixUseA> mq;
-  coopMatLoadTensorNV(mq, q, 0, sliceTensorLayoutNV(lq, b * p.T + t0, BR, h * HD, HD), to_f16);
+  if (F16_COPIES == 1u) coopMatLoadTensorNV(mq, h16, p.q16 * 8u, sliceTensorLayoutNV(lq, b * p.T + t0, BR, h * HD, HD));
+  else coopMatLoadTensorNV(mq, q, 0, sliceTensorLayoutNV(lq, b * p.T + t0, BR, h * HD, HD), to_f16);
 
   ACC(HD) acc = ACC(HD)(0.0);
   ACC(BC) l = ACC(BC)(0.0), m = ACC(BC)(NEG_INF);
@@ -107,7 +114,9 @@ void main() {
   }
   [[dont_unroll]] for (uint key0 = cbeg; key0 < kend; key0 += BC) {
     coopmat<float16_t, gl_ScopeWorkgroup, HD, BC, gl_MatrixUseB> kt;
-    coopMatLoadTensorNV(kt, k, 0, sliceTensorLayoutNV(lk, b * p.S + key0, BC, g * HD, HD), transposed, to_f16);
+    if (F16_COPIES == 1u)
+      coopMatLoadTensorNV(kt, h16, p.k16 * 8u, sliceTensorLayoutNV(lk, b * p.S + key0, BC, g * HD, HD), transposed);
+    else coopMatLoadTensorNV(kt, k, 0, sliceTensorLayoutNV(lk, b * p.S + key0, BC, g * HD, HD), transposed, to_f16);
     ACC(BC) s = ACC(BC)(0.0);
     s = coopMatMulAdd(mq, kt, s);
     s = s * scale;
@@ -122,7 +131,8 @@ void main() {
     l = alpha * l + rowsum;
     coopmat<float16_t, gl_ScopeWorkgroup, BR, BC, gl_MatrixUseA> pa = coopmat<float16_t, gl_ScopeWorkgroup, BR, BC, gl_MatrixUseA>(pr);
     coopmat<float16_t, gl_ScopeWorkgroup, BC, HD, gl_MatrixUseB> mv;
-    coopMatLoadTensorNV(mv, v, 0, sliceTensorLayoutNV(lk, b * p.S + key0, BC, g * HD, HD), to_f16);
+    if (F16_COPIES == 1u) coopMatLoadTensorNV(mv, h16, p.v16 * 8u, sliceTensorLayoutNV(lk, b * p.S + key0, BC, g * HD, HD));
+    else coopMatLoadTensorNV(mv, v, 0, sliceTensorLayoutNV(lk, b * p.S + key0, BC, g * HD, HD), to_f16);
     ACC(HD) alpha_rows;
     coopMatReduceNV(alpha_rows, alpha, gl_CooperativeMatrixReduceRowNV, first_op);  // alpha, HD wide
     acc = acc * alpha_rows;
