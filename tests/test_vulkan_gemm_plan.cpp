@@ -151,6 +151,7 @@ TEST(GemmTiles, CooperativeMatrices2TakeEveryFp16Product) {
   EXPECT_EQ(q4.dispatches.back().spec[5], 1u);
   EXPECT_EQ(q4.dispatches.back().spec, (std::vector<uint32_t>{4, 3, 5, 6, 0, 1, 128, 128, 128, 32}));
   EXPECT_EQ(q4.dispatches.back().groups[0], 8192u / 128);
+  EXPECT_EQ(q4.dispatches.back().push.size(), vk::coop_push::words * 4);  // the words coop_push names
   // y = x W^T with W fp32 (linear; the tied head): W k-major through the transposing staging (MODE 5), read
   // k-major; its 64 x 32 tiles.
   const vk::CoopOperand w32 = vk::coop_fp32(1, 8192, 2048, 2048, 1, 0);
@@ -203,7 +204,7 @@ TEST(GemmTiles, CooperativeMatrices2TakeEveryFp16Product) {
   ASSERT_TRUE(vk::append_coop(tall, a, ep, true, wide_range, large));
   EXPECT_EQ(kernels(large), "gemm_split1 gemm_split1 gemm_coop ");
   uint32_t np = 0;
-  std::memcpy(&np, large.dispatches.back().push.data() + 4 * sizeof(uint32_t), sizeof np);
+  std::memcpy(&np, large.dispatches.back().push.data() + vk::coop_push::Np * sizeof(uint32_t), sizeof np);
   EXPECT_EQ(np, 128u);
   ctx.cm2 = false;
   vk::Encoded coop;
@@ -254,7 +255,8 @@ TEST(GemmTiles, LowRankUpdateJoinsTheFourBitProduct) {
   EXPECT_EQ(kernels(le), "gemm_split1 gemm_split4 ");
   EXPECT_EQ(kernels(ue), "gemm_split1 gemm_split5 gemm_cm2^ ");  // t's rows; B [N, r] k-major
   const vk::Dispatch& gemm = ue.dispatches.back();
-  const uint32_t a2 = word(gemm, 16), b2 = word(gemm, 17), kp2 = word(gemm, 18);
+  const uint32_t a2 = word(gemm, vk::coop_push::a2_hi), b2 = word(gemm, vk::coop_push::b2_hi),
+                 kp2 = word(gemm, vk::coop_push::kp2);
   EXPECT_EQ(kp2, 32u);
   EXPECT_GE(uint64_t{a2} * 16, le.pooled_scratch_bytes);  // past the product's own parts
   EXPECT_EQ(uint64_t{b2} * 16, uint64_t{a2} * 16 + 512 * 32 * 2);

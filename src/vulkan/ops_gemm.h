@@ -62,6 +62,13 @@ struct CoopEpilogue {
   bool split_k = false;  // may slice the contraction over workgroups (layout 0, one batch: gemm_splitk_reduce)
 };
 
+// The push constants of gemm_coop.comp and gemm_cm2.comp (gemm_coop_io.glsl's Push), word by word, in the
+// order append_coop writes them: fuse_low_rank_update reads and rewrites a GEMM dispatch's through these.
+namespace coop_push {
+enum : size_t { M, N, Kp, Mp, Np, c_batch, alpha_idx, flags, a_hi, a_lo, b_hi, b_lo, a_exp, b_exp, kslice, part,
+                a2_hi, b2_hi, kp2, words };
+}
+
 // Whether an M x N product contracting over K takes the tensor-core path on this device (Tuning::coopmat:
 // "0" never, "all" always, unset: large products).
 bool coop_for(uint64_t M, uint64_t N, uint64_t K, const EncodeContext& ctx);

@@ -242,9 +242,11 @@ bool fuse_low_rank_update(const OpCall& prev, Encoded& prev_enc, const OpCall& n
     std::memcpy(&v, gemm.push.data() + 4 * i, 4);
     return v;
   };
-  const uint64_t M = word(0), N = word(1), Mp = word(3), Np = word(4), bk = gemm.spec.at(9);
-  if (gemm.groups[2] != 1 && word(15) == 0xffffffffu) return false;  // batches
-  if (word(6) != 0xffffffffu || (word(7) & 2u) != 0 || gemm.push.size() != 19 * 4) return false;
+  if (gemm.push.size() != coop_push::words * 4) return false;
+  const uint64_t M = word(coop_push::M), N = word(coop_push::N), Mp = word(coop_push::Mp), Np = word(coop_push::Np),
+                 bk = gemm.spec.at(9);
+  if (gemm.groups[2] != 1 && word(coop_push::part) == 0xffffffffu) return false;  // batches
+  if (word(coop_push::alpha_idx) != 0xffffffffu || (word(coop_push::flags) & 2u) != 0) return false;
   const bool tb = next.ints[1] != 0;
   const Shape &p = next.in[0].shape(), &q = next.in[1].shape();
   if (p.rank() != 2 || q.rank() != 2 || static_cast<uint64_t>(p[0]) != M) return false;
@@ -263,7 +265,7 @@ bool fuse_low_rank_update(const OpCall& prev, Encoded& prev_enc, const OpCall& n
   split(pa, Mp, rp, 1, pooled, a2 / 16, 0, 0, 0, true, false, ctx, fused);
   split(qb, Np, rp, 1, pooled, b2 / 16, 0, 0, 0, true, true, ctx, fused);
   const uint32_t ext[3] = {index32(a2 / 16), index32(b2 / 16), index32(rp)};
-  std::memcpy(gemm.push.data() + 16 * 4, ext, sizeof ext);
+  std::memcpy(gemm.push.data() + coop_push::a2_hi * 4, ext, sizeof ext);  // a2_hi, b2_hi, kp2
   for (size_t i = g; i < prev_enc.dispatches.size(); ++i) {
     fused.dispatches.push_back(std::move(prev_enc.dispatches[i]));
     fused.dispatches.back().binds_call_before = true;
