@@ -165,7 +165,7 @@ TEST(Interop, GgufCorruptFieldsAreRejected) {
     EXPECT_NE(m.find(c.expect), std::string::npos) << c.what << ": " << m;
   }
   // From disk: the error names the path.
-  std::string path = tmp("trunc.gguf");
+  std::string path = interop_tmp("trunc.gguf");
   auto full = small_valid_gguf();
   std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(full.data()), 30);
   auto be = make_cpu_backend();

@@ -65,7 +65,7 @@ TEST(Interop, GgufTokenizerSurvivesExportAndImport) {
   c.vocab = tok->vocab_size();
   Model m(*be, c);
   m.init(5);
-  const std::string path = tmp("spm.gguf");
+  const std::string path = interop_tmp("spm.gguf");
   save_gguf(path, m, GgufType::Q4_0, tok.get());
   ImportInfo info;
   load_gguf_model(path, *be, TrainMode::qat, 32, &info);
@@ -76,21 +76,21 @@ TEST(Interop, GgufTokenizerSurvivesExportAndImport) {
   EXPECT_EQ(back->encode(text + " <|sep|> and\n"), tok->encode(text + " <|sep|> and\n"));
   EXPECT_EQ(back->decode(back->encode(text)), text);
   // The tokenizer-only file a run folder keeps.
-  save_gguf_tokenizer(tmp("tok_only.gguf"), v);
-  EXPECT_TRUE(read_gguf_vocab(tmp("tok_only.gguf")) == v);
-  EXPECT_THROW(read_gguf_config(tmp("tok_only.gguf"), TrainMode::qat, 32), Error);  // no model in it
+  save_gguf_tokenizer(interop_tmp("tok_only.gguf"), v);
+  EXPECT_TRUE(read_gguf_vocab(interop_tmp("tok_only.gguf")) == v);
+  EXPECT_THROW(read_gguf_config(interop_tmp("tok_only.gguf"), TrainMode::qat, 32), Error);  // no model in it
   // A tokenizer of another size than the model is refused.
   c.vocab = 300;
   Model other(*be, c);
   other.init(1);
-  EXPECT_THROW(save_gguf(tmp("x.gguf"), other, GgufType::F32, tok.get()), Error);
+  EXPECT_THROW(save_gguf(interop_tmp("x.gguf"), other, GgufType::F32, tok.get()), Error);
 
   // GPT-2: written as "gpt2" with its merges, read back into the same tokenizer.
   const std::string dir = default_gpt2_dir();
   if (!fs::exists(dir + "/encoder.json") || !fs::exists(dir + "/vocab.bpe")) GTEST_SKIP() << "no GPT-2 files in " << dir;
   auto gpt2 = make_tokenizer("gpt2");
-  save_gguf_tokenizer(tmp("gpt2.gguf"), gpt2->gguf_vocab());
-  const GgufVocab g = read_gguf_vocab(tmp("gpt2.gguf"));
+  save_gguf_tokenizer(interop_tmp("gpt2.gguf"), gpt2->gguf_vocab());
+  const GgufVocab g = read_gguf_vocab(interop_tmp("gpt2.gguf"));
   EXPECT_EQ(g.model, "gpt2");
   EXPECT_EQ(g.pre, "gpt-2");
   EXPECT_EQ(g.tokens.size(), 50257u);
@@ -98,7 +98,7 @@ TEST(Interop, GgufTokenizerSurvivesExportAndImport) {
   EXPECT_EQ(g.tokens[50256], "<|endoftext|>");
   EXPECT_EQ(g.token_types[50256], 3);
   EXPECT_EQ(g.eos, 50256);
-  auto g_tok = load_gguf_tokenizer(tmp("gpt2.gguf"));
+  auto g_tok = load_gguf_tokenizer(interop_tmp("gpt2.gguf"));
   const std::string sample = "Hello world, it's 2024 -- na\xC3\xAFve caf\xC3\xA9\n\n  \xF0\x9F\x98\x80 <|endoftext|>";
   EXPECT_EQ(g_tok->encode(sample), gpt2->encode(sample));
   EXPECT_EQ(g_tok->eot(), 50256);
@@ -128,7 +128,7 @@ TEST(Interop, GgufMalformedTokenizerMetadataIsRejected) {
   const std::vector<std::string>& tokens = good.tokens;
   const size_t n = tokens.size();
   auto error_of = [&](const std::vector<std::pair<std::string, V>>& keys) -> std::string {
-    const std::string path = tmp("badtok.gguf");
+    const std::string path = interop_tmp("badtok.gguf");
     write_with_tokenizer_keys(path, "", keys);
     try {
       load_gguf_tokenizer(path);
@@ -182,11 +182,11 @@ TEST(Interop, GgufMalformedTokenizerMetadataIsRejected) {
   auto be = make_cpu_backend();
   Model m(*be, tiny(TrainMode::fp32));
   m.init(2);
-  save_gguf(tmp("model.gguf"), m, GgufType::F32);
-  write_with_tokenizer_keys(tmp("model_badtok.gguf"), tmp("model.gguf"),
+  save_gguf(interop_tmp("model.gguf"), m, GgufType::F32);
+  write_with_tokenizer_keys(interop_tmp("model_badtok.gguf"), interop_tmp("model.gguf"),
                             {model, {"tokenizer.ggml.tokens", V::i32s({1, 2, 3})}});
   ImportInfo info;
-  load_gguf_model(tmp("model_badtok.gguf"), *be, TrainMode::fp32, 32, &info);
+  load_gguf_model(interop_tmp("model_badtok.gguf"), *be, TrainMode::fp32, 32, &info);
   EXPECT_TRUE(info.vocab.model.empty());
   ASSERT_EQ(info.notes.size(), 1u);
   EXPECT_NE(info.notes[0].find("tokenizer.ggml.tokens"), std::string::npos) << info.notes[0];
@@ -208,7 +208,7 @@ TEST(Interop, TrainInitFromGgufUsesItsTokenizer) {
   std::string corpus_text;
   for (int i = 0; i < 40; ++i)
     corpus_text += "In the beginning God created the heaven and the earth. And God said, Let there be light.\n";
-  const std::string corpus = tmp("corpus.txt");
+  const std::string corpus = interop_tmp("corpus.txt");
   std::ofstream(corpus, std::ios::binary) << corpus_text;
   const GgufVocab v = spm_vocab_for(corpus_text);
   auto tok = make_gguf_tokenizer(v, "hand-built");
@@ -217,12 +217,12 @@ TEST(Interop, TrainInitFromGgufUsesItsTokenizer) {
   c.vocab = tok->vocab_size();
   Model m(*be, c);
   m.init(11);
-  const std::string init = tmp("init.gguf");
+  const std::string init = interop_tmp("init.gguf");
   save_gguf(init, m, GgufType::F32, tok.get());
 
   TrainOptions o;
   o.corpus = corpus;
-  o.out_dir = tmp("run_gguf");
+  o.out_dir = interop_tmp("run_gguf");
   o.init = init;  // o.tokenizer is "auto": the file's own
   o.backend = "cpu";
   o.threads = 1;
@@ -271,17 +271,17 @@ TEST(Interop, TrainInitFromGgufUsesItsTokenizer) {
   const std::string ev = run_cli("eval --checkpoint " + r.checkpoint + " --backend cpu --threads 1 --corpus " + corpus +
                                  " --seq 16 --batches 1");
   EXPECT_NE(ev.find("perplexity"), std::string::npos) << ev;
-  const std::string conv = run_cli("convert " + r.checkpoint + " " + tmp("out.gguf") + " --to gguf-q4_0");
+  const std::string conv = run_cli("convert " + r.checkpoint + " " + interop_tmp("out.gguf") + " --to gguf-q4_0");
   EXPECT_NE(conv.find("wrote"), std::string::npos) << conv;
-  EXPECT_TRUE(read_gguf_vocab(tmp("out.gguf")) == v) << "convert did not write the tokenizer back unchanged";
+  EXPECT_TRUE(read_gguf_vocab(interop_tmp("out.gguf")) == v) << "convert did not write the tokenizer back unchanged";
 
   // A vocabulary that does not fit the model's embedding, and "gguf" without a GGUF --init: clear errors.
   Model small(*be, tiny(TrainMode::fp32));  // vocab 64
   small.init(1);
-  save_gguf(tmp("init64.gguf"), small, GgufType::F32);
+  save_gguf(interop_tmp("init64.gguf"), small, GgufType::F32);
   TrainOptions bad = o;
-  bad.out_dir = tmp("run_bad");
-  bad.init = tmp("init64.gguf");
+  bad.out_dir = interop_tmp("run_bad");
+  bad.init = interop_tmp("init64.gguf");
   bad.tokenizer = init;  // 300-odd tokens
   try {
     train(bad);
@@ -302,10 +302,10 @@ TEST(Interop, TrainInitFromGgufUsesItsTokenizer) {
   c256.vocab = 256;
   Model bytes_model(*be, c256);
   bytes_model.init(3);
-  save_gguf(tmp("init256.gguf"), bytes_model, GgufType::F32);
+  save_gguf(interop_tmp("init256.gguf"), bytes_model, GgufType::F32);
   TrainOptions plain = o;
-  plain.out_dir = tmp("run_plain");
-  plain.init = tmp("init256.gguf");
+  plain.out_dir = interop_tmp("run_plain");
+  plain.init = interop_tmp("init256.gguf");
   plain.optim.total_steps = 1;
   plain.sample_tokens = 0;
   train(plain);

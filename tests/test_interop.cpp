@@ -31,7 +31,7 @@ TEST(Interop, GgufF32RoundTripIsIdentical) {
     for (bool tied : {false, true}) {
       Model m(*be, tiny(mode, tied));
       m.init(7);
-      std::string path = tmp("f32.gguf");
+      std::string path = interop_tmp("f32.gguf");
       save_gguf(path, m, GgufType::F32);
       ImportInfo info;
       auto back = load_gguf_model(path, *be, mode, 32, &info);
@@ -49,7 +49,7 @@ TEST(Interop, GgufByteTokenizerVocabIsWritten) {
   c.vocab = 256;
   Model m(*be, c);
   m.init(3);
-  std::string path = tmp("tok.gguf");
+  std::string path = interop_tmp("tok.gguf");
   save_gguf(path, m, GgufType::F32, make_byte_tokenizer().get());
   ImportInfo info;
   load_gguf_model(path, *be, TrainMode::qat, 32, &info);
@@ -87,7 +87,7 @@ TEST(Interop, GgufQ4_0IsExactForQatModels) {
   Model m(*be, tiny(TrainMode::qat));
   m.init(11);
   make_scales_fp16(m);
-  std::string path = tmp("q4.gguf");
+  std::string path = interop_tmp("q4.gguf");
   GgufExportReport rep = save_gguf(path, m, GgufType::Q4_0);
   EXPECT_EQ(rep.exact_q4, 14);
   EXPECT_EQ(rep.requantized, 0);
@@ -156,7 +156,7 @@ TEST(Interop, GgufF16WithinHalfPrecision) {
   auto be = make_cpu_backend();
   Model m(*be, tiny(TrainMode::fp32));
   m.init(5);
-  std::string path = tmp("f16.gguf");
+  std::string path = interop_tmp("f16.gguf");
   save_gguf(path, m, GgufType::F16);
   auto back = load_gguf_model(path, *be, TrainMode::fp32, 32);
   int differing = 0;
@@ -182,7 +182,7 @@ TEST(Interop, GgufQloraIsMerged) {
       for (size_t i = 0; i < v.size(); ++i) v[i] = 0.01f * static_cast<float>((i * 7) % 13) - 0.06f;
       be->upload(p.value, v.data(), v.size() * 4);
     }
-  std::string path = tmp("qlora.gguf");
+  std::string path = interop_tmp("qlora.gguf");
   save_gguf(path, m, GgufType::F32);
   auto back = load_gguf_model(path, *be, TrainMode::fp32, 32);
   expect_same_logits(m, *back, 2e-4f);
@@ -195,7 +195,7 @@ TEST(Interop, GgufGroupedQueryAttentionRoundTrip) {
       SCOPED_TRACE(std::string(mode_name(mode)) + " n_kv_heads " + std::to_string(kv));
       Model m(*be, tiny_gqa(mode, kv));
       m.init(13);
-      std::string path = tmp("gqa.gguf");
+      std::string path = interop_tmp("gqa.gguf");
       save_gguf(path, m, GgufType::F32);
       gguf::File f = gguf::File::open(path);
       EXPECT_EQ(f.get_int("llama.attention.head_count"), 4);
@@ -213,7 +213,7 @@ TEST(Interop, GgufGroupedQueryAttentionRoundTrip) {
   Model m(*be, tiny_gqa(TrainMode::qat, 2));
   m.init(17);
   make_scales_fp16(m);
-  std::string path = tmp("gqa_q4.gguf");
+  std::string path = interop_tmp("gqa_q4.gguf");
   EXPECT_EQ(save_gguf(path, m, GgufType::Q4_0).exact_q4, 14);
   ImportInfo info;
   auto back = load_gguf_model(path, *be, TrainMode::qat, 32, &info);
@@ -231,8 +231,8 @@ TEST(Interop, GgufGroupedQueryAttentionRoundTrip) {
       for (size_t i = 0; i < v.size(); ++i) v[i] = 0.01f * static_cast<float>((i * 7) % 13) - 0.06f;
       be->upload(p.value, v.data(), v.size() * 4);
     }
-  save_gguf(tmp("gqa_qlora.gguf"), lm, GgufType::F32);
-  auto merged = load_gguf_model(tmp("gqa_qlora.gguf"), *be, TrainMode::fp32, 32);
+  save_gguf(interop_tmp("gqa_qlora.gguf"), lm, GgufType::F32);
+  auto merged = load_gguf_model(interop_tmp("gqa_qlora.gguf"), *be, TrainMode::fp32, 32);
   EXPECT_EQ(merged->config().kv_heads(), 2);
   expect_same_logits(lm, *merged, 2e-4f);
 }
@@ -245,7 +245,7 @@ TEST(Interop, GgufBadKvHeadCountIsRejected) {
     w.add_kv("llama.block_count", gguf::Value::u32(1));
     w.add_kv("llama.attention.head_count", gguf::Value::u32(4));
     w.add_kv("llama.attention.head_count_kv", gguf::Value::u32(kv));
-    std::string path = tmp("badkv.gguf");
+    std::string path = interop_tmp("badkv.gguf");
     w.save(path);
     try {
       read_gguf_config(path, TrainMode::qat, 32);
@@ -269,7 +269,7 @@ TEST(Interop, GgufBlockCountBeyondItsTensorsIsOneProblem) {
   w.add_kv("llama.feed_forward_length", gguf::Value::u32(64));
   w.add_kv("llama.attention.layer_norm_rms_epsilon", gguf::Value::f32(1e-5f));
   w.add_tensor("token_embd.weight", {32, 256}, 0 /* F32 */, std::vector<uint8_t>(32 * 256 * 4));
-  std::string path = tmp("many_blocks.gguf");
+  std::string path = interop_tmp("many_blocks.gguf");
   w.save(path);
   const auto t0 = std::chrono::steady_clock::now();
   const std::string d = describe_model_file(path);
@@ -323,7 +323,7 @@ TEST(Interop, GgufImportMastersAreTheFileWeights) {
   for (GgufType type : {GgufType::F32, GgufType::Q4_0}) {
     Model m(*be, tiny(TrainMode::qat));
     m.init(5);
-    const std::string path = tmp("masters.gguf");
+    const std::string path = interop_tmp("masters.gguf");
     save_gguf(path, m, type);
     ModelConfig c;
     const auto masters = import_masters(path, &c);
@@ -342,15 +342,15 @@ TEST(Interop, GgufImportMastersAreTheFileWeights) {
     EXPECT_EQ(masters.size(), n);
   }
   // The same file without blk.1.attn_v.weight.
-  const gguf::File f = gguf::File::open(tmp("masters.gguf"));
+  const gguf::File f = gguf::File::open(interop_tmp("masters.gguf"));
   gguf::Writer w;
   for (const auto& [k, v] : f.metadata()) w.add_kv(k, v);
   for (const auto& t : f.tensors())
     if (t.name != "blk.1.attn_v.weight")
       w.add_tensor(t.name, t.ne, t.type, std::vector<uint8_t>(f.data(t), f.data(t) + t.nbytes));
-  w.save(tmp("missing.gguf"));
+  w.save(interop_tmp("missing.gguf"));
   try {
-    import_masters(tmp("missing.gguf"));
+    import_masters(interop_tmp("missing.gguf"));
     FAIL() << "a GGUF file without blk.1.attn_v.weight was imported";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("missing tensor 'blk.1.attn_v.weight' (for layers.1.attention.wv.weight)"),
@@ -367,7 +367,7 @@ TEST(Interop, ExecutorchInterchangeMatchesCodes) {
   c.ffn_dim = 66;  // N = 66: scales padded to 68; K = 66 for down: padded to 72
   Model m(*be, c);
   m.init(4);
-  std::string dir = tmp("et");
+  std::string dir = interop_tmp("et");
   export_executorch(dir, m);
   auto r = safetensors::Reader::open(dir + "/weights.safetensors");
   int checked = 0;

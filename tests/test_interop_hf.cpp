@@ -85,7 +85,7 @@ TEST(Interop, HfFolderImportsWithEqualLogits) {
     for (TrainMode mode : {TrainMode::fp32, TrainMode::qat}) {
       Model m(*be, tiny(mode));
       m.init(21);
-      std::string dir = tmp("hf" + std::to_string(shards));
+      std::string dir = interop_tmp("hf" + std::to_string(shards));
       write_hf(m, dir, shards);
       EXPECT_TRUE(is_hf_folder(dir));
       auto back = load_hf_llama(dir, *be, mode, 32);
@@ -96,7 +96,7 @@ TEST(Interop, HfFolderImportsWithEqualLogits) {
   EXPECT_EQ(cases, 4);
   // --init's path: masters by our names.
   ModelConfig c;
-  auto masters = import_masters(tmp("hf3"), &c);
+  auto masters = import_masters(interop_tmp("hf3"), &c);
   EXPECT_EQ(c.dim, 32);
   EXPECT_EQ(masters.count("layers.1.attention.wk.weight"), 1u);
 }
@@ -108,7 +108,7 @@ TEST(Interop, HfGroupedQueryAttentionImportsWithEqualLogits) {
     SCOPED_TRACE(mode_name(mode));
     Model m(*be, tiny_gqa(mode, 2));
     m.init(23);
-    std::string dir = tmp("hfgqa");
+    std::string dir = interop_tmp("hfgqa");
     write_hf(m, dir, 2);
     ASSERT_EQ(nlohmann::json::parse(std::ifstream(dir + "/config.json"))["num_key_value_heads"], 2);
     EXPECT_EQ(read_hf_config(dir, mode, 32).kv_heads(), 2);
@@ -118,7 +118,7 @@ TEST(Interop, HfGroupedQueryAttentionImportsWithEqualLogits) {
     expect_same_logits(m, *back);
   }
   ModelConfig c;
-  auto masters = import_masters(tmp("hfgqa"), &c);
+  auto masters = import_masters(interop_tmp("hfgqa"), &c);
   EXPECT_EQ(c.kv_heads(), 2);
   EXPECT_EQ(masters.at("layers.1.attention.wk.weight").size(), 16u * 32u);
 }
@@ -127,7 +127,7 @@ TEST(Interop, HfBadKvHeadCountIsRejected) {
   auto be = make_cpu_backend();
   Model m(*be, tiny(TrainMode::fp32));  // 2 heads
   m.init(1);
-  std::string dir = tmp("hfbadkv");
+  std::string dir = interop_tmp("hfbadkv");
   for (int kv : {3, 0}) {
     write_hf(m, dir, 1, kv);
     try {

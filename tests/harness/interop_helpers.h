@@ -23,7 +23,7 @@ inline ModelConfig tiny(TrainMode mode, bool tied = false) {
   return c;
 }
 
-inline std::string tmp(const std::string& name) { return temp_path("interop", name); }
+inline std::string interop_tmp(const std::string& name) { return temp_path("interop", name); }
 
 inline const std::vector<int32_t> kPrompt = {1, 5, 9, 33, 2, 60, 17};
 
