@@ -197,18 +197,13 @@ TEST(CpuFast, LinearAndDw) {
 
 // ---- fused cross-entropy and the optimizer ----
 
-Tolerance ce_tol(int64_t R, int64_t V) {
-  Tolerance t = tol::reduction(std::max(R, V));
-  return {std::max(t.atol, tol::transcendental.atol), std::max(t.rtol, tol::transcendental.rtol)};
-}
-
 TEST(CpuFast, FusedCe) {
   Rng r(17);
   {  // the benchmark shape, some rows ignored
     HostTensor labels = random_i32(r, Shape{512}, 0, 8191);
     for (int i = 0; i < 512; i += 37) labels.as<int32_t>()[i] = -100;
     check(make(Op::fused_ce, "R512_V8192", {random_f32(r, Shape{512, 8192}, -6, 6), labels},
-               {f32z(Shape{}), f32z(Shape{512, 8192})}, {}, {480.0f}, ce_tol(512, 8192)));
+               {f32z(Shape{}), f32z(Shape{512, 8192})}, {}, {480.0f}, tol::cross_entropy(512, 8192)));
   }
   // Special rows: NaN, +inf, all -inf, some -inf, huge logits, label out of range, ignored; in place.
   const int64_t R = 10, V = 3001;
@@ -220,14 +215,14 @@ TEST(CpuFast, FusedCe) {
   for (int64_t j = 0; j < V; j += 3) x[3 * V + j] = -kInf;
   for (int64_t j = 0; j < V; ++j) x[4 * V + j] += 1000.0f;
   HostTensor labels = HostTensor::from(Shape{R}, DType::i32, std::vector<int32_t>{1, 2, 3, 4, 5, 3001, -1, 8, 3000, 0});
-  OpCase c = make(Op::fused_ce, "special_rows", {lg, labels}, {f32z(Shape{}), f32z(Shape{R, V})}, {}, {8.0f}, ce_tol(R, V));
+  OpCase c = make(Op::fused_ce, "special_rows", {lg, labels}, {f32z(Shape{}), f32z(Shape{R, V})}, {}, {8.0f}, tol::cross_entropy(R, V));
   check(c);
   c.name = "special_rows_in_place";
   c.out_alias = {-1, 0};
   check(c);
   // Without the poisoned rows the loss is finite and must match too.
   HostTensor lab2 = HostTensor::from(Shape{R}, DType::i32, std::vector<int32_t>{-1, -1, -1, 4, 5, 17, -1, 8, 3000, 0});
-  c = make(Op::fused_ce, "finite_rows_in_place", {lg, lab2}, {f32z(Shape{}), f32z(Shape{R, V})}, {}, {6.0f}, ce_tol(R, V));
+  c = make(Op::fused_ce, "finite_rows_in_place", {lg, lab2}, {f32z(Shape{}), f32z(Shape{R, V})}, {}, {6.0f}, tol::cross_entropy(R, V));
   c.out_alias = {-1, 0};
   check(c);
 }

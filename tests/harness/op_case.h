@@ -31,7 +31,13 @@ Tolerance reduction(int64_t n);
 // A product with fp16 operands (the f16 flag) against the same product with fp32 operands, K terms whose
 // products are bounded by mag in magnitude. The derivation is at the definition (op_case.cpp).
 Tolerance f16_operands(int64_t K, double mag);
+// Cross-entropy over R rows of V logits (fused_ce and its parts): exp/log (transcendental error) mixed with
+// sums over V columns and R rows.
+Tolerance cross_entropy(int64_t R, int64_t V);
 }  // namespace tol
+
+// The shape lead[0] x ... x lead[n-1] x last (a batch of rows of `last` values).
+Shape lead_plus(const std::vector<int64_t>& lead, int64_t last);
 
 struct OpCase {
   std::string name;  // shown in failures, e.g. "M1_K33_N17_gs32"
