@@ -2,7 +2,7 @@
 // grouped-query attention models through GGUF (and bad key/value head counts), the ExecuTorch interchange
 // export, the Llama tensor name table against Model's parameters, and --init's fp32 masters of a GGUF file
 // (read without a backend). Hugging Face folders: test_interop_hf.cpp; corrupt GGUF files:
-// test_gguf_corrupt.cpp; GGUF tokenizer metadata: test_gguf_tokenizer.cpp.
+// test_interop_corrupt_gguf.cpp; GGUF tokenizer metadata: test_interop_tokenizer.cpp.
 #include <gtest/gtest.h>
 
 #include <chrono>

@@ -1,5 +1,5 @@
-// Helpers shared by the interop tests (test_interop.cpp, test_interop_hf.cpp, test_gguf_corrupt.cpp,
-// test_gguf_tokenizer.cpp): the tiny model configs they write and read, their temp files, and model-vs-model
+// Helpers shared by the interop tests (test_interop.cpp, test_interop_hf.cpp, test_interop_corrupt_gguf.cpp,
+// test_interop_tokenizer.cpp): the tiny model configs they write and read, their temp files, and model-vs-model
 // comparisons of masters and logits.
 #pragma once
 
