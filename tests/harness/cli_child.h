@@ -17,6 +17,9 @@
 
 namespace edgetrain::test {
 
+// The CLI's exit status per error kind (tools/main.cpp, README).
+constexpr int kExitMisuse = 1, kExitUnsupported = 2, kExitDevice = 3, kExitIo = 4, kExitNumeric = 5;
+
 struct ChildOptions {
   std::vector<std::pair<std::string, std::string>> env;  // set in the child (empty value: unset)
   rlim_t fsize_limit = RLIM_INFINITY;                       // RLIMIT_FSIZE in bytes
