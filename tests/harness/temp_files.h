@@ -5,6 +5,8 @@
 
 #include <unistd.h>
 
+#include <gtest/gtest.h>
+
 #include <filesystem>
 #include <map>
 #include <string>
@@ -42,6 +44,21 @@ struct TempDir {
     std::filesystem::remove_all(path, ec);
   }
   std::string str() const { return path.string(); }
+};
+
+// A fixture with a fresh folder per test ($TMPDIR/edgetrain_st_<pid>_<suite>_<test>), removed afterwards.
+class TempDirTest : public ::testing::Test {
+ protected:
+  std::filesystem::path dir;
+  void SetUp() override {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    dir = std::filesystem::temp_directory_path() / ("edgetrain_st_" + std::to_string(::getpid()) + "_" +
+                                                    info->test_suite_name() + "_" + info->name());
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir); }
+  std::string path(const std::string& name) const { return (dir / name).string(); }
 };
 
 }  // namespace edgetrain::test
