@@ -1,5 +1,8 @@
-// The message of the Error a call throws, or "(no error)": for tests that check what an error says.
+// The message of the Error a call throws, or "(no error)", and EXPECT_HAS(text, needle): for tests that check
+// what an error says.
 #pragma once
+
+#include <gtest/gtest.h>
 
 #include <functional>
 #include <string>
@@ -16,5 +19,7 @@ inline std::string error_of(const std::function<void()>& f) {
   }
   return "(no error)";
 }
+
+#define EXPECT_HAS(text, needle) EXPECT_NE(std::string(text).find(needle), std::string::npos) << (text)
 
 }  // namespace edgetrain::test
