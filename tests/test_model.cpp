@@ -21,27 +21,20 @@
 namespace edgetrain::test {
 namespace {
 
-ModelConfig tiny(TrainMode mode) {
-  ModelConfig c = ModelConfig::preset("tiny");
-  c.mode = mode;
-  c.vocab = 64;  // small vocabulary keeps the head cheap; tokens below are < 64
-  return c;
-}
-
 // The architectures' variants of the tiny model: Llama; Llama 3.2-like (rope base 500000, rope scaling
 // factors, heads of 24 on a 32-wide model, one key/value head); qwen2 (q/k/v biases, started away from zero
 // so that they matter); qwen3 (q/k head norms, started away from one, on heads of 24).
 std::vector<std::pair<std::string, ModelConfig>> variants(TrainMode mode) {
   std::vector<std::pair<std::string, ModelConfig>> v;
-  v.push_back({"llama", tiny(mode)});
-  ModelConfig l3 = tiny(mode);
+  v.push_back({"llama", tiny_config(mode, 64)});
+  ModelConfig l3 = tiny_config(mode, 64);
   l3.rope_theta = 500000.0f, l3.head_size = 24, l3.n_kv_heads = 1;
   l3.rope_factors = {1.0f, 1.0f, 2.5f, 8.0f, 8.0f, 8.0f, 8.0f, 8.0f, 8.0f, 8.0f, 8.0f, 8.0f};
   v.push_back({"llama3", l3});
-  ModelConfig q2 = tiny(mode);
+  ModelConfig q2 = tiny_config(mode, 64);
   q2.arch = "qwen2";
   v.push_back({"qwen2", q2});
-  ModelConfig q3 = tiny(mode);
+  ModelConfig q3 = tiny_config(mode, 64);
   q3.arch = "qwen3", q3.head_size = 24;
   v.push_back({"qwen3", q3});
   return v;
@@ -127,7 +120,7 @@ TEST(Model, Fp32GradientsMatchFiniteDifferences) {
 // alpha / r = 5 / 3 that is not a power of two (it multiplies dA's and dB's products, not their inputs), and
 // B moved away from its zero start so that dA is not zero.
 TEST(Model, QloraAdapterGradientsMatchFiniteDifferences) {
-  ModelConfig c = tiny(TrainMode::qlora);
+  ModelConfig c = tiny_config(TrainMode::qlora, 64);
   c.lora_rank = 3, c.lora_alpha = 5.0f, c.lora_targets = "q,k,v,o,gate,up,down";
   auto backend = make_cpu_backend();
   Model m(*backend, c);
@@ -148,7 +141,7 @@ TEST(Model, QloraAdapterGradientsMatchFiniteDifferences) {
 // dequantized weights. So a qat model and an fp32 model holding dequant(codes) must agree everywhere.
 TEST(Model, QatGradientsAreStraightThrough) {
   auto backend = make_cpu_backend();
-  Model q(*backend, tiny(TrainMode::qat)), f(*backend, tiny(TrainMode::fp32));
+  Model q(*backend, tiny_config(TrainMode::qat, 64)), f(*backend, tiny_config(TrainMode::fp32, 64));
   q.init(5);
   f.init(5);
   for (Param& p : q.params()) {
@@ -175,7 +168,7 @@ TEST(Model, QatGradientsAreStraightThrough) {
 // leaves zeroed gradients; the same step with apply = true does change the weights.
 TEST(Model, UpdateWithoutApplyWritesNothing) {
   auto backend = make_cpu_backend();
-  Model m(*backend, tiny(TrainMode::qat));
+  Model m(*backend, tiny_config(TrainMode::qat, 64));
   m.init(3);
   auto snapshot = [&] {
     std::map<std::string, std::vector<uint8_t>> s;
@@ -209,7 +202,7 @@ TEST(Model, UpdateWithoutApplyWritesNothing) {
 // decay, no clipping). Counting the skipped step would scale that by sqrt(1 + beta2) / (1 + beta1) ~ 0.73.
 TEST(Model, SkippedStepDoesNotCountForBiasCorrection) {
   auto backend = make_cpu_backend();
-  Model m(*backend, tiny(TrainMode::fp32));
+  Model m(*backend, tiny_config(TrainMode::fp32, 64));
   m.init(5);
   OptimConfig opt;
   opt.lr = 1e-2f;
@@ -250,7 +243,7 @@ TEST(Model, DeviceBackendsMatchCpu) {
     auto cpu = make_cpu_backend();
     for (TrainMode mode : {TrainMode::qat, TrainMode::fp32, TrainMode::qlora}) {
       SCOPED_TRACE(mode_name(mode));
-      Model a(*cpu, tiny(mode)), d(dev, tiny(mode));
+      Model a(*cpu, tiny_config(mode, 64)), d(dev, tiny_config(mode, 64));
       a.init(9);
       d.init(9);
       expect_models_train_alike(a, d, 4, [&](int step) { return make_batch(100 + step, 64); });

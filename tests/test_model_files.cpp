@@ -19,17 +19,13 @@
 #include "harness/cli_child.h"
 #include "harness/error_of.h"
 #include "harness/temp_files.h"
+#include "harness/model_helpers.h"
 
 namespace edgetrain::test {
 namespace {
 
 std::string tmp(const std::string& name) { return temp_path("model_files", name); }
 
-ModelConfig tiny(TrainMode mode) {
-  ModelConfig c = ModelConfig::preset("tiny");
-  c.mode = mode;
-  return c;
-}
 
 // ---- GGUF keys and tensors ----
 
@@ -72,7 +68,7 @@ V u32s(std::vector<uint32_t> v) {
 
 TEST(ModelFiles, GgufKeysAndTensorsThatChangeTheMathAreErrorsNamingThem) {
   auto be = make_cpu_backend();
-  Model m(*be, tiny(TrainMode::fp32));
+  Model m(*be, tiny_config(TrainMode::fp32));
   m.init(6);
   const std::string good = tmp("good.gguf"), bad = tmp("bad.gguf");
   save_gguf(good, m, GgufType::F32, make_byte_tokenizer().get());
@@ -142,7 +138,7 @@ TEST(ModelFiles, GgufKeysAndTensorsThatChangeTheMathAreErrorsNamingThem) {
 
 TEST(ModelFiles, KQuantImportReportsItsQ4Error) {
   auto be = make_cpu_backend();
-  ModelConfig c = tiny(TrainMode::fp32);
+  ModelConfig c = tiny_config(TrainMode::fp32);
   c.dim = 256, c.n_heads = 4, c.ffn_dim = 256;  // rows of whole Q4_K super-blocks
   Model m(*be, c);
   m.init(8);
@@ -200,7 +196,7 @@ std::string run_cli(const std::string& args, int* status = nullptr) {
 
 TEST(ModelFiles, CliConvertsToKQuantsAndInfoSaysWhy) {
   auto be = make_cpu_backend();
-  ModelConfig c = tiny(TrainMode::fp32);
+  ModelConfig c = tiny_config(TrainMode::fp32);
   c.dim = 256, c.n_heads = 4, c.ffn_dim = 256, c.vocab = 256;
   Model m(*be, c);
   m.init(9);

@@ -17,6 +17,7 @@
 #include "train/run.h"
 #include "harness/error_of.h"
 #include "harness/temp_files.h"
+#include "harness/model_helpers.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -26,11 +27,6 @@ namespace {
 
 std::string tmp(const std::string& name) { return temp_path("model_files", name); }
 
-ModelConfig tiny(TrainMode mode) {
-  ModelConfig c = ModelConfig::preset("tiny");
-  c.mode = mode;
-  return c;
-}
 
 // ---- Hugging Face config.json ----
 
@@ -102,7 +98,7 @@ json v4_config(const ModelConfig& c) {
 
 TEST(ModelFiles, HfConfigOfTransformers5IsRead) {
   auto be = make_cpu_backend();
-  ModelConfig c = tiny(TrainMode::fp32);
+  ModelConfig c = tiny_config(TrainMode::fp32);
   c.rope_theta = 500000.0f;  // not the default: a reader that misses rope_parameters gets 10000
   Model m(*be, c);
   m.init(3);
@@ -135,7 +131,7 @@ TEST(ModelFiles, HfConfigOfTransformers5IsRead) {
 // transformers writes it: scale the low frequencies, blend the middle band), and the import computes with them.
 TEST(ModelFiles, HfLlama3RopeScalingAndHeadDimAreRead) {
   auto be = make_cpu_backend();
-  ModelConfig c = tiny(TrainMode::fp32);
+  ModelConfig c = tiny_config(TrainMode::fp32);
   c.rope_theta = 500000.0f;
   c.head_size = 24;  // dim 32, 2 heads: q has 48 rows
   c.n_kv_heads = 1;
@@ -188,7 +184,7 @@ TEST(ModelFiles, HfQwen2AndQwen3AreRead) {
   const std::string dir = tmp("hf_qwen");
   for (const char* arch : {"qwen2", "qwen3"}) {
     SCOPED_TRACE(arch);
-    ModelConfig c = tiny(TrainMode::fp32);
+    ModelConfig c = tiny_config(TrainMode::fp32);
     c.arch = arch;
     c.rope_theta = 1000000.0f;
     if (c.arch == "qwen3") c.head_size = 24;
@@ -230,7 +226,7 @@ TEST(ModelFiles, HfQwen2AndQwen3AreRead) {
 // or no shorter than the context, so the attention is the same.
 TEST(ModelFiles, HfMistralIsReadAsLlama) {
   auto be = make_cpu_backend();
-  const ModelConfig c = tiny(TrainMode::fp32);
+  const ModelConfig c = tiny_config(TrainMode::fp32);
   Model m(*be, c);
   m.init(6);
   const std::string dir = tmp("hf_mistral");
@@ -248,7 +244,7 @@ TEST(ModelFiles, HfMistralIsReadAsLlama) {
 
 TEST(ModelFiles, HfFieldsThatChangeTheMathAreErrorsNamingThem) {
   auto be = make_cpu_backend();
-  const ModelConfig c = tiny(TrainMode::fp32);
+  const ModelConfig c = tiny_config(TrainMode::fp32);
   Model m(*be, c);
   m.init(4);
   const std::string dir = tmp("hfbad");

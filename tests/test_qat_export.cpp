@@ -29,13 +29,6 @@ namespace {
 
 std::string tmp(const std::string& name) { return temp_path("qat_export", name); }
 
-ModelConfig tiny(TrainMode mode) {
-  ModelConfig c = ModelConfig::preset("tiny");
-  c.mode = mode;
-  c.vocab = 64;
-  return c;
-}
-
 std::vector<int32_t> prompt() {
   std::vector<int32_t> t;
   for (int i = 0; i < 24; ++i) t.push_back((i * 37 + 5) % 64);
@@ -104,7 +97,7 @@ TEST(QatExport, ScalesAreFp16ValuesAndQuantizeKeepsQ4Values) {
 TEST(QatExport, EveryGgufExportOfADriftedQatModelIsTheModel) {
   auto be = make_cpu_backend();
   for (int64_t gs : {32, 64}) {
-    ModelConfig c = tiny(TrainMode::qat);
+    ModelConfig c = tiny_config(TrainMode::qat, 64);
     c.group_size = gs;
     Model m(*be, c);
     m.init(5);
@@ -151,13 +144,13 @@ TEST(QatExport, EveryGgufExportOfADriftedQatModelIsTheModel) {
 
 TEST(QatExport, CheckpointAndExecuTorchKeepTheCodes) {
   auto be = make_cpu_backend();
-  Model m(*be, tiny(TrainMode::qat));
+  Model m(*be, tiny_config(TrainMode::qat, 64));
   m.init(6);
   plant_drift(m);
   const auto want = logits(m);
   const std::string ck = tmp("drift.safetensors");
   save_checkpoint(ck, m);
-  Model back(*be, tiny(TrainMode::qat));
+  Model back(*be, tiny_config(TrainMode::qat, 64));
   load_checkpoint(ck, back);
   EXPECT_EQ(logits(back), want);
   // ExecuTorch: the interchange codes and scales are ours.
@@ -174,7 +167,7 @@ TEST(QatExport, CheckpointAndExecuTorchKeepTheCodes) {
 
 TEST(QatExport, MergedQloraExportIsBasePlusAdapters) {
   auto be = make_cpu_backend();
-  ModelConfig c = tiny(TrainMode::qlora);
+  ModelConfig c = tiny_config(TrainMode::qlora, 64);
   c.lora_targets = "q,v,down";
   Model m(*be, c);
   m.init(7);
@@ -202,7 +195,7 @@ TEST(QatExport, MergedQloraExportIsBasePlusAdapters) {
 
 TEST(QatExport, OlderCheckpointScalesThatAreNotFp16AreRequantizedWithAWarning) {
   auto be = make_cpu_backend();
-  Model m(*be, tiny(TrainMode::qat));
+  Model m(*be, tiny_config(TrainMode::qat, 64));
   m.init(8);
   Param& p = m.param("layers.1.feed_forward.w2.weight");
   auto s = be->to_vector<float>(p.scales);
@@ -218,7 +211,7 @@ TEST(QatExport, OlderCheckpointScalesThatAreNotFp16AreRequantizedWithAWarning) {
 
 TEST(QatExport, InfoReportsTheShareOfMastersOutsideTheRange) {
   auto be = make_cpu_backend();
-  Model m(*be, tiny(TrainMode::qat));
+  Model m(*be, tiny_config(TrainMode::qat, 64));
   m.init(9);
   const std::string clean = tmp("clean.safetensors");
   save_checkpoint(clean, m);
@@ -262,7 +255,7 @@ OptimConfig qat_opt(int steps) {
 // outside, up to ~50 scales out.
 TEST(QatTraining, MastersStayWithinHalfAStepOfTheirWeights) {
   auto be = make_cpu_backend();
-  Model m(*be, tiny(TrainMode::qat));
+  Model m(*be, tiny_config(TrainMode::qat, 64));
   m.init(10);
   Param& p = m.param("layers.0.feed_forward.w2.weight");
   const auto scales = be->to_vector<float>(p.scales);

@@ -16,6 +16,14 @@
 
 namespace edgetrain::test {
 
+// The tiny preset in `mode`; a vocab > 0 replaces its vocabulary (a small one keeps the head cheap).
+inline ModelConfig tiny_config(TrainMode mode, int64_t vocab = 0) {
+  ModelConfig c = ModelConfig::preset("tiny");
+  c.mode = mode;
+  if (vocab > 0) c.vocab = vocab;
+  return c;
+}
+
 // Two models, one on the CPU backend and one on a device backend, trained side by side on the same batches:
 // the first step's gradients and every step's loss must agree. make_batch(step) returns something with tokens, labels, B and T.
 template <class MakeBatch>
