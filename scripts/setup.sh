@@ -419,7 +419,7 @@ install_llamacpp() {
   local node_major
   node_major=$(node -p 'process.versions.node.split(".")[0]')
   if (( node_major < 20 )); then
-    warn "node-llama-cpp $LLAMACPP_NPM_VER needs Node.js >= 20, node is $(node --version): llama.cpp not installed, tests/test_llamacpp.cpp will be SKIPPED"
+    warn "node-llama-cpp $LLAMACPP_NPM_VER needs Node.js >= 20, node is $(node --version): llama.cpp not installed, the tests of tests/test_llamacpp*.cpp will be SKIPPED"
     SUMMARY+=("llamacpp: NOT installed (Node.js $(node --version) < 20)"); return 0
   fi
   grep -q "\"node_modules/node-llama-cpp\": {" "$src/package-lock.json" \

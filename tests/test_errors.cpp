@@ -2,7 +2,7 @@
 // unsupported, device, io, numeric), and a --backend list (first_that_starts, the loop behind make_backend
 // and train()'s start-up) moves on after device and unsupported errors only, whatever the message says:
 // input errors raised inside the Vulkan backend are the error, a pipeline the driver cannot create falls
-// back with a notice. The CLI's exit status per kind is checked in test_reliability.cpp.
+// back with a notice. The CLI's exit status per kind is checked in test_reliability*.cpp.
 #include <sys/stat.h>
 #include <unistd.h>
 

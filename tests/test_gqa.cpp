@@ -2,7 +2,7 @@
 // counts, finite-difference gradients on every backend, equality with a multi-head model whose K/V weights
 // repeat the GQA ones per group (forward logits and the group-summed weight gradients), device backends
 // against the CPU backend, the KV cache against a full forward, checkpoints, and a short training run.
-// Interop (GGUF/HF import and export of GQA models) is in test_interop.cpp.
+// Interop (GGUF/HF import and export of GQA models) is in test_interop.cpp and test_interop_hf.cpp.
 #include <gtest/gtest.h>
 
 #include <algorithm>

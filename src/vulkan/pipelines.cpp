@@ -12,7 +12,7 @@ Pipelines::Pipelines(Context& ctx) : ctx_(ctx) {
   // compute-pipeline creation of this backend fail the way a driver that cannot compile a shader does: an
   // error VkResult and no pipeline. Nothing invalid reaches the driver (the validation layer, on in tests,
   // would report that first); the error path of get() runs exactly as for a real failure. Used by
-  // tests/test_reliability.cpp and tests/cli_smoke.sh; never set it otherwise.
+  // tests/test_reliability_devices.cpp and tests/cli_smoke.sh; never set it otherwise.
   const char* fault = std::getenv("EDGETRAIN_VK_FAULT");
   fail_pipelines_ = fault != nullptr && std::strcmp(fault, "pipeline") == 0;
   VkPipelineCacheCreateInfo ci{VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO};
