@@ -9,6 +9,7 @@
 
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <string>
 
 namespace edgetrain::test {
@@ -46,19 +47,21 @@ struct TempDir {
   std::string str() const { return path.string(); }
 };
 
-// A fixture with a fresh folder per test ($TMPDIR/edgetrain_st_<pid>_<suite>_<test>), removed afterwards.
+// A fixture with a TempDir of its own per test (prefix: the suite, name: the test), created empty.
 class TempDirTest : public ::testing::Test {
  protected:
   std::filesystem::path dir;
   void SetUp() override {
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir = std::filesystem::temp_directory_path() / ("edgetrain_st_" + std::to_string(::getpid()) + "_" +
-                                                    info->test_suite_name() + "_" + info->name());
-    std::filesystem::remove_all(dir);
+    tmp_ = std::make_unique<TempDir>(info->test_suite_name(), info->name());
+    dir = tmp_->path;
     std::filesystem::create_directories(dir);
   }
-  void TearDown() override { std::filesystem::remove_all(dir); }
+  void TearDown() override { tmp_.reset(); }
   std::string path(const std::string& name) const { return (dir / name).string(); }
+
+ private:
+  std::unique_ptr<TempDir> tmp_;
 };
 
 }  // namespace edgetrain::test
