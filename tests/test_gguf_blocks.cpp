@@ -24,11 +24,6 @@
 namespace edgetrain::test {
 namespace {
 
-#define SKIP_WITHOUT_LLAMACPP()                                                         \
-  do {                                                                                  \
-    if (std::string why = llamacpp_missing_reason(); !why.empty()) GTEST_SKIP() << why; \
-  } while (0)
-
 void put_half(uint8_t* p, float v) {
   const uint16_t h = f32_to_f16(v);
   ASSERT_EQ(f16_to_f32(h), v) << "test value not an fp16 value";

@@ -63,7 +63,7 @@ constexpr double kF16OfRange = 1.0 / 512;
 constexpr double kAdapterMatters = 0.05;
 
 TEST(LlamaCppLora, AdapterGivesOurLogProbs) {
-  if (std::string why = llamacpp_missing_reason(); !why.empty()) GTEST_SKIP() << why;
+  SKIP_WITHOUT_LLAMACPP();
   auto tok = make_byte_tokenizer();
   for (const std::string arch : {"llama", "qwen2", "qwen3"}) {
     SCOPED_TRACE(arch);

@@ -231,7 +231,7 @@ std::string escaped(const std::string& s) { return nlohmann::json(s).dump(); }
 
 // Byte-level BPE over `pre` against llama.cpp on a GGUF model file carrying the vocabulary.
 void expect_llamacpp_tokenizes_alike(const std::string& pre) {
-  if (std::string why = llamacpp_missing_reason(); !why.empty()) GTEST_SKIP() << why;
+  SKIP_WITHOUT_LLAMACPP();
   const GgufVocab v = bpe_vocab(pre);
   auto tok = make_gguf_tokenizer(v, "test");
   const std::string path = temp_path("pretokenize", pre + ".gguf");
@@ -284,7 +284,7 @@ std::vector<std::string> llamacpp_regexes(PreTokenizer p) {
 // The pieces themselves against llama.cpp's pre-tokenizer (its unicode_regex_split, called in libllama), on
 // 20000 texts per pre-tokenizer: no vocabulary in between, so every boundary counts.
 TEST(PreTokenizerLlamaCpp, PiecesMatchLlamaCppSplit) {
-  if (std::string why = llamacpp_missing_reason(); !why.empty()) GTEST_SKIP() << why;
+  SKIP_WITHOUT_LLAMACPP();
   const GgmlRef& ref = ggml_ref();
   const std::vector<std::string> texts = comparison_texts(20000, 101);
   for (const char* name : {"gpt-2", "llama-bpe", "qwen2", "smollm", "default"}) {
@@ -308,7 +308,7 @@ TEST(PreTokenizerLlamaCpp, PiecesMatchLlamaCppSplit) {
 
 // The character classes against llama.cpp's for every code point: \s, \p{L}, \p{N} (classify) and \p{P}.
 TEST(PreTokenizerLlamaCpp, UnicodeClassesMatchLlamaCpp) {
-  if (std::string why = llamacpp_missing_reason(); !why.empty()) GTEST_SKIP() << why;
+  SKIP_WITHOUT_LLAMACPP();
   const GgmlRef& ref = ggml_ref();
   size_t differ = 0;
   for (uint32_t cp = 0; cp < 0x110000; ++cp) {
@@ -327,7 +327,7 @@ TEST(PreTokenizerLlamaCpp, UnicodeClassesMatchLlamaCpp) {
 
 // "gpt2" is not a value llama.cpp knows either: both refuse a file that has it.
 TEST(PreTokenizerLlamaCpp, UnknownPreIsRefusedByBoth) {
-  if (std::string why = llamacpp_missing_reason(); !why.empty()) GTEST_SKIP() << why;
+  SKIP_WITHOUT_LLAMACPP();
   const std::string good = temp_path("pretokenize", "good.gguf"), bad = temp_path("pretokenize", "gpt2.gguf");
   write_model(good, *make_gguf_tokenizer(bpe_vocab("gpt-2"), "test"));
   ASSERT_EQ(run_llama_tokenize(good, {"x"}).size(), 1u);

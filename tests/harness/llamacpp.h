@@ -31,6 +31,11 @@ std::string llamacpp_dir();
 // Why the llama.cpp tests cannot run ("" when they can): the pinned node-llama-cpp is not installed there.
 // Only this skips them; a broken install, a missing `node` or a failing run is a test failure.
 std::string llamacpp_missing_reason();
+// Skips the running test, saying why, where llama.cpp is not installed.
+#define SKIP_WITHOUT_LLAMACPP()                                                         \
+  do {                                                                                  \
+    if (std::string why = llamacpp_missing_reason(); !why.empty()) GTEST_SKIP() << why; \
+  } while (0)
 
 struct LlamaRefRequest {
   std::string prompt;                         // tokenized by llama.cpp; or, when empty:

@@ -19,11 +19,6 @@
 
 namespace edgetrain::test {
 
-#define SKIP_WITHOUT_LLAMACPP()                                                      \
-  do {                                                                               \
-    if (std::string why = llamacpp_missing_reason(); !why.empty()) GTEST_SKIP() << why; \
-  } while (0)
-
 // A temp file of the llama.cpp tests.
 std::string llamacpp_tmp(const std::string& name);
 
