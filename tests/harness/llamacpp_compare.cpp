@@ -1,4 +1,4 @@
-// What harness/llamacpp_compare.h declares.
+// What harness/llamacpp_compare.h declares (its comments say what each does).
 #include "harness/llamacpp_compare.h"
 
 #include <algorithm>
@@ -15,8 +15,6 @@ namespace edgetrain::test {
 
 std::string llamacpp_tmp(const std::string& name) { return temp_path("llamacpp", name); }
 
-// A briefly trained model of config `c` (byte vocabulary, context kContext): AdamW on random windows of
-// kText, so its weights and logits are far from their initial values.
 std::unique_ptr<Model> trained(Backend& be, ModelConfig c, TrainMode mode, int steps, float lr) {
   c.mode = mode;
   c.max_seq = kContext;
@@ -48,7 +46,6 @@ std::unique_ptr<Model> trained_tiny(Backend& be, TrainMode mode, int steps, floa
   return trained(be, ModelConfig::preset("tiny"), mode, steps, lr);
 }
 
-
 std::vector<double> log_softmax(const float* x, int64_t V) {
   const double mx = *std::max_element(x, x + V);
   double sum = 0;
@@ -75,14 +72,6 @@ double range_of(const float* x, int64_t V) {
   return static_cast<double>(*hi) - *lo;
 }
 
-// Compares edgetrain's logits rows [rows, V] (as log-softmax) with llama.cpp's log-probability rows;
-// returns each row's largest |difference|. With max_shift, up to one constant per row: node-llama-cpp
-// normalizes the probabilities it hands out with a float sum over the vocabulary (llama/addon/AddonContext.cpp: `float sum = 0.0f; ... sum += prob;`), whose
-// rounding error grows with the vocabulary: over 128,256 terms it shifts a whole row of llama.cpp's
-// log-probabilities by log(sum_fp32 / sum), measured up to 2e-3 (1.4e-4 R, 9 times kF32) where edgetrain's
-// logits agree to 1e-5 R. So each row is compared after removing that shift, read off at edgetrain's top
-// token (log p = -log(sum) there in llama.cpp, exp(0) being exact), and the shift itself must stay within the
-// bound of a float sum of n positive terms, (n - 1) 2^-24 relative; *max_shift gets the largest.
 std::vector<double> compare_rows(const std::vector<float>& logits, int64_t V, const std::vector<std::vector<double>>& ref,
                                  int64_t first_pos, Tol tol, Stats& s, double* max_shift) {
   std::vector<double> row_max(ref.size(), INFINITY);
@@ -123,12 +112,6 @@ std::vector<double> compare_rows(const std::vector<float>& logits, int64_t V, co
   return row_max;
 }
 
-// Checks llama.cpp on the GGUF file `path` (byte tokenizer) against edgetrain's model `m` on kPrompt:
-// the prompt's tokenization, the log-softmax after every prompt and generated position within `tol`, the
-// argmax after every prompt position and the greedy continuation, token for token as long as edgetrain's
-// top-2 gap at that position exceeds twice the largest difference measured there (two log-probabilities
-// that each differ by at most that much cannot swap, so llama.cpp must pick the same token). Returns the
-// number of leading greedy tokens beyond doubt (all of them compared equal).
 size_t expect_llamacpp_agrees_on(Model& m, const std::string& path, const std::string& name, Tol tol) {
   auto tok = make_byte_tokenizer();
   LlamaRef ref;
@@ -209,8 +192,6 @@ size_t expect_llamacpp_agrees_on(Model& m, const std::string& path, const std::s
   return certain;
 }
 
-
-// Exports `m` as `type` with the byte tokenizer and checks llama.cpp on that file against `m`.
 size_t expect_llamacpp_agrees(Model& m, GgufType type, const std::string& name, Tol tol) {
   auto tok = make_byte_tokenizer();
   const std::string path = llamacpp_tmp(name + ".gguf");
