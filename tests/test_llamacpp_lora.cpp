@@ -14,6 +14,7 @@
 #include "edgetrain/interop.h"
 #include "edgetrain/tokenizer.h"
 #include "harness/llamacpp.h"
+#include "harness/llamacpp_compare.h"
 #include "harness/lora_helpers.h"
 #include "harness/temp_files.h"
 
@@ -33,13 +34,12 @@ Deviation deviation(const std::vector<float>& logits, int64_t V, const LlamaRef&
   EXPECT_EQ(ref.logprobs.size() * static_cast<size_t>(V), logits.size()) << "llama.cpp's row count";
   for (size_t r = 0; r < ref.logprobs.size() && (r + 1) * V <= logits.size(); ++r) {
     const float* x = logits.data() + r * V;
-    const double mx = *std::max_element(x, x + V), mn = *std::min_element(x, x + V);
-    double sum = 0;
-    for (int64_t v = 0; v < V; ++v) sum += std::exp(static_cast<double>(x[v]) - mx);
+    const std::vector<double> ours = log_softmax(x, V);
+    const double range = range_of(x, V);
     for (int64_t v = 0; v < V; ++v) {
-      const double ours = x[v] - mx - std::log(sum), diff = std::fabs(ref.logprobs[r][v] - ours);
-      d.of_range = std::max(d.of_range, diff / (mx - mn));  // inf when llama.cpp's probability underflowed
-      d.relative = std::max(d.relative, diff / std::fabs(ours));
+      const double diff = std::fabs(ref.logprobs[r][v] - ours[v]);
+      d.of_range = std::max(d.of_range, diff / range);  // inf when llama.cpp's probability underflowed
+      d.relative = std::max(d.relative, diff / std::fabs(ours[v]));
     }
   }
   return d;
