@@ -13,6 +13,7 @@
 #include "edgetrain/error.h"
 #include "edgetrain/model.h"
 #include "edgetrain/tokenizer.h"
+#include "harness/cli_child.h"
 #include "harness/error_of.h"
 #include "harness/gguf_vocab.h"
 #include "harness/temp_files.h"
@@ -25,13 +26,7 @@ namespace {
 using namespace edgetrain;
 using namespace edgetrain::training;
 using edgetrain::test::error_of;
-
-std::string slurp_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using edgetrain::test::slurp;
 
 const std::vector<ChatMessage> kConversation = {{"system", "You are terse."},
                                                 {"user", "Hi there"},
@@ -41,7 +36,7 @@ const std::vector<ChatMessage> kConversation = {{"system", "You are terse."},
 
 TEST(ChatTemplate, RendersTheHandWrittenExpectations) {
   const auto expected =
-      nlohmann::json::parse(slurp_file(std::string(EDGETRAIN_SOURCE_DIR) + "/tests/data/chat_templates/expected.json"));
+      nlohmann::json::parse(slurp(std::string(EDGETRAIN_SOURCE_DIR) + "/tests/data/chat_templates/expected.json"));
   for (const std::string& name : chat_template_names()) {
     SCOPED_TRACE(name);
     ASSERT_TRUE(expected.contains(name)) << "no expected rendering for " << name;

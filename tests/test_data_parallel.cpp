@@ -106,13 +106,6 @@ void expect_losses_alike(const std::vector<double>& got, const std::vector<doubl
     EXPECT_NEAR(got[i], want[i], 1e-4 + 1e-4 * std::fabs(want[i])) << "step " << i + 1;  // the suite's model tolerance
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 // 2 ranks x 2 sequences = 1 rank x 4 sequences: the same global batch, the same run up to the order in
 // which the gradient sums are added (fp32: within the tolerance the suite uses for models).
 TEST(DataParallel, TwoRanksTrainLikeOneOnTheSameGlobalBatch) {
@@ -149,7 +142,7 @@ TEST(DataParallel, RerunsAreBitIdenticalAndTheReductionSizeIsReported) {
   Outcome rb = sh(mpirun(2) + train_cmd(b, "--backend cpu --steps 12"));
   ASSERT_EQ(rb.status, 0) << rb.output;
   EXPECT_EQ(losses(a), losses(b));
-  EXPECT_EQ(read_file(a + "/checkpoint.safetensors"), read_file(b + "/checkpoint.safetensors"));
+  EXPECT_EQ(slurp(a + "/checkpoint.safetensors"), slurp(b + "/checkpoint.safetensors"));
   // Every trainable tensor's fp32 gradient travels once per step.
   auto be = make_cpu_backend();
   Model m(*be, read_checkpoint_config(a + "/checkpoint.safetensors"));
