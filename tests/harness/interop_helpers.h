@@ -11,14 +11,14 @@
 
 #include "edgetrain/interop.h"
 #include "edgetrain/model.h"
+#include "harness/model_helpers.h"
 #include "harness/temp_files.h"
 
 namespace edgetrain::test {
 
+// The tiny preset with a 64-token vocabulary, its head tied or its own.
 inline ModelConfig tiny(TrainMode mode, bool tied = false) {
-  ModelConfig c = ModelConfig::preset("tiny");
-  c.mode = mode;
-  c.vocab = 64;
+  ModelConfig c = tiny_config(mode, 64);
   c.tied_head = tied;
   return c;
 }
