@@ -15,6 +15,14 @@
 namespace edgetrain::test {
 namespace {
 
+// The shape lead[0] x ... x lead[n-1] x last (a batch of rows of `last` values).
+Shape lead_plus(const std::vector<int64_t>& lead, int64_t last) {
+  int64_t d[kMaxRank];
+  for (size_t i = 0; i < lead.size(); ++i) d[i] = lead[i];
+  d[lead.size()] = last;
+  return Shape::of(d, static_cast<int>(lead.size()) + 1);
+}
+
 std::string dims_name(const std::vector<int64_t>& lead) {
   std::string s = "M";
   for (size_t i = 0; i < lead.size(); ++i) s += (i ? "x" : "") + std::to_string(lead[i]);

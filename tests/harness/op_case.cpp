@@ -24,13 +24,6 @@ Tolerance tol::cross_entropy(int64_t R, int64_t V) {
   return {std::max(r.atol, transcendental.atol), std::max(r.rtol, transcendental.rtol)};
 }
 
-Shape lead_plus(const std::vector<int64_t>& lead, int64_t last) {
-  int64_t d[kMaxRank];
-  for (size_t i = 0; i < lead.size(); ++i) d[i] = lead[i];
-  d[lead.size()] = last;
-  return Shape::of(d, static_cast<int>(lead.size()) + 1);
-}
-
 // Each fp16 operand carries a relative rounding error |d| <= u = 2^-11 (round to nearest; values below
 // 2^-14 are off by at most 2^-25 absolute, negligible here), so one product a*b moves by at most
 // (2u + u^2)|a b| <= 2.001 u mag. The errors of the K terms are independent and centred, so the sum's

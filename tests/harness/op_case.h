@@ -36,9 +36,6 @@ Tolerance f16_operands(int64_t K, double mag);
 Tolerance cross_entropy(int64_t R, int64_t V);
 }  // namespace tol
 
-// The shape lead[0] x ... x lead[n-1] x last (a batch of rows of `last` values).
-Shape lead_plus(const std::vector<int64_t>& lead, int64_t last);
-
 struct OpCase {
   std::string name;  // shown in failures, e.g. "M1_K33_N17_gs32"
   Op op;
