@@ -1,0 +1,77 @@
+// The shared parts of `edgetrain bench` (bench.h): replay timing and statistics, the peer's figures, the report.
+#include <algorithm>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+
+#include "edgetrain/error.h"
+#include "tools/bench.h"
+
+namespace edgetrain::cli::bench {
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+double process_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+Stats stats(std::vector<double> v) {
+  Stats s;
+  if (v.empty()) return s;
+  std::sort(v.begin(), v.end());
+  s.n = static_cast<int>(v.size());
+  s.min = v.front();
+  s.median = v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+  return s;
+}
+
+std::vector<double> time_replays(Program& prog, int warmup, int reps, double budget) {
+  auto start = Clock::now();
+  for (int i = 0; i < warmup && (i == 0 || seconds_since(start) < budget / 4); ++i) prog.replay();
+  std::vector<double> t;
+  start = Clock::now();
+  for (int i = 0; i < reps; ++i) {
+    if (i >= 1 && seconds_since(start) > budget) break;
+    auto t0 = Clock::now();
+    prog.replay();
+    t.push_back(seconds_since(t0));
+  }
+  return t;
+}
+
+const json* Peer::op(const std::string& id) const {
+  if (!loaded || !doc.contains("cases") || !doc["cases"].contains(id)) return nullptr;
+  const json& e = doc["cases"][id];
+  return e.contains("ms") && e["ms"].is_number() ? &e : nullptr;
+}
+const json* Peer::step(const std::string& id) const {
+  if (!loaded || !doc.contains("step") || !doc["step"].contains(id)) return nullptr;
+  return &doc["step"][id];
+}
+
+Peer load_peer(const std::string& file) {
+  Peer p;
+  if (file.empty()) return p;
+  std::ifstream in(file);
+  ET_CHECK_KIND(ErrorKind::io, in.good(), "bench: cannot read --peer '", file, "'");
+  try {
+    p.doc = json::parse(in);
+  } catch (const std::exception& e) {
+    fail("bench: --peer '", file, "' is not valid JSON: ", e.what());
+  }
+  p.loaded = true;
+  return p;
+}
+
+void Report::save() const {
+  if (file.empty()) return;
+  std::ofstream out(file + ".tmp");
+  out << doc.dump(2) << "\n";
+  out.close();
+  ET_CHECK_KIND(ErrorKind::io, out.good(), "bench: cannot write '", file, "'");
+  std::rename((file + ".tmp").c_str(), file.c_str());
+}
+
+}  // namespace edgetrain::cli::bench
