@@ -64,6 +64,27 @@ TEST(AttentionCm2, CatalogueF16Cases) {
   EXPECT_NE(report.find("attention_cm2_copy16 "), std::string::npos) << "read from fp16 copies:\n" << report;
 }
 
+// The attention backward (attention_cm2_backward.comp, every pass) on the fp16 copies that
+// attention_coop_copy16.comp writes: GQA (the heads' shares summed), packed samples, S > T, partial blocks,
+// every head dim it takes.
+TEST(AttentionCm2, BackwardCatalogueF16Cases) {
+  std::unique_ptr<Backend> be = cm2_backend("edgetrain_cm2_attention_backward_profile.txt");
+  CM2_OR_SKIP(be)
+  int eligible = 0;
+  for (const OpCase& c : cases_for(Op::attention_backward))
+    if (c.f16_vs_fp32) eligible += c.in[1].shape()[3] % 16 == 0 ? 1 : 0;
+  check_f16_cases(*be, Op::attention_backward);
+  EXPECT_GE(eligible, 15);
+  // Each case's program lists its kernels once: every eligible case took the cm2 kernel (the others,
+  // attention_coop_backward.comp).
+  const std::string report = dynamic_cast<vk::VulkanBackend&>(*be).profiler()->report();
+  int cm2_programs = 0;
+  for (size_t at = report.find("attention_cm2_backward (attention_backward)"); at != std::string::npos;
+       at = report.find("attention_cm2_backward (attention_backward)", at + 1))
+    ++cm2_programs;
+  EXPECT_EQ(cm2_programs, eligible) << report;
+}
+
 // Every product with the f16 flag (mm, bmm, linear, linear_dW and the 4-bit GEMMs): the tensor-core path
 // forced onto every shape (EDGETRAIN_VK_COOPMAT=all) takes gemm_cm2.comp, with split-K wherever allowed
 // (EDGETRAIN_VK_GEMM_SPLITK=all): k-major and row-major parts, batches, bias, alpha, accumulation, partial

@@ -1,8 +1,8 @@
 // Vulkan encoders of the Llama-block family: rms_norm (+backward), rope (+backward), silu_mul (+backward),
 // embedding (+backward, a deterministic scatter-add), gather and causal attention (+backward). Kernels:
 // shaders/rms_norm*.comp, rope.comp, silu_mul*.comp, embedding*.comp, gather.comp, attention*.comp (the
-// f16 flag on devices with cooperative matrices: attention_coop*.comp, on the tensor cores; the forward on
-// devices with cooperative matrices 2: cm2/attention_cm2.comp).
+// f16 flag on devices with cooperative matrices: attention_coop*.comp, on the tensor cores; on devices with
+// cooperative matrices 2: cm2/attention_cm2.comp and cm2/attention_cm2_backward.comp).
 #include <algorithm>
 
 #include "attention.spv.h"
@@ -13,6 +13,7 @@
 #include "attention_coop_copy16.spv.h"
 #if EDGETRAIN_VK_CM2
 #include "attention_cm2.spv.h"
+#include "attention_cm2_backward.spv.h"
 #endif
 #include "core/attention_tiles.h"
 #include "embedding.spv.h"
@@ -323,11 +324,52 @@ void encode_attention(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   out.dispatches.push_back(attention_dispatch(gpu::AttnKernel::forward, a, coop_attention_rows(c, a, ctx), {}, c, ctx));
 }
 
+namespace {
+// The cooperative-matrix-2 backward (cm2/attention_cm2_backward.comp), where the forward takes cm2 and the
+// fp16 copies of q, dout, k and v (attention_coop_copy16.comp, AttnCopies) fit one binding with element
+// offsets below 2^32 (with GQA, each query head's shares of dk and dv after them too): the copies, then dq
+// (which writes D), then dk/dv (with GQA the shares, then their sums). False (nothing appended) elsewhere.
+// H200 figures: docs/PERFORMANCE.md (twenty-second session).
+bool encode_attention_backward_cm2(const OpCall& c, const AttnShape& a, const EncodeContext& ctx, Encoded& out) {
+#if EDGETRAIN_VK_CM2
+  if (!cm2_attention(c, a, ctx) || a.T == 0) return false;
+  const AttnCopies cp = attention_copies(a, gpu::kAttnCoopRows, ctx);
+  if (!cp.on || cp.bytes / 2 >= (uint64_t{1} << 32)) return false;
+  const bool gqa = a.H != a.KV;
+  const uint64_t share = uint64_t(a.B) * a.S * a.H * a.hd;  // floats of one gradient's shares
+  const uint64_t bytes = gqa ? cp.bytes + 2 * share * 4 : cp.bytes;
+  if (bytes > ctx.max_storage_range || bytes / 4 >= (uint64_t{1} << 32)) return false;
+  const uint32_t part = static_cast<uint32_t>(cp.bytes / 4);
+  out.pooled_scratch_bytes = static_cast<size_t>(bytes);
+  out.dispatches.push_back(attention_copy16_dispatch(cp, ctx));
+  const uint32_t has_pos = c.in.size() > 6 && c.in[6].defined() ? 1u : 0u;
+  for (uint32_t mode : {0u, 1u, 2u}) {
+    if (mode == 2 && !gqa) break;
+    const uint32_t blocks = static_cast<uint32_t>(ceil_div(mode == 0 ? a.T : a.S, 64));
+    Dispatch d(ET_VK_KERNEL(attention_cm2_backward), {a.hd, has_pos, mode});
+    d.arg(a.B).arg(a.T).arg(a.S).arg(a.H).arg(a.KV).arg(a.hd).arg(blocks).arg(ctx.float_index[0]);
+    d.arg(cp.q16).arg(cp.d16).arg(cp.k16).arg(cp.v16).arg(part);
+    d.pooled_known = true;  // dq writes D at the scratch's start, dk/dv (GQA) the shares; all read the copies
+    d.pooled_begin = mode == 1 && gqa ? cp.bytes : 0;
+    d.pooled_end = mode == 0 ? cp.d_bytes : mode == 1 && gqa ? bytes : 0;
+    if (mode == 2) grid_1d(ceil_div(2 * uint64_t(a.B) * a.S * a.KV * a.hd, 128), ctx, d.groups);
+    else grid_1d(uint64_t(a.B) * a.H * blocks, ctx, d.groups);
+    out.dispatches.push_back(d);
+  }
+  return true;
+#else
+  (void)c, (void)a, (void)ctx, (void)out;
+  return false;
+#endif
+}
+}  // namespace
+
 // dq (which writes D = rowsum(dout * out) to scratch), then dk/dv, which reads D; with B16 the fp16 copies
 // of q, dout, k and v first.
 void encode_attention_backward(const OpCall& c, const EncodeContext& ctx, Encoded& out) {
   const AttnShape a = attention_shape(c, 1);
   if (uint64_t(a.B) * a.S == 0) return;
+  if (encode_attention_backward_cm2(c, a, ctx, out)) return;
   const uint32_t coop_rows = coop_attention_rows(c, a, ctx);
   const AttnCopies cp = attention_copies(a, coop_rows, ctx);
   out.pooled_scratch_bytes = static_cast<size_t>(cp.bytes);  // D (and the copies), within the call
