@@ -193,11 +193,7 @@ void dq_block(uint wid, uint sg, uint lane) {
 // Whether a query of tile [t0, t0 + BR) sees a key of [c0, cend) (HAS_POS; without it every tile from tbeg
 // does). Every invocation reads the same positions: uniform.
 bool tile_sees(uint b, uint t0, uint c0, uint cend, uint off) {
-  if (HAS_POS == 0u) return true;
-  const uint nq = min(BR, p.T - t0);
-  for (uint r = 0u; r < nq; ++r)
-    if (first_key(b, t0 + r) < cend && t0 + r + off >= c0) return true;
-  return false;
+  return HAS_POS == 0u || block_sees(b, t0, min(BR, p.T - t0), c0, cend, off);
 }
 // The first query tile number >= i that sees a key of the block, or total.
 uint next_tile(uint b, uint i, uint ntiles, uint total, uint tbeg, uint c0, uint cend, uint off) {

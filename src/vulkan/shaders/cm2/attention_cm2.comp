@@ -48,6 +48,7 @@ layout(push_constant) uniform P {
 #define ACC(C) coopmat<float, gl_ScopeWorkgroup, BR, C, gl_MatrixUseAccumulator>
 #define NEG_INF uintBitsToFloat(0xff800000u)
 
+#include "attention_pos.glsl"
 uint first_key(uint b, uint t) { return t - uint(clamp(tok_pos[b * p.T + t], 0, int(t))); }
 
 // One element of q, k or v, rounded to nearest even as the other kernels round their fp16 operands.
@@ -106,12 +107,7 @@ void main() {
   ACC(HD) acc = ACC(HD)(0.0);
   ACC(BC) l = ACC(BC)(0.0), m = ACC(BC)(NEG_INF);
   const uint kend = min(p.S, t0 + nq + off);  // keys [0, kend) are seen by some query of the block
-  uint cbeg = 0u;
-  if (HAS_POS == 1u) {
-    uint f = t0;
-    for (uint r = 0u; r < nq; ++r) f = min(f, first_key(b, t0 + r));
-    cbeg = f / BC * BC;
-  }
+  const uint cbeg = HAS_POS == 1u ? first_of_block(b, t0, nq) / BC * BC : 0u;
   [[dont_unroll]] for (uint key0 = cbeg; key0 < kend; key0 += BC) {
     coopmat<float16_t, gl_ScopeWorkgroup, HD, BC, gl_MatrixUseB> kt;
     if (F16_COPIES == 1u)

@@ -161,12 +161,8 @@ void dq_block(const in uint wid) {
 
 // Whether a query of tile [t0, t0 + BR) sees a key of [c0, cend) (HAS_POS; without it every tile from the
 // first does). Every invocation reads the same positions: uniform.
-bool tile_sees(const in uint b, const in uint t0, const in uint c0, const in uint cend, const in uint off) {
-  if (HAS_POS == 0u) return true;
-  const uint nq = min(BR, p.T - t0);
-  for (uint r = 0u; r < nq; ++r)
-    if (first_key(b, t0 + r) < cend && t0 + r + off >= c0) return true;
-  return false;
+bool tile_sees(uint b, uint t0, uint c0, uint cend, uint off) {
+  return HAS_POS == 0u || block_sees(b, t0, min(BR, p.T - t0), c0, cend, off);
 }
 
 void dkdv_block(const in uint wid) {
