@@ -14,8 +14,6 @@
 #include <vector>
 
 #include "edgetrain/backends.h"
-#include "edgetrain/graph.h"
-#include "edgetrain/model.h"
 #include "tools/bench.h"
 #include "tools/bench_cases.h"
 #include "tools/commands.h"

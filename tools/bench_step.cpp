@@ -125,9 +125,9 @@ void run_step(Backend& b, const Flags& f, const Peer& peer, Report& rep, Precisi
     const training::ReduceSize rs = training::reduce_size(model);
     std::vector<double> staging;
     for (int i = 0; i < 3; ++i) {
-      const auto s0 = std::chrono::steady_clock::now();
+      const auto s0 = Clock::now();
       training::stage_gradients(model, [](float*, size_t) {});
-      staging.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - s0).count());
+      staging.push_back(seconds_since(s0));
     }
     const double stage_s = stats(staging).median;
     std::printf("  gradients' host round trip (data parallel, besides the all-reduce): %.2f ms for %.1f MB down and "
