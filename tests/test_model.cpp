@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -135,6 +136,41 @@ TEST(Model, QloraAdapterGradientsMatchFiniteDifferences) {
   const int checked = check_against_central_differences(
       m, make_batch(11, 64), [](const Param& p) { return p.name.find(".lora_") != std::string::npos; });
   EXPECT_EQ(checked, 2 * 7 * c.n_layers * 3);
+}
+
+// Under a frozen embedding (qlora) nothing below the first block's q, k and v projections wants a gradient,
+// so their 4-bit input gradients are not recorded (as PyTorch's autograd skips them): 7 per block but 3 for
+// the first. With a trainable embedding (qat) every block computes all 7. Counted in the CPU profile of one
+// gradient step; the adapters' gradients there are checked by QloraAdapterGradientsMatchFiniteDifferences.
+TEST(Model, FrozenEmbeddingSkipsTheFirstBlocksInputGradient) {
+  for (TrainMode mode : {TrainMode::qlora, TrainMode::qat}) {
+    const std::string path = ::testing::TempDir() + "edgetrain_first_block_profile.txt";
+    std::filesystem::remove(path);
+    ::setenv("EDGETRAIN_CPU_PROFILE", path.c_str(), 1);
+    std::unique_ptr<Backend> backend = make_cpu_backend();
+    ::unsetenv("EDGETRAIN_CPU_PROFILE");
+    ModelConfig c = tiny_config(mode, 64);
+    c.lora_targets = "q,k,v,o,gate,up,down";
+    {
+      Model m(*backend, c);
+      m.init(3);
+      Batch b = make_batch(11, 64);
+      m.gradients(b.tokens, b.labels, b.B, b.T);
+    }
+    backend.reset();  // writes the profile
+    std::ifstream in(path);
+    std::string line;
+    int64_t calls = -1;
+    while (std::getline(in, line)) {
+      double total = 0, pct = 0;
+      long n = 0;  // a row: total ms, percent, calls, ..., "op (kernel)"
+      if (line.find("linear_q4gsw_backward (") != std::string::npos &&
+          std::sscanf(line.c_str(), "%lf %lf%% %ld", &total, &pct, &n) == 3)
+        calls = n;
+    }
+    const int64_t expected = 7 * c.n_layers - (mode == TrainMode::qlora ? 3 : 0);
+    EXPECT_EQ(calls, expected) << (mode == TrainMode::qlora ? "qlora" : "qat") << ", profile " << path;
+  }
 }
 
 // qat's weight gradient is the straight-through estimate: the fp32 gradient evaluated at the

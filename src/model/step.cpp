@@ -78,16 +78,20 @@ class Recorder {
   // then dx = the base product's input gradient + dt A, the update right after the base product (as in lin).
   // The adapters' products read dy as the 4-bit product does (a tensor-core path stages it once).
   Tensor lin_input_grad(const Tensor& dy, const Model::Impl::Lin& L, const LinSaved& s) {
-    Tensor dt;
-    if (L.a) {
-      dt = g_.mm(dy, L.b->value, false, false, lora_scale());  // [R, r]
-      g_.mm_into(dy, s.t, L.b->grad, true, false, 1.0f, true);
-      g_.linear_dW_into(dt, s.x, L.a->grad, true);
-    }
+    const Tensor dt = lin_lora_grads(dy, L, s);
     Tensor dx = L.w->quantized() ? g_.linear_q4gsw_backward(dy, L.w->codes, L.w->scales, cfg_.group_size, L.K)
                                  : g_.mm(dy, L.w->value);
     if (L.a) g_.mm_into(dt, L.a->value, dx, false, false, 1.0f, true);  // dx += dt A
     return dx;
+  }
+
+  // The LoRA grads of lin (dB += dy^T t, dA += dt^T x); returns dt = s dy B (undefined without an adapter).
+  Tensor lin_lora_grads(const Tensor& dy, const Model::Impl::Lin& L, const LinSaved& s) {
+    if (!L.a) return Tensor();
+    Tensor dt = g_.mm(dy, L.b->value, false, false, lora_scale());  // [R, r]
+    g_.mm_into(dy, s.t, L.b->grad, true, false, 1.0f, true);
+    g_.linear_dW_into(dt, s.x, L.a->grad, true);
+    return dt;
   }
 
   void add_into(const Tensor& acc, const Tensor& x) { g_.call(Op::add, {acc, x}, {acc}, {}, {1.0f}); }
@@ -132,7 +136,11 @@ class Recorder {
     return g_.add(s.x2, lin(s.m, L.down, s.down));
   }
 
-  Tensor block_backward(const Tensor& dx3, const Model::Impl::Layer& L, int64_t B, int64_t T, const BlockSaved& s) {
+  // Returns the gradient of the block's input, or nothing where `need_dx` is false and the attention norm is
+  // frozen: then nothing below the q, k and v projections wants a gradient (the first block under a frozen
+  // embedding, as in qlora), and their input gradients, the norm's backward and the residual add are skipped.
+  Tensor block_backward(const Tensor& dx3, const Model::Impl::Layer& L, int64_t B, int64_t T, const BlockSaved& s,
+                        bool need_dx) {
     const float scale = 1.0f / std::sqrt(static_cast<float>(cfg_.head_dim()));
     const Shape rd{B * T, cfg_.q_dim()}, rkv{B * T, cfg_.kv_dim()};
     // MLP: x3 = x2 + down(silu(gate(h2)) * up(h2)), h2 = rms_norm(x2).
@@ -159,6 +167,12 @@ class Recorder {
     lin_weight_grads(dq, L.q, s.q);
     lin_weight_grads(dk, L.k, s.k);
     lin_weight_grads(dv, L.v, s.v);
+    if (!need_dx && !L.attn_norm->trainable) {
+      lin_lora_grads(dq, L.q, s.q);
+      lin_lora_grads(dk, L.k, s.k);
+      lin_lora_grads(dv, L.v, s.v);
+      return Tensor();
+    }
     Tensor dh = lin_input_grad(dq, L.q, s.q);
     add_into(dh, lin_input_grad(dk, L.k, s.k));
     add_into(dh, lin_input_grad(dv, L.v, s.v));
@@ -184,7 +198,7 @@ class Recorder {
     Tensor dx = rms_norm_backward(head.dh, x, m_.norm, rstdf);
     for (size_t i = m_.layers.size(); i-- > 0;) {
       if (checkpoint) block_forward(inputs[i], m_.layers[i], B, T, saved[i], /*recompute=*/true);
-      dx = block_backward(dx, m_.layers[i], B, T, saved[i]);
+      dx = block_backward(dx, m_.layers[i], B, T, saved[i], /*need_dx=*/i > 0 || m_.emb->trainable);
     }
     if (m_.emb->trainable) embed_backward(g_, dx, tokens, m_.emb->grad, /*accumulate=*/true);
     return head.loss;
