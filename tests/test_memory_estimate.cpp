@@ -6,8 +6,11 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include <set>
 
+#include "edgetrain/backends.h"
 #include "edgetrain/error.h"
+#include "edgetrain/graph.h"
 #include "edgetrain/safetensors.h"
 #include "edgetrain/trainer.h"
 #include "harness/cli_child.h"
@@ -93,6 +96,36 @@ TEST(MemoryEstimate, EqualsWhatARunAllocatesOnEveryBackend) {
 }
 
 // Activations grow with the tokens of a micro-batch, weights do not.
+// The memory plan shares a planned output's buffer with later tensors unless the call reads it: with
+// accumulate = 1, only the outputs ops.inc marks "+" (rms_norm_backward's dw, mm's out) keep their value;
+// rms_norm_backward's dx is written whole and shares (it took a buffer per call before: 1 GiB of the 1B step).
+TEST(MemoryEstimate, OnlyAccumulatedOutputsKeepABufferOfTheirOwn) {
+  auto b = make_cpu_backend();
+  auto p = b->new_program();
+  Graph g(*b, *p);
+  const Shape xs{64, 32};
+  Tensor dy = b->zeros(xs, DType::f32), x = b->zeros(xs, DType::f32), w = b->zeros(Shape{32}, DType::f32),
+         rstd = b->zeros(Shape{64}, DType::f32), dw = b->zeros(Shape{32}, DType::f32);
+  for (int i = 0; i < 2; ++i) {  // calls 2i (dx, accumulating into dw) and 2i + 1 (dx's last use)
+    g.call(Op::rms_norm_backward, {dy, x, w, rstd}, {g.alloc(xs, DType::f32), dw}, {1, 1});
+    g.call(Op::add, {p->calls().back().out[0], x}, {g.alloc(xs, DType::f32)}, {}, {1.0f});
+  }
+  for (int i = 0; i < 2; ++i) {  // calls 4 + 2i (accumulating into a planned out) and 5 + 2i
+    Tensor acc = g.alloc(xs, DType::f32);
+    g.call(Op::mm, {x, b->zeros(Shape{32, 32}, DType::f32)}, {acc}, {0, 0, 1}, {1.0f});
+    g.call(Op::add, {acc, x}, {g.alloc(xs, DType::f32)}, {}, {1.0f});
+  }
+  p->finalize();
+  const auto& c = p->calls();
+  auto id = [&](size_t call) { return c[call].out[0].storage()->id; };
+  // dx, its add's output, the second dx and its add's output: two buffers (best fit picks which).
+  const std::set<uint64_t> first_four = {id(0), id(1), id(2), id(3)};
+  EXPECT_EQ(first_four.size(), 2u) << "each dx should share the buffers its neighbours use";
+  EXPECT_NE(id(4), id(6)) << "an accumulated output keeps its value: a buffer of its own";
+  EXPECT_NE(id(4), id(0));
+  EXPECT_NE(id(6), id(0));
+}
+
 TEST(MemoryEstimate, ActivationsScaleWithTheBatchWeightsDoNot) {
   const ModelConfig cfg = ModelConfig::preset("mini");
   const MemoryEstimate a = estimate_training_memory(cfg, 4, 64), b = estimate_training_memory(cfg, 8, 64);

@@ -21,6 +21,7 @@ struct ArgList {
   bool last_optional = false;  // "bias?": the last name is optional
   size_t required = 0;         // names before the first optional one (all of them when none is)
   bool last_variadic = false;  // "x..." (one or more)
+  std::vector<bool> accumulating;  // outputs "dw+": read as well as written when the call's accumulate int is 1
   size_t min_count() const;
   size_t max_count() const;  // SIZE_MAX when variadic
 };

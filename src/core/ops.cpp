@@ -15,6 +15,8 @@ static ArgList parse_args(const char* spec) {
   std::string cur;
   auto flush = [&] {
     if (cur.empty()) return;
+    const bool accumulating = cur.back() == '+';
+    if (accumulating) cur.pop_back();
     if (cur.size() > 3 && cur.compare(cur.size() - 3, 3, "...") == 0) {
       a.last_variadic = true;
       cur.resize(cur.size() - 3);
@@ -27,6 +29,7 @@ static ArgList parse_args(const char* spec) {
       a.required = a.names.size() + 1;
     }
     a.names.push_back(cur);
+    a.accumulating.push_back(accumulating);
     cur.clear();
   };
   for (const char* p = spec; *p; ++p) {

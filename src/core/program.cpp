@@ -92,10 +92,10 @@ void Program::plan_memory() {
   std::map<Storage*, Life> lives;
   for (size_t c = 0; c < calls_.size(); ++c) {
     const OpCall& call = calls_[c];
-    bool accumulates = false;  // outputs read as well as written (accumulate = 1)
-    const ArgList& ints = op_info(call.op).ints;
-    for (size_t i = 0; i < ints.names.size() && i < call.ints.size(); ++i)
-      accumulates |= ints.names[i] == "accumulate" && call.ints[i] != 0;
+    bool accumulates = false;  // the outputs marked "+" in ops.inc read as well as written (accumulate = 1)
+    const OpInfo& info = op_info(call.op);
+    for (size_t i = 0; i < info.ints.names.size() && i < call.ints.size(); ++i)
+      accumulates |= info.ints.names[i] == "accumulate" && call.ints[i] != 0;
     auto use = [&](const Tensor& t, bool read) {
       if (!t.defined() || !t.storage()->planned || t.storage()->id != 0) return;
       Life& l = lives[t.storage().get()];
@@ -104,7 +104,8 @@ void Program::plan_memory() {
       ++l.refs;
     };
     for (const Tensor& t : call.in) use(t, true);
-    for (const Tensor& t : call.out) use(t, accumulates);
+    for (size_t i = 0; i < call.out.size(); ++i)
+      use(call.out[i], accumulates && info.outputs.accumulating[std::min(i, info.outputs.accumulating.size() - 1)]);
   }
   // A buffer of its own, which s then owns (and frees when its last tensor goes).
   auto own = [&](Storage* s) {
