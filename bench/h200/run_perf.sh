@@ -6,8 +6,11 @@
 # transformers (hfcheck), the Llama-3.2-1B-shaped qlora/qat step beside PyTorch's (llama1b), and that step
 # with bindings capped at 128 MiB as on a phone (binding128), and the tensor cores' rate part by part through
 # VK_NV_cooperative_matrix (ceiling: bench/vk_coop_ceiling.cpp). Writes everything under $OUT.
+# `targets` alone measures every speed target row of issues 14 and 16 beside its PyTorch peer in one call
+# (~8 minutes; the fp16 GEMMs and attention, fp32 attention, adamw_step alone and after a product, the base
+# qat step fp16/fp32 beside bf16/fp32 eager, the 1B qlora step beside bf16 eager; targets.txt sums them up).
 # Usage (from the repository root, with .gl/ and .devrun/ carried): source bench/h200/env.sh;
-# bash bench/h200/run_perf.sh [tests|bench|webgpu|peerstep|step|webgpustep|train|hfcheck|llama1b|binding128|ceiling|all]...
+# bash bench/h200/run_perf.sh [tests|bench|webgpu|peerstep|step|webgpustep|train|hfcheck|llama1b|binding128|ceiling|targets|all]...
 set -u
 what=${*:-all}
 has() { [[ " $what " == *" $1 "* || " $what " == *" all "* ]]; }
@@ -136,6 +139,38 @@ if has ceiling; then
       --groups-per-sm $g > "$OUT/ceiling_g$g.txt" 2>&1
     echo "ceiling, $g workgroups per multiprocessor rc=$?" | tee -a "$OUT/summary.txt"
   done
+fi
+if [[ " $what " == *" targets "* ]]; then  # not part of `all`: its runs repeat those above, in less time
+  log() { echo "$*" | tee -a "$OUT/targets.txt"; }
+  ops=mm,linear_dW,linear_q4gsw,linear_q4gsw_backward,attention,attention_backward
+  timeout 150 python3 $B/peer_torch.py --out "$OUT/peer_ops.json" --size realistic --cases $ops,adamw_step \
+    --case-seconds 1.5 > "$OUT/peer_ops.txt" 2>&1
+  log "peer ops rc=$?"
+  timeout 120 $B/edgetrain bench --backend vulkan --size realistic --precision fp16 --ops $ops --case-seconds 0.3 \
+    --peer "$OUT/peer_ops.json" --json "$OUT/targets_f16.json" > "$OUT/targets_f16.txt" 2>&1
+  log "fp16 GEMMs and attention rc=$?"
+  timeout 90 $B/edgetrain bench --backend vulkan --size realistic --ops attention,attention_backward,adamw_step \
+    --case-seconds 0.5 --peer "$OUT/peer_ops.json" --json "$OUT/targets_f32.json" > "$OUT/targets_f32.txt" 2>&1
+  log "fp32 attention, adamw_step rc=$?"
+  timeout 60 $B/edgetrain bench --backend vulkan --size realistic --ops mm,adamw_step --case-seconds 0.5 \
+    --peer "$OUT/peer_ops.json" > "$OUT/targets_adamw_after_mm.txt" 2>&1
+  log "adamw_step after mm rc=$?"
+  grep -hE '^(mm|linear|attention|adamw)' "$OUT/targets_f16.txt" "$OUT/targets_f32.txt" "$OUT/targets_adamw_after_mm.txt" \
+    | tr -s ' ' | tee -a "$OUT/targets.txt"
+  timeout 150 python3 $B/peer_torch.py --out "$OUT/peer_base.json" --cases none --step base --batch 16 --seq 512 \
+    --steps 8 --variants eager_sdpa,bf16_eager_sdpa > "$OUT/peer_base.txt" 2>&1
+  log "peer base step rc=$?"
+  for precision in fp16 fp32; do
+    timeout 90 $B/edgetrain bench --backend vulkan --ops none --step base --mode qat --batch 16 --seq 512 --steps 8 \
+      --precision $precision --peer "$OUT/peer_base.json" > "$OUT/targets_base_$precision.txt" 2>&1
+    log "base qat $precision rc=$? $(grep -E 'tokens/s' "$OUT/targets_base_$precision.txt" | tr -s ' ' | tr '\n' ' ')"
+  done
+  timeout 120 python3 $B/peer_torch.py --out "$OUT/peer_1b.json" --cases none --step llama3.2-1b --mode qlora --batch 4 \
+    --seq 1024 --steps 6 --variants bf16_eager_sdpa > "$OUT/peer_1b.txt" 2>&1
+  log "peer 1b qlora rc=$?"
+  timeout 90 $B/edgetrain bench --backend vulkan --ops none --step llama3.2-1b --mode qlora --batch 4 --seq 1024 --steps 6 \
+    --precision fp16 --peer "$OUT/peer_1b.json" > "$OUT/targets_1b.txt" 2>&1
+  log "1b qlora fp16 rc=$? $(grep -E 'tokens/s|peak' "$OUT/targets_1b.txt" | tr -s ' ' | tr '\n' ' ')"
 fi
 # The device tool returns a limited number of files: everything also goes into one archive.
 tar -C "$OUT" -czf /tmp/run_perf.tgz . && mv /tmp/run_perf.tgz "$OUT/run_perf.tgz"
