@@ -36,6 +36,23 @@ std::vector<Param> all_params() {
   return ps;
 }
 
+// The memory plan keeps the value of exactly the outputs an accumulate=1 call reads (ops.inc "name+"): an op
+// with an accumulate int must mark them, and no other op may (a marked output costs a buffer of its own).
+TEST(CatalogueMetadata, AccumulatingOpsMarkTheOutputsTheyRead) {
+  int accumulating_ops = 0;
+  for (const OpInfo& info : all_ops()) {
+    bool has_int = false, marked = false;
+    for (const std::string& n : info.ints.names) has_int |= n == "accumulate";
+    for (bool a : info.outputs.accumulating) marked |= a;
+    EXPECT_EQ(marked, has_int) << info.name;
+    for (const std::vector<bool>* v : {&info.inputs.accumulating, &info.ints.accumulating, &info.floats.accumulating})
+      for (bool a : *v) EXPECT_FALSE(a) << info.name << ": only outputs accumulate";
+    accumulating_ops += has_int ? 1 : 0;
+  }
+  EXPECT_EQ(accumulating_ops, 6);  // linear_dW, logsumexp_rows, fused_ce_part, mm, rms_norm_backward, embedding_backward
+  EXPECT_EQ(op_info(Op::rms_norm_backward).outputs.accumulating, (std::vector<bool>{false, true}));  // dx, dw+
+}
+
 INSTANTIATE_TEST_SUITE_P(Catalogue, OpVsReference, ::testing::ValuesIn(all_params()),
                          [](const ::testing::TestParamInfo<Param>& i) {
                            return i.param.backend + "_" + op_name(i.param.op);
