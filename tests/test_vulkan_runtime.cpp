@@ -145,7 +145,8 @@ TEST(VulkanRuntime, ValidationErrorThrownAtSync) {
   vk::VulkanBackend& b = vb();
   if (!b.context().validation()) GTEST_SKIP() << "validation layer not enabled";
   Tensor t = b.from_vector(Shape{1}, DType::f32, std::vector<float>{1.0f});
-  VkBufferCreateInfo bi{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
+  VkBufferCreateInfo bi{};
+  bi.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO;
   bi.size = 64;
   bi.usage = 0;
   bi.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
@@ -241,7 +242,9 @@ TEST(VulkanRuntime, ProgramReplaysWithChangingSlots) {
   ASSERT_NE(vp, nullptr);
   // requant, gemm, ce rows, ce sum, dW, adamw; with the tensor-core path forced on these small products
   // (EDGETRAIN_VK_COOPMAT=all) each GEMM adds its operand stagings.
-  if (!std::getenv("EDGETRAIN_VK_COOPMAT")) EXPECT_EQ(vp->dispatch_count(), 6u);
+  if (!std::getenv("EDGETRAIN_VK_COOPMAT")) {
+    EXPECT_EQ(vp->dispatch_count(), 6u);
+  }
 }
 
 // Requant where latent/s is within an ulp of a .5 tie with scales that are not powers of two: only a

@@ -64,6 +64,7 @@ bool cm2_supported(VkInstance inst, VkPhysicalDevice pd) {
 void* Cm2Enable::chain(void* next) {
   khr.cooperative_matrix = VK_TRUE;
   cm2.workgroup_scope = cm2.flexible_dimensions = cm2.tensor_addressing = cm2.reductions = cm2.conversions = cm2.per_element_operations = VK_TRUE;
+  v11.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES;
   v11.storageBuffer16BitAccess = VK_TRUE;
   khr.pNext = &cm2;
   cm2.pNext = &v11;

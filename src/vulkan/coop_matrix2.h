@@ -38,7 +38,7 @@ inline constexpr const char* kCm2Extensions[] = {"VK_KHR_cooperative_matrix", "V
 struct Cm2Enable {
   KhrCoopMatrixFeatures khr;
   Cm2FeaturesNV cm2;
-  VkPhysicalDeviceVulkan11Features v11{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES};
+  VkPhysicalDeviceVulkan11Features v11{};  // chain() sets its sType
   // Turns the features on and chains them before `next`; returns the head of the chain. The caller's
   // Vulkan 1.2 features must add shaderFloat16, vulkanMemoryModel and bufferDeviceAddress.
   void* chain(void* next);
