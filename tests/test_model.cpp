@@ -146,9 +146,7 @@ TEST(Model, FrozenEmbeddingSkipsTheFirstBlocksInputGradient) {
   for (TrainMode mode : {TrainMode::qlora, TrainMode::qat}) {
     const std::string path = ::testing::TempDir() + "edgetrain_first_block_profile.txt";
     std::filesystem::remove(path);
-    ::setenv("EDGETRAIN_CPU_PROFILE", path.c_str(), 1);
-    std::unique_ptr<Backend> backend = make_cpu_backend();
-    ::unsetenv("EDGETRAIN_CPU_PROFILE");
+    std::unique_ptr<Backend> backend = make_profiled_backend("cpu", path);
     ModelConfig c = tiny_config(mode, 64);
     c.lora_targets = "q,k,v,o,gate,up,down";
     {

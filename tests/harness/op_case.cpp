@@ -211,10 +211,11 @@ bool vulkan_usable() {
 }
 
 std::unique_ptr<Backend> make_profiled_backend(const std::string& name, const std::string& path, bool in_order) {
-  ::setenv("EDGETRAIN_PROFILE", path.c_str(), 1);
+  const char* var = name == "cpu" ? "EDGETRAIN_CPU_PROFILE" : "EDGETRAIN_PROFILE";
+  ::setenv(var, path.c_str(), 1);
   if (in_order) ::setenv("EDGETRAIN_PROFILE_ORDER", "1", 1);
-  auto unset = [] {
-    ::unsetenv("EDGETRAIN_PROFILE");
+  auto unset = [var] {
+    ::unsetenv(var);
     ::unsetenv("EDGETRAIN_PROFILE_ORDER");
   };
   std::unique_ptr<Backend> b;

@@ -88,8 +88,8 @@ std::vector<std::string> test_backends();
 // Whether a Vulkan device is usable here (list_devices()).
 bool vulkan_usable();
 Backend& backend_for_tests(const std::string& name);
-// A new backend `name` (no validation layer) that writes its per-kernel GPU profile to `path`
-// (EDGETRAIN_PROFILE, set only while it starts; `in_order`: EDGETRAIN_PROFILE_ORDER=1 alike).
+// A new backend `name` (no validation layer) that writes its per-kernel profile to `path` (EDGETRAIN_PROFILE,
+// or EDGETRAIN_CPU_PROFILE for "cpu", set only while it starts; `in_order`: EDGETRAIN_PROFILE_ORDER=1 alike).
 std::unique_ptr<Backend> make_profiled_backend(const std::string& name, const std::string& path, bool in_order = false);
 // Destroys the cached test backends (done automatically when the test program ends).
 void release_test_backends();
