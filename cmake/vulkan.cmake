@@ -23,30 +23,39 @@ foreach(src ${EDGETRAIN_SHADERS})
     COMMENT "glslc ${name}.comp")
   list(APPEND EDGETRAIN_SPV_HEADERS ${hdr})
 endforeach()
-# Kernels that use cooperative matrices 2 (VK_NV_cooperative_matrix2: workgroup-scope matrices, tensor
-# addressing, reductions) need glslang 15, which scripts/setup.sh unpacks into .deps/glslang-cm2: Debian 12's
-# glslc predates the extension. Without it they are left out (EDGETRAIN_VK_CM2 0) and never selected.
+# Kernels that Debian 12's glslc cannot compile need glslang 15, which scripts/setup.sh unpacks into
+# .deps/glslang-cm2: those using cooperative matrices 2 (shaders/cm2/, VK_NV_cooperative_matrix2: workgroup-
+# scope matrices, tensor addressing, reductions; SPIR-V for Vulkan 1.3) and VK_KHR_cooperative_matrix
+# (shaders/khr/; Vulkan 1.2). Without it they are left out (EDGETRAIN_VK_CM2 0) and never selected.
 find_program(GLSLANG_CM2 glslang PATHS ${CMAKE_CURRENT_SOURCE_DIR}/.deps/glslang-cm2 NO_DEFAULT_PATH NO_CACHE)
 file(GLOB EDGETRAIN_CM2_SHADERS CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/src/vulkan/shaders/cm2/*.comp)
+file(GLOB EDGETRAIN_KHR_SHADERS CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/src/vulkan/shaders/khr/*.comp)
 # glslang's depfile names its own output, not the header: the kernels depend on every .glsl instead.
 file(GLOB EDGETRAIN_CM2_INCLUDES CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/src/vulkan/shaders/*.glsl)
 if(GLSLANG_CM2)
-  foreach(src ${EDGETRAIN_CM2_SHADERS})
+  foreach(src ${EDGETRAIN_CM2_SHADERS} ${EDGETRAIN_KHR_SHADERS})
     get_filename_component(name ${src} NAME_WE)
+    get_filename_component(dir ${src} DIRECTORY)
+    get_filename_component(dir ${dir} NAME)
+    if(dir STREQUAL "cm2")
+      set(env vulkan1.3)
+    else()
+      set(env vulkan1.2)
+    endif()
     set(hdr ${EDGETRAIN_SPV_DIR}/${name}.spv.h)
     add_custom_command(OUTPUT ${hdr}
       COMMAND ${CMAKE_COMMAND} -E make_directory ${EDGETRAIN_SPV_DIR}
-      COMMAND ${GLSLANG_CM2} --target-env vulkan1.3 -V -I${CMAKE_CURRENT_SOURCE_DIR}/src/vulkan/shaders
+      COMMAND ${GLSLANG_CM2} --target-env ${env} -V -I${CMAKE_CURRENT_SOURCE_DIR}/src/vulkan/shaders
               -x -o ${EDGETRAIN_SPV_DIR}/${name}.spv.inc ${src} > /dev/null
       COMMAND ${CMAKE_COMMAND} -DNAME=${name} -DIN=${EDGETRAIN_SPV_DIR}/${name}.spv.inc -DOUT=${hdr}
               -P ${CMAKE_CURRENT_SOURCE_DIR}/cmake/embed_spirv.cmake
       DEPENDS ${src} ${EDGETRAIN_CM2_INCLUDES} ${CMAKE_CURRENT_SOURCE_DIR}/cmake/embed_spirv.cmake
-      COMMENT "glslang ${name}.comp (cooperative matrices 2)")
+      COMMENT "glslang ${dir}/${name}.comp")
     list(APPEND EDGETRAIN_SPV_HEADERS ${hdr})
   endforeach()
   set(EDGETRAIN_VK_CM2 1)
 else()
-  message(STATUS "glslang 15 not in .deps/glslang-cm2: the cooperative-matrix-2 kernels are left out")
+  message(STATUS "glslang 15 not in .deps/glslang-cm2: the cooperative-matrix-2 and KHR cooperative-matrix kernels are left out")
   set(EDGETRAIN_VK_CM2 0)
 endif()
 add_custom_target(edgetrain_shaders DEPENDS ${EDGETRAIN_SPV_HEADERS})

@@ -292,5 +292,73 @@ TEST(GemmTiles, LowRankUpdateJoinsTheFourBitProduct) {
   EXPECT_FALSE(fuse(lin, up, pe, ne, no_cm2));
 }
 
+// VK_KHR_cooperative_matrix's kernel is gemm_coop.comp's with the device's fragment shape: the subgroups'
+// grid and fragments per subgroup tile the 128 x 128 tile, and the k step shrinks until the staged slices fit
+// the device's shared memory.
+TEST(GemmTiles, KhrFragmentShapesTileTheKernel) {
+  struct Want {
+    vk::KhrCoopShape shape;
+    uint32_t shared;
+    bool f16;
+    vk::KhrCoopTile tile;
+  };
+  const Want cases[] = {
+      // NVIDIA's 16x16x16 in subgroups of 32 with 48 KiB: gemm_coop.comp's own layouts (4x2 / 2x4 fragments).
+      {{16, 16, 16, 32}, 48 * 1024, true, {true, 4, 4, 2, 64}},
+      {{16, 16, 16, 32}, 48 * 1024, false, {true, 2, 2, 4, 32}},
+      // lavapipe: 8x8x8 in subgroups of 8 with 32 KiB; the slices halve (45,344 and 49,152 bytes otherwise).
+      {{8, 8, 8, 8}, 32 * 1024, true, {true, 8, 4, 2, 32}},
+      {{8, 8, 8, 8}, 32 * 1024, false, {true, 4, 2, 4, 16}},
+      // Subgroups of 64 (four of them): 4x4 fragments each.
+      {{16, 16, 16, 64}, 64 * 1024, true, {true, 2, 4, 4, 64}},
+      // 8x16 fragments in subgroups of 16: the squarest grid of the ones that tile.
+      {{8, 16, 16, 16}, 64 * 1024, true, {true, 4, 4, 2, 64}},
+  };
+  for (const Want& w : cases) {
+    const vk::KhrCoopTile t = vk::khr_coop_tile(w.shape, w.f16, w.shared);
+    const std::string at = "shape " + std::to_string(w.shape.m) + "x" + std::to_string(w.shape.n) + "x" +
+                           std::to_string(w.shape.k) + " subgroup " + std::to_string(w.shape.subgroup) +
+                           (w.f16 ? " f16" : " fp32");
+    EXPECT_EQ(t.ok, w.tile.ok) << at;
+    EXPECT_EQ(t.sg_cols, w.tile.sg_cols) << at;
+    EXPECT_EQ(t.fm, w.tile.fm) << at;
+    EXPECT_EQ(t.fn, w.tile.fn) << at;
+    EXPECT_EQ(t.bk, w.tile.bk) << at;
+  }
+  // Shapes the kernel cannot take: more than 4x4 fragments per subgroup (16x16 in subgroups of 128), a
+  // subgroup that does not divide the fragment (4x4 in subgroups of 32), too little shared memory.
+  EXPECT_FALSE(vk::khr_coop_tile({16, 16, 16, 128}, true, 64 * 1024).ok);
+  EXPECT_FALSE(vk::khr_coop_tile({4, 4, 4, 32}, true, 64 * 1024).ok);
+  EXPECT_FALSE(vk::khr_coop_tile({8, 8, 8, 8}, false, 16 * 1024).ok);
+}
+
+// Without NVIDIA's extension but with a KHR shape, products take khr/gemm_coop_khr.comp, specialized with the
+// shape and tile, their contraction padded to its k step.
+TEST(GemmTiles, KhrCooperativeMatricesTakeTheTensorCorePath) {
+  vk::EncodeContext ctx = tensor_core_context(0);
+  ctx.coopmat = false;
+  ctx.subgroup_size = 8;
+  ctx.max_shared_bytes = 32 * 1024;
+  EXPECT_FALSE(vk::coop_for(512, 512, 512, ctx));
+  ctx.coop_khr = vk::KhrCoopShape{8, 8, 8, 8};
+  ASSERT_TRUE(vk::coop_for(512, 512, 512, ctx));
+  for (const bool f16 : {true, false}) {
+    const vk::CoopOperand a = vk::coop_fp32(0, 200, 300, 300, 1, 0), b = vk::coop_fp32(1, 136, 300, 300, 1, 0);
+    vk::Encoded out;
+    // Without glslang 15 the kernel is not built and the fp32 kernels take the product.
+    ASSERT_EQ(vk::append_coop(a, b, vk::CoopEpilogue{}, f16, ctx, out), vk::cm2_built());
+    if (!vk::cm2_built()) continue;
+    const vk::Dispatch* gemm = nullptr;
+    for (const vk::Dispatch& d : out.dispatches)
+      if (std::string(d.kernel.name) == "gemm_coop_khr") gemm = &d;
+    ASSERT_NE(gemm, nullptr);
+    const uint32_t bk = f16 ? 32 : 16;
+    EXPECT_EQ(gemm->spec, (std::vector<uint32_t>{2, 255, 3, 4, f16 ? 1u : 0u, 0, 0, 8, 8, 8, 8, f16 ? 8u : 4u, bk}));
+    uint32_t kp = 0;
+    std::memcpy(&kp, gemm->push.data() + 2 * 4, 4);  // Kp, the padded contraction
+    EXPECT_EQ(kp, (300 + bk - 1) / bk * bk);
+  }
+}
+
 }  // namespace
 }  // namespace edgetrain::test

@@ -138,11 +138,15 @@ std::string details_of(VkInstance inst, VkPhysicalDevice pd) {
     drv = cat(d.driverName, " ", d.driverInfo);
   }
   Limits l = read_limits(pd);
+  const KhrCoopShape khr = cm2_built() ? khr_coop_shape(inst, pd) : KhrCoopShape{};  // its kernel built
   return cat("Vulkan ", version_str(p.apiVersion), ", driver ", drv.empty() ? version_str(p.driverVersion) : drv,
              ", subgroup ", l.subgroup_size, ", shared memory ", l.max_shared_bytes, " B, max workgroup ",
              l.max_invocations, ", storage range ", l.max_storage_range, " B, device memory ",
              l.device_local_heap >> 20, " MiB",
-             coopmat_supported(inst, pd) ? ", fp16 cooperative matrices (tensor-core GEMMs; fp16 attention)" : "",
+             coopmat_supported(inst, pd) ? ", fp16 cooperative matrices (tensor-core GEMMs; fp16 attention)"
+             : !khr.m ? ""
+             : cat(", KHR fp16 cooperative matrices ", khr.m, "x", khr.n, "x", khr.k, " (tensor-core GEMMs",
+                   p.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU ? "; emulated: only with EDGETRAIN_VK_COOPMAT=all)" : ")"),
              cm2_built() && cm2_supported(inst, pd) ? ", cooperative matrices 2 (fp16 GEMMs and attention forward)"
                                                     : "");
 }
@@ -368,6 +372,18 @@ Context::Context(const BackendOptions& opts) {
       v12_on.shaderFloat16 = VK_TRUE;
       v12_on.vulkanMemoryModel = VK_TRUE;
     }
+    // Otherwise VK_KHR_cooperative_matrix where it lists a shape the kernel can tile (AMD RDNA3, Intel Arc).
+    KhrCoopMatrixFeatures khr_on;
+    if (cm2_built() && !limits_.coopmat && tuning_.coopmat != gpu::Force::never &&
+        (props_.deviceType != VK_PHYSICAL_DEVICE_TYPE_CPU || tuning_.coopmat == gpu::Force::all))
+      limits_.coop_khr = khr_coop_shape(instance_, phys_);
+    if (limits_.coop_khr) {
+      dexts.push_back(kKhrCoopExtension);
+      khr_on.cooperative_matrix = VK_TRUE;
+      v12_on.pNext = &khr_on;  // instead of NVIDIA's features
+      v12_on.shaderFloat16 = VK_TRUE;
+      v12_on.vulkanMemoryModel = VK_TRUE;
+    }
     Cm2Enable cm2_on;
     limits_.cm2 = limits_.coopmat && want_cm2 && cm2_supported(instance_, phys_);
     if (limits_.cm2) {
@@ -387,7 +403,7 @@ Context::Context(const BackendOptions& opts) {
     dci.enabledExtensionCount = static_cast<uint32_t>(dexts.size());
     dci.ppEnabledExtensionNames = dexts.data();
     void* chain_on = nullptr;
-    if (limits_.coopmat) chain_on = &v12_on;
+    if (limits_.coopmat || limits_.coop_khr) chain_on = &v12_on;
     if (!limits_.pipeline_stats.empty()) {
       pe_on.pNext = chain_on;
       chain_on = &pe_on;

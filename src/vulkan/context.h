@@ -4,6 +4,8 @@
 
 #include <vulkan/vulkan.h>
 
+#include "vulkan/coop_khr.h"
+
 #include <memory>
 #include <mutex>
 #include <string>
@@ -38,6 +40,10 @@ struct Limits {
   // (Tuning::cm2); not while the validation layer is on unless EDGETRAIN_VK_CM2=all: Debian 12's layer
   // predates the extension.
   bool cm2 = false;
+  // Where NVIDIA's extension is absent: VK_KHR_cooperative_matrix's fp16 fragment shape for the same GEMMs
+  // (coop_khr.h; khr/gemm_coop_khr.comp), enabled unless EDGETRAIN_VK_COOPMAT=0; on a software device
+  // (lavapipe) only with EDGETRAIN_VK_COOPMAT=all, for tests: there it emulates the tensor cores.
+  KhrCoopShape coop_khr;
   // Multiprocessors (VK_NV_shader_sm_builtins' shaderSMCount; 0 where the device does not say): how many
   // workgroups of the tensor-core GEMM run at once, for its split-K choice.
   uint32_t multiprocessors = 0;

@@ -8,6 +8,8 @@
 
 #include <vulkan/vulkan.h>
 
+#include "vulkan/coop_khr.h"  // KhrCoopMatrixFeatures
+
 namespace edgetrain::vk {
 
 struct Cm2FeaturesNV {  // VkPhysicalDeviceCooperativeMatrix2FeaturesNV
@@ -16,11 +18,6 @@ struct Cm2FeaturesNV {  // VkPhysicalDeviceCooperativeMatrix2FeaturesNV
   VkBool32 workgroup_scope = VK_FALSE, flexible_dimensions = VK_FALSE, reductions = VK_FALSE,
            conversions = VK_FALSE, per_element_operations = VK_FALSE, tensor_addressing = VK_FALSE,
            block_loads = VK_FALSE;
-};
-struct KhrCoopMatrixFeatures {  // VkPhysicalDeviceCooperativeMatrixFeaturesKHR
-  VkStructureType sType = static_cast<VkStructureType>(1000506000);
-  void* pNext = nullptr;
-  VkBool32 cooperative_matrix = VK_FALSE, robust_buffer_access = VK_FALSE;
 };
 
 // Whether the kernels of shaders/cm2/ are in this build.

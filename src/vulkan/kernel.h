@@ -26,6 +26,7 @@
 
 #include "core/gpu_encode.h"
 #include "edgetrain/backend.h"
+#include "vulkan/coop_khr.h"
 
 namespace edgetrain::vk {
 
@@ -86,6 +87,7 @@ struct EncodeContext : gpu::EncodeLimits {
   uint32_t subgroup_size = 32;            // device subgroup size (e.g. 32 on NVIDIA, 4..64 on CPUs)
   bool coopmat = false;                   // fp16 cooperative matrices usable (Limits::coopmat)
   bool cm2 = false;                       // cooperative matrices 2 and their kernels (Limits::cm2)
+  KhrCoopShape coop_khr;                  // VK_KHR_cooperative_matrix's shape where NVIDIA's is absent
   // Their fp32 accumulators' element layout (coop_layout.h), which the tensor-core attention kernels need.
   bool coop_acc_known = false;
   uint32_t coop_acc_rows_high = 0, coop_acc_columns = 0;

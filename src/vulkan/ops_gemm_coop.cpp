@@ -17,6 +17,7 @@
 #include "vulkan/ops_gemm.h"
 #if EDGETRAIN_VK_CM2
 #include "gemm_cm2.spv.h"
+#include "gemm_coop_khr.spv.h"
 #endif
 
 namespace edgetrain::vk {
@@ -124,11 +125,16 @@ uint64_t coop_slices(uint64_t tiles, uint64_t Kp, uint64_t bk, const CoopEpilogu
   return gpu::splitk_slices(Kp, want, bk, kslice);
 }
 
+// gemm_coop.comp's needs (NVIDIA's extension); elsewhere khr/gemm_coop_khr.comp with ctx.coop_khr.
+bool nv_coop(const EncodeContext& ctx) {
+  return ctx.coopmat && ctx.subgroup_size == 32 && ctx.max_shared_bytes >= 48 * 1024 && ctx.max_invocations >= 256;
+}
+
 }  // namespace
 
 bool coop_for(uint64_t M, uint64_t N, uint64_t K, const EncodeContext& ctx) {
-  if (!ctx.coopmat || ctx.subgroup_size != 32 || ctx.max_shared_bytes < 48 * 1024 || ctx.max_invocations < 256)
-    return false;
+  const bool nv = nv_coop(ctx), khr = !nv && ctx.coop_khr && ctx.max_invocations >= 256;
+  if (!nv && !khr) return false;
   switch (ctx.tuning.coopmat) {
     case gpu::Force::never: return false;
     case gpu::Force::all: return true;
@@ -156,8 +162,11 @@ CoopOperand coop_fp32(uint32_t bind, uint64_t rows, uint64_t red, uint32_t s_row
 bool append_coop(const CoopOperand& a, const CoopOperand& b, const CoopEpilogue& ep, bool f16,
                  const EncodeContext& ctx, Encoded& out) {
   ET_CHECK(a.K == b.K, "vulkan coop gemm: contraction lengths differ (", a.K, " vs ", b.K, ")");
-  // gemm_coop.comp's k step: 64 with fp16 operands, 32 with the fp32 parts.
-  const uint64_t bk = f16 ? 64 : 32;
+  // gemm_coop.comp's k step: 64 with fp16 operands, 32 with the fp32 parts; the KHR form's per its tile.
+  const bool khr = !nv_coop(ctx);
+  const KhrCoopTile khr_tile = khr ? khr_coop_tile(ctx.coop_khr, f16, ctx.max_shared_bytes) : KhrCoopTile{};
+  if (khr && (!cm2_built() || !khr_tile.ok)) return false;  // its kernel is built with glslang 15
+  const uint64_t bk = khr ? khr_tile.bk : f16 ? 64 : 32;
   // fp16 operands on a device with cooperative matrices 2: cm2/gemm_cm2.comp reads the same parts through
   // tensor loads (element offsets in halves: the parts, padded to 128 rows at most, must lie in the first
   // 2^32) and takes the same push constants; its B is staged k-major (its fastest B layout: a 4-bit weight,
@@ -197,6 +206,13 @@ bool append_coop(const CoopOperand& a, const CoopOperand& b, const CoopEpilogue&
   Dispatch d{ET_VK_KERNEL(gemm_coop)};
   d.spec = {ep.out_bind, ep.bias_bind, ep.scalar_bind, ep.scratch_bind, f16 ? 1u : 0u,
             f16 && a.kind == 1 ? 1u : 0u, f16 && b.kind == 1 ? 1u : 0u};
+#if EDGETRAIN_VK_CM2
+  if (khr) {
+    d.kernel = ET_VK_KERNEL(gemm_coop_khr);
+    const KhrCoopShape& s = ctx.coop_khr;
+    d.spec.insert(d.spec.end(), {s.m, s.n, s.k, s.subgroup, khr_tile.sg_cols, khr_tile.bk});
+  }
+#endif
 #if EDGETRAIN_VK_CM2
   if (cm2) {
     d = Dispatch{ET_VK_KERNEL(gemm_cm2)};

@@ -126,6 +126,7 @@ EncodeContext VulkanBackend::encode_context() const {
   e.max_invocations = l.max_invocations;
   e.coopmat = l.coopmat;
   e.cm2 = l.cm2;
+  e.coop_khr = l.coop_khr;
   e.coop_acc_known = coop_layout_.known;
   e.coop_acc_rows_high = coop_layout_.rows_high;
   e.coop_acc_columns = coop_layout_.columns;
@@ -139,11 +140,15 @@ EncodeContext VulkanBackend::encode_context() const {
 // product of fp16 tiles, where the fp32 one needs three (hi*hi + hi*lo + lo*hi) and the lo parts.
 Backend::Fp16Speed VulkanBackend::fp16_speed() const {
   const EncodeContext e = encode_context();
+  // A software device's cooperative matrices (lavapipe's, used only when forced for tests) are emulated.
+  if (ctx_->properties().deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU)
+    return {false, "a software device: its cooperative matrices, where forced, are emulated on the CPU"};
   if (coop_for(4096, 4096, 4096, e))
     return {true, "fp16 cooperative matrices (tensor cores): one fp16 product per GEMM where fp32 needs three"};
   const char* why = e.tuning.coopmat == gpu::Force::never ? "tensor-core GEMMs turned off (EDGETRAIN_VK_COOPMAT=0)"
                     : e.coopmat ? "the tensor-core GEMMs need subgroups of 32, 48 KiB of shared memory and 256 invocations"
-                                : "no fp16 cooperative matrices (VK_NV_cooperative_matrix)";
+                                : "no fp16 cooperative matrices (VK_NV_cooperative_matrix, or VK_KHR_cooperative_matrix "
+                                  "with a shape the kernel tiles)";
   return {false, std::string(why) + ": fp16 operands would be rounded, then multiplied on the fp32 FMA units"};
 }
 
