@@ -144,6 +144,50 @@ GLSLANG_CM2_DEBS=(
   "pool/main/g/gcc-14/libgcc-s1_14.2.0-19_amd64.deb 3c71917b490d1a17aed43196a2787a256ecf060526cdb20216a74bedc061b150"
 )
 
+# Mesa 26's lavapipe (Debian 13 backports) for tests/khr_coop.sh: the one driver here that offers
+# VK_KHR_cooperative_matrix (8x8x8 fp16 fragments, emulated), so the tensor-core GEMM kernel runs under CI.
+# Debian 12 and its backports stop at Mesa 25.0, without it. Unpacked into .deps/mesa26 with the rest of
+# its Debian 13 closure (the loader, LLVM 19, X11/Wayland client libraries) and Debian 13's validation
+# layer (Debian 12's predates the extension), run through Debian 13's libc (GLSLANG_CM2_DEBS) like glslang;
+# nothing is installed into the system. Optional: where they cannot be fetched that test is skipped.
+MESA26_DEBS=(
+  "pool/main/v/vulkan-loader/libvulkan1_1.4.309.0-1_amd64.deb f47da79cd140264fe21cceb08bc87a71bc7fec05819e4a421f3f518d21101a37"
+  "pool/main/z/zlib/zlib1g_1.3.dfsg+really1.3.1-1+deb13u1_amd64.deb 8c27c342230503b73dfde629642c3b352e87b554e06d60cf58772f236a305ceb"
+  "pool/main/libz/libzstd/libzstd1_1.5.7+dfsg-1_amd64.deb 2f6a2aeacfc925eba8b00ac9139bc4bfccf8cacb09eb93de067074b26948eef9"
+  "pool/main/libx/libxshmfence/libxshmfence1_1.3.3-1_amd64.deb 7b339e9e5b2349723d35af4df89bcc7aa456bbdf8ba1754358f9b44c3fe1f964"
+  "pool/main/libx/libxcb/libxcb1_1.17.0-2+b1_amd64.deb 5c222a72d11b866447da31693254f738430726e3e065a384e82687b2fd2f978b"
+  "pool/main/libx/libxdmcp/libxdmcp6_1.1.5-1_amd64.deb 0740dc760916b2008b45417a42a8fd7dd5de370fb57d31373f15034cda8acf0b"
+  "pool/main/libx/libxau/libxau6_1.0.11-1_amd64.deb 689a9f0e0ba3e2c65431f864871e303ee904de69dd28abfc462663fae030227f"
+  "pool/main/libx/libxcb/libxcb-xfixes0_1.17.0-2+b1_amd64.deb f9c1aafc18bf9e4662e34bbaf3bb00f1f4e8c2fc1dd786fdfb6cb9cb6c64fae7"
+  "pool/main/libx/libxcb/libxcb-sync1_1.17.0-2+b1_amd64.deb 0ce4770ed1505be9ddc6473045e4662d062aff2f3077ee684265f01cfb543559"
+  "pool/main/libx/libxcb/libxcb-shm0_1.17.0-2+b1_amd64.deb d1777a813f484e89f3dcaadd1d5f2b1a13e9313b6bf70eded16d8ce743208fef"
+  "pool/main/libx/libxcb/libxcb-randr0_1.17.0-2+b1_amd64.deb f5d9fe5fdf797918f81f0abf6cfd4270bd54659540cddb4da709ab7154523214"
+  "pool/main/libx/libxcb/libxcb-present0_1.17.0-2+b1_amd64.deb db95ea4630c55bd7f3281cb60ccf75b1627ef2f4399e1939f8f6161e584a92fb"
+  "pool/main/libx/libxcb/libxcb-dri3-0_1.17.0-2+b1_amd64.deb f446d42fb5fcebbb3e347368ba83616769fdb271d85b2f49048e337f3163d267"
+  "pool/main/libx/libx11/libx11-xcb1_1.8.12-1_amd64.deb e05f94d21a932fba5b09b9b13d99df776b155d3bc792c0e294451df9ffe1ba25"
+  "pool/main/libx/libx11/libx11-6_1.8.12-1_amd64.deb b5a3fd3bf8c8fd0364bfb9bea00dcba7fc301229bd02dded084632d31f5b0fb3"
+  "pool/main/libx/libx11/libx11-data_1.8.12-1_all.deb c54f87069888f80ba4da586da6147d74c7598ccdd8b90906dbc4271fa414c738"
+  "pool/main/w/wayland/libwayland-client0_1.23.1-3_amd64.deb d1607e1db1a7c5378a2e5c6ae7b20f64dc6acf134f953d84a7f5204b74339f33"
+  "pool/main/libf/libffi/libffi8_3.4.8-2_amd64.deb 0ebdc340de33333639c3c63874cd4b15ac2e83dfa1ef3053b7eefaf4919f4f68"
+  "pool/main/l/llvm-toolchain-19/libllvm19_19.1.7-3+b1_amd64.deb db0d614d61345ca710fb73e75105f1ec6e38898fa7b3aa99fa7eb7d8b0a11d57"
+  "pool/main/z/z3/libz3-4_4.13.3-1_amd64.deb 71383373523ef62d47eccf660cf6535c3febcbb3f88e54cb7a43124014b57359"
+  "pool/main/libx/libxml2/libxml2_2.12.7+dfsg+really2.9.14-2.1+deb13u3_amd64.deb e0c6b63ce4602a036a526f60fe5e6c1586710688058d98fc1001b9b3147b7efd"
+  "pool/main/x/xz-utils/liblzma5_5.8.1-1+deb13u2_amd64.deb b38acab30f295bf1066a6632e31cbd0a1980f2924b38040cda131d5dea5384ec"
+  "pool/main/libe/libedit/libedit2_3.1-20250104-1_amd64.deb b002ea172b9c1e34a67bc497c523c67bb74c3f0a4e98113cb083990a1f1d3bfe"
+  "pool/main/n/ncurses/libtinfo6_6.5+20250216-2_amd64.deb 8b9f6a7983e9418564e48a627518de4c03917b56efe68d7f3e93bd8fffa1cc10"
+  "pool/main/libb/libbsd/libbsd0_0.12.2-2_amd64.deb e5a85986fa6bec3307ab1bc860736b478b331882bc45e17675a7bdf88eecb43a"
+  "pool/main/libm/libmd/libmd0_1.1.0-2+b1_amd64.deb 7244ec3839b61fac0c1884fe08aaa040f26e8f1f35f1f5d3482eacefd30d1b44"
+  "pool/main/e/expat/libexpat1_2.9.0-1~deb13u1_amd64.deb feff874772cae904ae4d24e917b35664952bec4b4ae9100a4edda5a7fa746832"
+  "pool/main/e/elfutils/libelf1t64_0.192-4_amd64.deb 94497b7e17b6f574a0605b380d454e20d3f01a9c63b70c2a2263f679d30053e1"
+  "pool/main/libd/libdrm/libdrm2_2.4.124-2_amd64.deb fe2276901c7cd7b8079de63072d37fe1cbeb4eb001a3bc1f1d662ad89aa0890e"
+  "pool/main/libd/libdrm/libdrm-common_2.4.124-2_all.deb 9a8a6c65c165e9964f106fb4ac710959b5d33e0790227e3ab6b27c4742d1254a"
+  "pool/main/libd/libdrm/libdrm-amdgpu1_2.4.124-2_amd64.deb c1d97a5e32e2bc68e833b8abeae026b6306198e87ee4396a7ffecd4779caefbf"
+  "pool/main/m/mesa/mesa-vulkan-drivers_26.1.6-1~bpo13+1_amd64.deb e2d4a843b8c55ed17c1e8856805f67b553b013b6ce5f15faeec4db7d4d38ff90"
+  "pool/main/libd/libdisplay-info/libdisplay-info2_0.2.0-2_amd64.deb 961924d484d4c14b6decb76cf0e860a1e7b6c89bfc85e527d873a89faf24b846"
+  "pool/main/libp/libpng1.6/libpng16-16t64_1.6.48-1+deb13u6_amd64.deb 0f8034d1c2547760430c81e8d87e5d6acd533a3493c80cf76dbecd0343b6773c"
+  "pool/main/v/vulkan-validationlayers/vulkan-validationlayers_1.4.309.0-1_amd64.deb ff7e18ef011ff448ac799daf16134a676ccf9c5987e1a9f4b779611ed5fc3b0d"
+)
+
 # KJV plain text produced from bible-kjv 4.38 (see make_kjv below).
 KJV_SHA256=376f0fd8429cec6cc77659d428b2debd01f069dbfb3917776a09a36a7cfed5c4
 KJV_LINES=31102
@@ -451,8 +495,27 @@ install_llamacpp() {
 # `npm ci` of the committed web/test/package.json + package-lock.json into
 # .deps/webtest (integrity-checked; --ignore-scripts: playwright-core has no
 # install script and downloads no browser, the tests drive Debian's chromium).
+# Downloads the pinned Debian 13 packages of the named list (entries "pool path sha256") and unpacks them
+# into $2/root; 1 (with a WARNING naming $3, what goes without them) when one cannot be fetched.
+unpack_debian13() {
+  local -n debs=$1
+  local stage=$2 what=$3 entry
+  rm -rf "$stage" && mkdir -p "$stage/root"
+  for entry in "${debs[@]}"; do
+    local path=${entry% *} sum=${entry#* } deb
+    deb="$stage/$(basename "$path")"
+    if ! python3 -c 'import sys, urllib.request; urllib.request.urlretrieve(sys.argv[1], sys.argv[2])' \
+         "$DEBIAN13_MIRROR/$path" "$deb" 2> /dev/null; then
+      warn "could not fetch $DEBIAN13_MIRROR/$path: $what"; return 1
+    fi
+    [[ $(sha256_of "$deb") == "$sum" ]] || die "$(basename "$path"): sha256 $(sha256_of "$deb") != pinned $sum"
+    dpkg-deb -x "$deb" "$stage/root"
+  done
+  rm -f "$stage"/*.deb
+}
+
 fetch_glslang_cm2() {
-  local dst="$DEPS/glslang-cm2" stamp="$DEPS/glslang-cm2/.installed" want entry
+  local dst="$DEPS/glslang-cm2" stamp="$DEPS/glslang-cm2/.installed" want
   want=$(printf '%s\n' "${GLSLANG_CM2_DEBS[@]}" | sha256sum | cut -d' ' -f1)
   if [[ -f $stamp && $(<"$stamp") == "$want" && -x $dst/glslang ]] && "$dst/glslang" --version > /dev/null 2>&1; then
     SUMMARY+=("glslang-cm2: $dst/glslang present"); return 0
@@ -461,17 +524,7 @@ fetch_glslang_cm2() {
     warn "glslang 15 is fetched for amd64 only: the cooperative-matrix-2 kernels are not built"; return 0
   fi
   local stage="$TMP/glslang-cm2"
-  rm -rf "$stage" && mkdir -p "$stage/root"
-  for entry in "${GLSLANG_CM2_DEBS[@]}"; do
-    local path=${entry% *} sum=${entry#* } deb
-    deb="$stage/$(basename "$path")"
-    if ! python3 -c 'import sys, urllib.request; urllib.request.urlretrieve(sys.argv[1], sys.argv[2])' \
-         "$DEBIAN13_MIRROR/$path" "$deb" 2> /dev/null; then
-      warn "could not fetch $DEBIAN13_MIRROR/$path: the cooperative-matrix-2 kernels are not built"; return 0
-    fi
-    [[ $(sha256_of "$deb") == "$sum" ]] || die "$(basename "$path"): sha256 $(sha256_of "$deb") != pinned $sum"
-    dpkg-deb -x "$deb" "$stage/root"
-  done
+  unpack_debian13 GLSLANG_CM2_DEBS "$stage" "the cooperative-matrix-2 and KHR cooperative-matrix kernels are not built" || return 0
   # The wrapper runs Debian 13's glslang through Debian 13's loader and libraries only.
   cat > "$stage/glslang" <<'WRAP'
 #!/bin/sh
@@ -480,10 +533,44 @@ exec "$d/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2" --library-path "$d/usr/l
 WRAP
   chmod 0755 "$stage/glslang"
   "$stage/glslang" --version > /dev/null || die "glslang 15 unpacked into $stage does not run"
-  rm -f "$stage"/*.deb
   rm -rf "$dst" && mv "$stage" "$dst"
   echo "$want" > "$stamp"
   SUMMARY+=("glslang-cm2: unpacked Debian 13 glslang-tools into $dst")
+}
+
+fetch_mesa26() {
+  local dst="$DEPS/mesa26" stamp="$DEPS/mesa26/.installed" want
+  want=$(printf '%s\n' "${MESA26_DEBS[@]}" "${GLSLANG_CM2_DEBS[@]}" | sha256sum | cut -d' ' -f1)
+  if [[ -f $stamp && $(<"$stamp") == "$want" && -x $dst/run ]]; then
+    SUMMARY+=("mesa26: $dst present"); return 0
+  fi
+  if [[ $(dpkg --print-architecture) != amd64 ]]; then
+    warn "Mesa 26 is fetched for amd64 only: tests/khr_coop.sh is skipped"; return 0
+  fi
+  local stage="$TMP/mesa26" all=("${MESA26_DEBS[@]}" "${GLSLANG_CM2_DEBS[@]}")
+  unpack_debian13 all "$stage" "tests/khr_coop.sh is skipped" || return 0
+  # Only lavapipe is used: the package's other drivers and the documentation go (343 -> ~200 MB).
+  find "$stage/root/usr/lib/x86_64-linux-gnu" -maxdepth 1 -name 'libvulkan_*.so' ! -name libvulkan_lvp.so -delete
+  rm -rf "$stage/root/usr/share/doc" "$stage/root/usr/share/locale" "$stage/root/usr/share/man"
+  # Manifests with paths relative to themselves: lavapipe as the only driver, Debian 13's validation layer.
+  mkdir -p "$stage/layers"
+  printf '{"file_format_version": "1.0.1", "ICD": {"library_path": "./root/usr/lib/x86_64-linux-gnu/libvulkan_lvp.so", "api_version": "1.4.0"}}\n' \
+    > "$stage/lvp.json"
+  sed 's#"library_path": *"[^"]*"#"library_path": "../root/usr/lib/x86_64-linux-gnu/libVkLayer_khronos_validation.so"#' \
+    "$stage/root/usr/share/vulkan/explicit_layer.d/VkLayer_khronos_validation.json" > "$stage/layers/VkLayer_khronos_validation.json"
+  # The wrapper runs a program (an edgetrain binary built here) through Debian 13's loader, its libraries
+  # first and Debian 12's for the rest, with that driver and layer.
+  cat > "$stage/run" <<'WRAP'
+#!/bin/sh
+d=$(dirname "$(readlink -f "$0")")
+r=$d/root/usr/lib/x86_64-linux-gnu
+export VK_ICD_FILENAMES="$d/lvp.json" VK_LAYER_PATH="$d/layers"
+exec "$r/ld-linux-x86-64.so.2" --library-path "$r:/usr/lib/x86_64-linux-gnu/openblas-pthread:/lib/x86_64-linux-gnu:/usr/lib/x86_64-linux-gnu" "$@"
+WRAP
+  chmod 0755 "$stage/run"
+  rm -rf "$dst" && mv "$stage" "$dst"
+  echo "$want" > "$stamp"
+  SUMMARY+=("mesa26: unpacked Debian 13's Mesa 26 lavapipe and validation layer into $dst")
 }
 
 install_webtest() {
@@ -523,6 +610,7 @@ write_manifest() {
       echo "$(sha256_of "$ROOT/tests/llamacpp/package-lock.json")  llamacpp/  npm ci of tests/llamacpp/package-lock.json (node-llama-cpp@$LLAMACPP_NPM_VER, CPU)"
     fi
     [[ -f $DEPS/glslang-cm2/.installed ]] && echo "$(<"$DEPS/glslang-cm2/.installed")  glslang-cm2/  deb (Debian 13): ${GLSLANG_CM2_DEBS[*]%% *}"
+    [[ -f $DEPS/mesa26/.installed ]] && echo "$(<"$DEPS/mesa26/.installed")  mesa26/  deb (Debian 13 and its backports): ${#MESA26_DEBS[@]} packages of MESA26_DEBS with GLSLANG_CM2_DEBS' runtime"
     echo "$(sha256_of "$ROOT/web/test/package-lock.json")  webtest/  npm ci of web/test/package-lock.json (playwright-core@$PLAYWRIGHT_NPM_VER)"
   } > "$m.tmp.$$"
   if [[ -f $m ]] && cmp -s "$m" "$m.tmp.$$"; then rm -f "$m.tmp.$$"; else mv -f "$m.tmp.$$" "$m"; fi
@@ -560,6 +648,7 @@ make_kjv
 install_llamacpp
 install_webtest
 fetch_glslang_cm2
+fetch_mesa26
 write_manifest
 export EDGETRAIN_DEPS="$DEPS"
 build_project
