@@ -207,6 +207,7 @@ Tuning Tuning::from_env() {
   t.split_k = gpu::force_from_env("EDGETRAIN_VK_GEMM_SPLITK", false);
   t.coopmat = gpu::force_from_env("EDGETRAIN_VK_COOPMAT", false);
   t.cm2 = gpu::force_from_env("EDGETRAIN_VK_CM2", false);
+  t.coop_khr = gpu::force_from_env("EDGETRAIN_VK_COOP_KHR", false);
   return t;
 }
 
@@ -365,14 +366,15 @@ Context::Context(const BackendOptions& opts) {
     // Tensor cores through VK_NV_cooperative_matrix when present (H100/H200 class NVIDIA GPUs).
     VkPhysicalDeviceCooperativeMatrixFeaturesNV cm_on{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
     VkPhysicalDeviceVulkan12Features v12_on{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES, &cm_on};
-    limits_.coopmat = tuning_.coopmat != gpu::Force::never && coopmat_supported(instance_, phys_);
+    limits_.coopmat = tuning_.coopmat != gpu::Force::never && tuning_.coop_khr != gpu::Force::all &&
+                      coopmat_supported(instance_, phys_);
     if (limits_.coopmat) {
       dexts.push_back(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
       cm_on.cooperativeMatrix = VK_TRUE;
       v12_on.shaderFloat16 = VK_TRUE;
       v12_on.vulkanMemoryModel = VK_TRUE;
     }
-    // Otherwise VK_KHR_cooperative_matrix where it lists a shape the kernel can tile (AMD RDNA3, Intel Arc).
+    // Otherwise VK_KHR_cooperative_matrix where it lists a shape the kernel can tile (coop_khr.h).
     KhrCoopMatrixFeatures khr_on;
     if (cm2_built() && !limits_.coopmat && tuning_.coopmat != gpu::Force::never &&
         (props_.deviceType != VK_PHYSICAL_DEVICE_TYPE_CPU || tuning_.coopmat == gpu::Force::all))

@@ -1,6 +1,8 @@
-// VK_KHR_cooperative_matrix: the tensor-core GEMM on GPUs that do not offer NVIDIA's extension (AMD RDNA3,
-// Intel Arc; Mesa 26's lavapipe, with which the tests run it), through khr/gemm_coop_khr.comp, the same
-// kernel as gemm_coop.comp with the fragment shape the device lists. This file reads that list and sizes
+// VK_KHR_cooperative_matrix: the tensor-core GEMM where NVIDIA's extension is absent (Mesa 26's lavapipe,
+// with which the tests run it; an NVIDIA GPU with EDGETRAIN_VK_COOP_KHR=all), through khr/gemm_coop_khr.comp,
+// the same kernel as gemm_coop.comp with the fragment shape the device lists. The kernel needs the subgroup
+// size fixed: AMD and Intel GPUs, whose compute subgroup size varies (32..64, 8..32), are refused with that
+// reason until pipelines request a size (VK_EXT_subgroup_size_control; not done: no such device to test). This file reads that list and sizes
 // the kernel's tile from it; Debian 12's Vulkan headers (1.3.239) predate the extension, so its structures
 // are declared here as the specification defines them.
 #pragma once

@@ -2,7 +2,7 @@
 // gemm_coop.comp (VK_NV_cooperative_matrix, 16x16x16 fragments, subgroups of 32; NVIDIA) and
 // khr/gemm_coop_khr.comp (VK_KHR_cooperative_matrix, COOP_KHR: the fragment shape, subgroup size and
 // subgroup grid are specialization constants that ops_gemm_coop.cpp picks from what the device lists —
-// AMD RDNA3, Intel Arc, Mesa's lavapipe with 8x8x8 fragments in subgroups of 8). ops_gemm_coop.cpp chooses
+// Mesa 26's lavapipe with 8x8x8 fragments in subgroups of 8; coop_khr.h). ops_gemm_coop.cpp chooses
 // it on GPUs that have either: C[b] (+)= alpha * A[b] @ B[b] (+ bias) from operands that gemm_split.comp
 // prepared in scratch.
 //

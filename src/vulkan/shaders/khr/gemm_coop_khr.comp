@@ -1,4 +1,4 @@
-// The tensor-core GEMM through VK_KHR_cooperative_matrix (AMD RDNA3, Intel Arc, NVIDIA, Mesa 26's lavapipe;
+// The tensor-core GEMM through VK_KHR_cooperative_matrix (where NVIDIA's is absent, coop_khr.h;
 // glslang 15 compiles it, as it does shaders/cm2/): the kernel is gemm_coop_body.glsl with COOP_KHR, its
 // fragment shape and subgroup grid specialized from what the device lists (ops_gemm_coop.cpp).
 #version 450
