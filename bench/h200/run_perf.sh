@@ -5,12 +5,13 @@
 # first, so the ratios print), the WebGPU step, fp16-vs-fp32 training runs, the Hugging Face import against
 # transformers (hfcheck), the Llama-3.2-1B-shaped qlora/qat step beside PyTorch's (llama1b), and that step
 # with bindings capped at 128 MiB as on a phone (binding128), and the tensor cores' rate part by part through
-# VK_NV_cooperative_matrix (ceiling: bench/vk_coop_ceiling.cpp). Writes everything under $OUT.
+# VK_NV_cooperative_matrix (ceiling: bench/vk_coop_ceiling.cpp); the KHR tensor-core kernel checked and timed
+# against the default (khr). Writes everything under $OUT.
 # `targets` alone measures every speed target row of issues 14 and 16 beside its PyTorch peer in one call
 # (~8 minutes; the fp16 GEMMs and attention, fp32 attention, adamw_step alone and after a product, the base
 # qat step fp16/fp32 beside bf16/fp32 eager, the 1B qlora step beside bf16 eager; targets.txt sums them up).
 # Usage (from the repository root, with .gl/ and .devrun/ carried): source bench/h200/env.sh;
-# bash bench/h200/run_perf.sh [tests|bench|webgpu|peerstep|step|webgpustep|train|hfcheck|llama1b|binding128|ceiling|targets|all]...
+# bash bench/h200/run_perf.sh [tests|bench|webgpu|peerstep|step|webgpustep|train|hfcheck|llama1b|binding128|khr|ceiling|targets|all]...
 set -u
 what=${*:-all}
 has() { [[ " $what " == *" $1 "* || " $what " == *" all "* ]]; }
@@ -131,6 +132,24 @@ if has binding128; then
       --mode $mode --batch 4 --seq 1024 --steps 6 --precision fp16 --json "$OUT/step_1b_${mode}_fp16_bind128.json" \
       > "$OUT/step_1b_${mode}_fp16_bind128.txt" 2>&1
     echo "step 1b $mode fp16 bindings of 128 MiB rc=$?" | tee -a "$OUT/summary.txt"
+  done
+fi
+if has khr; then
+  # The tensor-core GEMM through VK_KHR_cooperative_matrix (khr/gemm_coop_khr.comp) in place of NVIDIA's
+  # extension: the catalogue products and fp16 training against the reference with the path forced, then
+  # the fp16 and fp32 products timed against the default (cooperative matrices 2 for fp16, NV for fp32).
+  EDGETRAIN_VK_COOP_KHR=all EDGETRAIN_VK_COOPMAT=all EDGETRAIN_TEST_BACKENDS=cpu,vulkan timeout 240 $B/edgetrain_tests \
+    --gtest_filter='Catalogue*vulkan_mm:Catalogue*vulkan_bmm:Catalogue*vulkan_linear*:F16*:*Fp16*:VulkanRuntime.*' \
+    > "$OUT/tests_khr.txt" 2>&1
+  echo "tests khr rc=$? $(grep -E '^\[  (PASSED|FAILED)' "$OUT/tests_khr.txt" | tr '\n' ' ')" | tee -a "$OUT/summary.txt"
+  $B/edgetrain info 2>&1 | grep -m1 'driver' > "$OUT/khr_info.txt"
+  EDGETRAIN_VK_COOP_KHR=all $B/edgetrain info 2>&1 | grep -m1 'driver' >> "$OUT/khr_info.txt"
+  for v in khr default; do
+    for p in fp16 fp32; do
+      env $([[ $v == khr ]] && echo EDGETRAIN_VK_COOP_KHR=all) timeout 120 $B/edgetrain bench --backend vulkan --size realistic \
+        --precision $p --ops mm,linear_dW,linear_q4gsw,linear_q4gsw_backward > "$OUT/khr_bench_${v}_$p.txt" 2>&1
+      echo "bench $v $p rc=$?" | tee -a "$OUT/summary.txt"
+    done
   done
 fi
 if has ceiling; then
