@@ -161,14 +161,15 @@ VKAPI_ATTR VkBool32 VKAPI_CALL on_message(VkDebugUtilsMessageSeverityFlagBitsEXT
   return VK_FALSE;
 }
 
-bool has_layer(const char* name) {
+// The Vulkan version a layer was written against (its specVersion); 0 where it is not installed.
+uint32_t layer_version(const char* name) {
   uint32_t n = 0;
   vkEnumerateInstanceLayerProperties(&n, nullptr);
   std::vector<VkLayerProperties> ls(n);
   vkEnumerateInstanceLayerProperties(&n, ls.data());
   for (auto& l : ls)
-    if (std::strcmp(l.layerName, name) == 0) return true;
-  return false;
+    if (std::strcmp(l.layerName, name) == 0) return std::max<uint32_t>(l.specVersion, 1);
+  return 0;
 }
 
 bool has_instance_ext(const char* layer, const char* name) {
@@ -256,7 +257,8 @@ Context::Context(const BackendOptions& opts) {
   vf.pEnabledValidationFeatures = &sync_feature;
   const void* chain = nullptr;
   if (validation_) {
-    ET_CHECK_KIND(ErrorKind::unsupported, has_layer(kValidationLayer),
+    validation_layer_version_ = layer_version(kValidationLayer);
+    ET_CHECK_KIND(ErrorKind::unsupported, validation_layer_version_ != 0,
                   "vulkan: validation was requested but the layer ", kValidationLayer,
                   " is not installed (Debian: apt install vulkan-validationlayers)");
     layers.push_back(kValidationLayer);
@@ -376,7 +378,10 @@ Context::Context(const BackendOptions& opts) {
     }
     // Otherwise VK_KHR_cooperative_matrix where it lists a shape the kernel can tile (coop_khr.h).
     KhrCoopMatrixFeatures khr_on;
-    if (cm2_built() && !limits_.coopmat && tuning_.coopmat != gpu::Force::never &&
+    // Not under a validation layer older than the extension (Vulkan 1.3.255; Debian 12's is 1.3.239): it
+    // would report the extension's structures as errors.
+    const bool layer_knows_khr = !validation_ || validation_layer_version_ >= VK_MAKE_API_VERSION(0, 1, 3, 255);
+    if (cm2_built() && !limits_.coopmat && tuning_.coopmat != gpu::Force::never && layer_knows_khr &&
         (props_.deviceType != VK_PHYSICAL_DEVICE_TYPE_CPU || tuning_.coopmat == gpu::Force::all))
       limits_.coop_khr = khr_coop_shape(instance_, phys_);
     if (limits_.coop_khr) {

@@ -94,6 +94,7 @@ class Context {
   Limits limits_;
   Tuning tuning_ = Tuning::from_env();
   bool validation_ = false;
+  uint32_t validation_layer_version_ = 0;  // the validation layer's specVersion when it is on
   std::mutex msg_mu_;
   std::vector<std::string> messages_;
 };
