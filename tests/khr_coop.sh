@@ -3,7 +3,8 @@
 # lavapipe (.deps/mesa26, fetched by scripts/setup.sh from Debian 13 backports) offers the extension with
 # 8x8x8 fp16 fragments in subgroups of 8, emulated on the CPU; the tensor-core path is forced on every
 # product (EDGETRAIN_VK_COOPMAT=all) and the Vulkan catalogue, the backends' model and fp16 training tests,
-# and the runtime tests run against the CPU reference, with Debian 13's validation layer on.
+# and the runtime tests run against the CPU reference, then the products with split-K forced, with Debian
+# 13's validation layer on.
 # Usage: khr_coop.sh EDGETRAIN_TESTS_BINARY. Exit 77 (skipped) where .deps/mesa26 is absent.
 set -euo pipefail
 tests=$1
@@ -19,6 +20,9 @@ rc=0
 "$run" "$tests" --gtest_filter='Catalogue*vulkan*:Backends*vulkan*:VulkanRuntime.*:F16*:Model.DeviceBackendsMatchCpu:*Fp16*:Precision.*' \
   2>&1 | tee "$log" || rc=$?
 [[ $rc == 0 ]] || exit "$rc"
+# The products again with split-K wherever allowed (up to 4 slices, then gemm_splitk_reduce.comp).
+EDGETRAIN_VK_GEMM_SPLITK=all "$run" "$tests" \
+  --gtest_filter='Catalogue*vulkan_mm:Catalogue*vulkan_bmm:Catalogue*vulkan_linear*'
 # The path must be the one tested: this test runs only where the tensor-core GEMMs are taken (and would be
 # skipped on a driver without the extension).
 if ! grep -q '^\[       OK \] VulkanRuntime.StagedOperandIsReusedUntilItsSourceChanges' "$log"; then
