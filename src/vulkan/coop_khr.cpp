@@ -1,10 +1,10 @@
 #include "vulkan/coop_khr.h"
 
 #include <cstdlib>
-#include <cstring>
 #include <vector>
 
 #include "edgetrain/error.h"
+#include "vulkan/context.h"  // device_offers
 
 namespace edgetrain::vk {
 namespace {
@@ -22,16 +22,6 @@ struct KhrCoopStages {  // VkPhysicalDeviceCooperativeMatrixPropertiesKHR
   VkShaderStageFlags stages = 0;
 };
 using PropertiesFn = VkResult(VKAPI_PTR*)(VkPhysicalDevice, uint32_t*, KhrCoopPropertiesEntry*);
-
-bool offers(VkPhysicalDevice pd, const char* name) {
-  uint32_t n = 0;
-  if (vkEnumerateDeviceExtensionProperties(pd, nullptr, &n, nullptr) != VK_SUCCESS) return false;
-  std::vector<VkExtensionProperties> es(n);
-  vkEnumerateDeviceExtensionProperties(pd, nullptr, &n, es.data());
-  for (const auto& e : es)
-    if (std::strcmp(e.extensionName, name) == 0) return true;
-  return false;
-}
 
 // Shared memory of gemm_coop_body.glsl: four staged parts (F16: two, and one-row stand-ins for the lo
 // parts) of 128 rows, bk + 8 halves each, and the 2048-float epilogue stage.
@@ -72,7 +62,7 @@ KhrCoopShape khr_coop_shape(VkInstance inst, VkPhysicalDevice pd, std::string* w
     if (why) *why = std::move(reason);
     return KhrCoopShape{};
   };
-  if (!offers(pd, kKhrCoopExtension)) return none("no VK_KHR_cooperative_matrix");
+  if (!device_offers(pd, kKhrCoopExtension)) return none("no VK_KHR_cooperative_matrix");
   VkPhysicalDeviceProperties props;
   vkGetPhysicalDeviceProperties(pd, &props);
   KhrCoopMatrixFeatures cm;
