@@ -40,7 +40,7 @@ bool append_narrow_gemm(const GemmArgs& g, const EncodeContext& ctx, Encoded& ou
 void append_splitk_reduce(uint64_t count, uint32_t splits, uint32_t alpha_idx, uint32_t flags, uint32_t base,
                           const EncodeContext& ctx, Encoded& out);
 
-// ---- the tensor-core path (ops_gemm_coop.cpp; gemm_split.comp + gemm_coop.comp) ----
+// ---- the tensor-core path (ops_gemm_coop.cpp; gemm_split.comp + gemm_coop.comp, or its KHR form) ----
 
 // One operand as R rows of a length-K contraction: a row of A (r = m) or a column of B (r = n).
 struct CoopOperand {

@@ -6,7 +6,9 @@
 // values (no exponents, no lo part) and gemm_coop.comp does one product; an operand whose rows are
 // contiguous (KIND 1) keeps that k-major orientation (no transpose) and gemm_coop.comp reads it transposed.
 // Where the device has cooperative matrices 2, fp16 products run cm2/gemm_cm2.comp over the same staged
-// parts instead (a 4-bit weight then staged k-major too); H200 figures in docs/PERFORMANCE.md.
+// parts instead (a 4-bit weight then staged k-major too); H200 figures in docs/PERFORMANCE.md. Where the
+// device has only VK_KHR_cooperative_matrix, khr/gemm_coop_khr.comp (gemm_coop.comp's kernel with the
+// device's fragment shape; coop_khr.h) takes gemm_coop.comp's place, its k step from khr_coop_tile.
 #include <algorithm>
 #include <cstring>
 #include <vector>
