@@ -142,7 +142,8 @@ Backend::Fp16Speed VulkanBackend::fp16_speed() const {
   const EncodeContext e = encode_context();
   // A software device's cooperative matrices (lavapipe's, used only when forced for tests) are emulated.
   if (ctx_->properties().deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU)
-    return {false, "a software device: its cooperative matrices, where forced, are emulated on the CPU"};
+    return {false, "a software device, without tensor cores (cooperative matrices there, taken only where forced "
+                   "for tests, are emulated): fp16 operands would be rounded, then multiplied in fp32"};
   if (coop_for(4096, 4096, 4096, e))
     return {true, "fp16 cooperative matrices (tensor cores): one fp16 product per GEMM where fp32 needs three"};
   const char* why = e.tuning.coopmat == gpu::Force::never ? "tensor-core GEMMs turned off (EDGETRAIN_VK_COOPMAT=0)"
