@@ -549,7 +549,7 @@ fetch_mesa26() {
   fi
   local stage="$TMP/mesa26" all=("${MESA26_DEBS[@]}" "${GLSLANG_CM2_DEBS[@]}")
   unpack_debian13 all "$stage" "tests/khr_coop.sh is skipped" || return 0
-  # Only lavapipe is used: the package's other drivers and the documentation go (343 -> ~200 MB).
+  # Only lavapipe is used: the package's other drivers and the documentation go (343 -> 227 MB).
   find "$stage/root/usr/lib/x86_64-linux-gnu" -maxdepth 1 -name 'libvulkan_*.so' ! -name libvulkan_lvp.so -delete
   rm -rf "$stage/root/usr/share/doc" "$stage/root/usr/share/locale" "$stage/root/usr/share/man"
   # Manifests with paths relative to themselves: lavapipe as the only driver, Debian 13's validation layer.

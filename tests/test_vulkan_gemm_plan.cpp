@@ -341,7 +341,7 @@ TEST(GemmTiles, KhrCooperativeMatricesTakeTheTensorCorePath) {
   ctx.max_shared_bytes = 32 * 1024;
   EXPECT_FALSE(vk::coop_for(512, 512, 512, ctx));
   ctx.coop_khr = vk::KhrCoopShape{8, 8, 8, 8};
-  ASSERT_TRUE(vk::coop_for(512, 512, 512, ctx));
+  ASSERT_EQ(vk::coop_for(512, 512, 512, ctx), vk::cm2_built());  // the kernel is built with glslang 15
   for (const bool f16 : {true, false}) {
     const vk::CoopOperand a = vk::coop_fp32(0, 200, 300, 300, 1, 0), b = vk::coop_fp32(1, 136, 300, 300, 1, 0);
     vk::Encoded out;

@@ -127,16 +127,19 @@ uint64_t coop_slices(uint64_t tiles, uint64_t Kp, uint64_t bk, const CoopEpilogu
   return gpu::splitk_slices(Kp, want, bk, kslice);
 }
 
-// gemm_coop.comp's needs (NVIDIA's extension); elsewhere khr/gemm_coop_khr.comp with ctx.coop_khr.
-bool nv_coop(const EncodeContext& ctx) {
-  return ctx.coopmat && ctx.subgroup_size == 32 && ctx.max_shared_bytes >= 48 * 1024 && ctx.max_invocations >= 256;
+// Which tensor-core GEMM kernel the device takes: gemm_coop.comp (NVIDIA's extension, subgroups of 32, 48 KiB
+// of shared memory), else khr/gemm_coop_khr.comp with ctx.coop_khr (built with glslang 15), else none.
+enum class CoopKernel { none, nv, khr };
+CoopKernel coop_kernel(const EncodeContext& ctx) {
+  if (ctx.max_invocations < 256) return CoopKernel::none;
+  if (ctx.coopmat && ctx.subgroup_size == 32 && ctx.max_shared_bytes >= 48 * 1024) return CoopKernel::nv;
+  return cm2_built() && ctx.coop_khr ? CoopKernel::khr : CoopKernel::none;
 }
 
 }  // namespace
 
 bool coop_for(uint64_t M, uint64_t N, uint64_t K, const EncodeContext& ctx) {
-  const bool nv = nv_coop(ctx), khr = !nv && ctx.coop_khr && ctx.max_invocations >= 256;
-  if (!nv && !khr) return false;
+  if (coop_kernel(ctx) == CoopKernel::none) return false;
   switch (ctx.tuning.coopmat) {
     case gpu::Force::never: return false;
     case gpu::Force::all: return true;
@@ -165,9 +168,10 @@ bool append_coop(const CoopOperand& a, const CoopOperand& b, const CoopEpilogue&
                  const EncodeContext& ctx, Encoded& out) {
   ET_CHECK(a.K == b.K, "vulkan coop gemm: contraction lengths differ (", a.K, " vs ", b.K, ")");
   // gemm_coop.comp's k step: 64 with fp16 operands, 32 with the fp32 parts; the KHR form's per its tile.
-  const bool khr = !nv_coop(ctx);
+  const CoopKernel kernel = coop_kernel(ctx);
+  const bool khr = kernel == CoopKernel::khr;
   const KhrCoopTile khr_tile = khr ? khr_coop_tile(ctx.coop_khr, f16, ctx.max_shared_bytes) : KhrCoopTile{};
-  if (khr && (!cm2_built() || !khr_tile.ok)) return false;  // its kernel is built with glslang 15
+  if (kernel == CoopKernel::none || (khr && !khr_tile.ok)) return false;
   const uint64_t bk = khr ? khr_tile.bk : f16 ? 64 : 32;
   // fp16 operands on a device with cooperative matrices 2: cm2/gemm_cm2.comp reads the same parts through
   // tensor loads (element offsets in halves: the parts, padded to 128 rows at most, must lie in the first
