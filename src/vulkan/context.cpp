@@ -138,17 +138,22 @@ std::string details_of(VkInstance inst, VkPhysicalDevice pd) {
     drv = cat(d.driverName, " ", d.driverInfo);
   }
   Limits l = read_limits(pd);
-  std::string khr_why;  // why a device that offers VK_KHR_cooperative_matrix cannot use it
-  const KhrCoopShape khr = cm2_built() ? khr_coop_shape(inst, pd, &khr_why) : KhrCoopShape{};  // its kernel built
-  if (khr || !device_offers(pd, kKhrCoopExtension)) khr_why.clear();
+  // Which tensor-core GEMMs: NVIDIA's extension, else VK_KHR_cooperative_matrix's shape (its kernel built
+  // with glslang 15) or why the device's cannot serve.
+  std::string coop;
+  if (coopmat_supported(inst, pd)) {
+    coop = ", fp16 cooperative matrices (tensor-core GEMMs; fp16 attention)";
+  } else if (cm2_built() && device_offers(pd, kKhrCoopExtension)) {
+    std::string why;
+    const KhrCoopShape khr = khr_coop_shape(inst, pd, &why);
+    coop = !khr ? cat(", VK_KHR_cooperative_matrix unused: ", why)
+                : cat(", KHR fp16 cooperative matrices ", khr.m, "x", khr.n, "x", khr.k, " (tensor-core GEMMs",
+                      p.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU ? "; emulated: only with EDGETRAIN_VK_COOPMAT=all)" : ")");
+  }
   return cat("Vulkan ", version_str(p.apiVersion), ", driver ", drv.empty() ? version_str(p.driverVersion) : drv,
              ", subgroup ", l.subgroup_size, ", shared memory ", l.max_shared_bytes, " B, max workgroup ",
              l.max_invocations, ", storage range ", l.max_storage_range, " B, device memory ",
-             l.device_local_heap >> 20, " MiB",
-             coopmat_supported(inst, pd) ? ", fp16 cooperative matrices (tensor-core GEMMs; fp16 attention)"
-             : !khr.m ? (khr_why.empty() ? std::string() : cat(", VK_KHR_cooperative_matrix unused: ", khr_why))
-             : cat(", KHR fp16 cooperative matrices ", khr.m, "x", khr.n, "x", khr.k, " (tensor-core GEMMs",
-                   p.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU ? "; emulated: only with EDGETRAIN_VK_COOPMAT=all)" : ")"),
+             l.device_local_heap >> 20, " MiB", coop,
              cm2_built() && cm2_supported(inst, pd) ? ", cooperative matrices 2 (fp16 GEMMs and attention forward)"
                                                     : "");
 }
