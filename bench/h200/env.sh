@@ -9,6 +9,7 @@ export LD_LIBRARY_PATH=$PWD/.devrun:/tmp/deps/usr/lib/x86_64-linux-gnu/openblas-
 export XDG_RUNTIME_DIR=/tmp/xdg-et
 mkdir -p -m 700 "$XDG_RUNTIME_DIR"
 export EDGETRAIN_DEPS=$PWD/.devrun/deps
+if [ -f .devrun/deps/dawn/libwebgpu_wrapper.so.xz ]; then unxz -f .devrun/deps/dawn/libwebgpu_wrapper.so.xz; fi
 if [ -f /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ]; then
   export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 fi

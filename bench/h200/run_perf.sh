@@ -9,7 +9,8 @@
 # against the default (khr). Writes everything under $OUT.
 # `targets` alone measures every speed target row of issues 14 and 16 beside its PyTorch peer in one call
 # (~8 minutes; the fp16 GEMMs and attention, fp32 attention, adamw_step alone and after a product, the base
-# qat step fp16/fp32 beside bf16/fp32 eager, the 1B qlora step beside bf16 eager; targets.txt sums them up).
+# qat step fp16/fp32 beside bf16/fp32 eager and WebGPU's fp32 step, the 1B qlora step beside bf16 eager;
+# targets.txt sums them up).
 # Usage (from the repository root, with .gl/ and .devrun/ carried): source bench/h200/env.sh;
 # bash bench/h200/run_perf.sh [tests|bench|webgpu|peerstep|step|webgpustep|train|hfcheck|llama1b|binding128|khr|ceiling|targets|all]...
 set -u
@@ -183,8 +184,12 @@ if [[ " $what " == *" targets "* ]]; then  # not part of `all`: its runs repeat 
   for precision in fp16 fp32; do
     timeout 90 $B/edgetrain bench --backend vulkan --ops none --step base --mode qat --batch 16 --seq 512 --steps 8 \
       --precision $precision --peer "$OUT/peer_base.json" > "$OUT/targets_base_$precision.txt" 2>&1
-    log "base qat $precision rc=$? $(grep -E 'tokens/s' "$OUT/targets_base_$precision.txt" | tr -s ' ' | tr '\n' ' ')"
+    log "base qat $precision rc=$? $(grep -E 'tokens/s|step median' "$OUT/targets_base_$precision.txt" | tr -s ' ' | tr '\n' ' ')"
   done
+  # WebGPU's step (fp32: Dawn offers no cooperative matrices) against Vulkan's fp32 step above, update phases too.
+  timeout 90 $B/edgetrain bench --backend webgpu --ops none --step base --mode qat --batch 16 --seq 512 --steps 6 \
+    --precision fp32 > "$OUT/targets_base_webgpu.txt" 2>&1
+  log "base qat webgpu fp32 rc=$? $(grep -E 'tokens/s|step median' "$OUT/targets_base_webgpu.txt" | tr -s ' ' | tr '\n' ' ')"
   timeout 120 python3 $B/peer_torch.py --out "$OUT/peer_1b.json" --cases none --step llama3.2-1b --mode qlora --batch 4 \
     --seq 1024 --steps 6 --variants bf16_eager_sdpa > "$OUT/peer_1b.txt" 2>&1
   log "peer 1b qlora rc=$?"
