@@ -18,9 +18,11 @@
 // Masking (causal with an offset S - T, HAS_POS sample packing) as the other attention kernels. Loads past
 // the last row read zeros (clamped layouts); rows of the next sample that padding rows reach are masked
 // (their P and dS are 0) and never stored. Head dims that are multiples of 16 up to 128 (ops_llama.cpp).
-// H200 (docs/PERFORMANCE.md, twenty-second session), copies included, against attention_coop_backward.comp:
-// B16 H12 T512 D64 0.452 -> 0.405 ms, B4 H32 T1024 D64 0.876 -> 0.826; the 1B qlora step (GQA 32/8) the
-// same, 12.9 ms of attention backward per step against 13.0.
+// Tiles every query of which sees every key skip the mask (most tiles); MODE 1 keeps its query tile's lse
+// and D in workgroup memory for the per-element ops (they were read from global memory per element).
+// H200 (docs/PERFORMANCE.md, twenty-second and twenty-fifth sessions), copies included: B16 H12 T512 D64
+// 0.452 ms (attention_coop_backward.comp) -> 0.405 -> 0.306 with those two, B4 H32 T1024 D64 0.876 -> 0.826
+// -> 0.589; the 1B qlora fp16 step (GQA 32/8) 30,585 -> 31,466 tokens/s with them.
 #version 450
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_NV_cooperative_matrix2 : require
@@ -60,7 +62,7 @@ layout(push_constant) uniform P {
 } p;
 
 shared float Dpart[128];      // MODE 0: half rows' dot products
-shared float Ls[BR], Ds[BR];  // MODE 0: lse and D of the block's rows
+shared float Ls[BR], Ds[BR];  // lse and D of the block's (MODE 0) or the tile's (MODE 1) query rows
 
 #define ACC(R, C) coopmat<float, gl_ScopeWorkgroup, R, C, gl_MatrixUseAccumulator>
 #define MATA(R, C) coopmat<float16_t, gl_ScopeWorkgroup, R, C, gl_MatrixUseA>
@@ -76,21 +78,31 @@ bool sees(const in uint b, const in uint t, const in uint key) {
   if (HAS_POS == 1u && seen) seen = key >= first_key(b, t);
   return seen;
 }
+// Whether every query of [t0, t0 + BR) sees every key of [c0, c0 + BC): no mask needed (most tiles).
+bool whole_tile(const in uint t0, const in uint c0) {
+  return HAS_POS == 0u && t0 + BR <= p.T && c0 + BC <= p.S && c0 + BC - 1u <= t0 + (p.S - p.T);
+}
 // MODE 0 on S (row: query t0 + r, column: key key0 + c): dS = P (dP - D), P = exp(scale S - lse).
 float ds_op(const in uint r, const in uint c, const in float s, const in float dp, const in uint b, const in uint t0,
             const in uint key0, const in float scale) {
   if (!sees(b, t0 + r, key0 + c)) return 0.0;
   return exp(scale * s - Ls[r]) * (dp - Ds[r]);
 }
+float ds_whole_op(const in uint r, const in uint c, const in float s, const in float dp, const in float scale) {
+  return exp(scale * s - Ls[r]) * (dp - Ds[r]);
+}
 // MODE 1 on S^T (row: key c0 + r, column: query t0 + c): P^T.
 float pt_op(const in uint r, const in uint c, const in float s, const in uint b, const in uint t0, const in uint c0,
-            const in uint lb, const in float scale) {
+            const in float scale) {
   if (!sees(b, t0 + c, c0 + r)) return 0.0;
-  return exp(scale * s - lse[lb + c]);
+  return exp(scale * s - Ls[c]);
 }
-// MODE 1: dS^T = P^T (dP^T - D).
-float dst_op(const in uint r, const in uint c, const in float pt, const in float dpt, const in uint t0, const in uint lb) {
-  return t0 + c < p.T ? pt * (dpt - Dr[lb + c]) : 0.0;
+float pt_whole_op(const in uint r, const in uint c, const in float s, const in float scale) {
+  return exp(scale * s - Ls[c]);
+}
+// MODE 1: dS^T = P^T (dP^T - D); 0 past T (whatever the next sample's rows hold).
+float dst_op(const in uint r, const in uint c, const in float pt, const in float dpt, const in uint t0) {
+  return t0 + c < p.T ? pt * (dpt - Ds[c]) : 0.0;
 }
 // Rows [0, n) of a block into an fp32 gradient whose row r starts at base + r * stride.
 float store_rows_op(const in uint r, const in uint c, const in float e, const in uint which, const in uint base,
@@ -149,7 +161,8 @@ void dq_block(const in uint wid) {
     ACC(BR, BC) s = ACC(BR, BC)(0.0), dp = ACC(BR, BC)(0.0);
     s = coopMatMulAdd(mq, kt, s);
     dp = coopMatMulAdd(mdo, vt, dp);
-    coopMatPerElementNV(s, s, ds_op, dp, b, t0, key0, scale);
+    if (whole_tile(t0, key0)) coopMatPerElementNV(s, s, ds_whole_op, dp, scale);
+    else coopMatPerElementNV(s, s, ds_op, dp, b, t0, key0, scale);
     MATA(BR, BC) dsa = MATA(BR, BC)(s);
     MATB(BC, HD) mk;
     coopMatLoadTensorNV(mk, h16, p.k16 * 8u, sliceTensorLayoutNV(lk, b * p.S + key0, BC, g * HD, HD));
@@ -186,7 +199,16 @@ void dkdv_block(const in uint wid) {
   // Query t sees key c when c <= t + off: the first query tile that sees a key of the block.
   const uint tbeg = c0 > off ? (c0 - off) / BR * BR : 0u;
   [[dont_unroll]] for (uint t0 = tbeg; t0 < p.T; t0 += BR) {
-    if (!tile_sees(b, t0, c0, c0 + nk, off)) continue;
+    if (!tile_sees(b, t0, c0, c0 + nk, off)) continue;  // uniform
+    // the tile's lse and D into workgroup memory for the per-element ops (0 past T)
+    barrier();  // the previous tile's ops have read them
+    {
+      const uint i = gl_LocalInvocationIndex & (BR - 1u);
+      const float x = t0 + i < p.T ? (gl_LocalInvocationIndex < BR ? lse[lb + t0 + i] : Dr[lb + t0 + i]) : 0.0;
+      if (gl_LocalInvocationIndex < BR) Ls[i] = x;
+      else Ds[i] = x;
+    }
+    barrier();
     const uint row = b * p.T + t0;
     MATB(HD, BR) qt, dot_;
     coopMatLoadTensorNV(qt, h16, p.q16 * 8u, sliceTensorLayoutNV(lq, row, BR, h * HD, HD), transposed);
@@ -194,13 +216,14 @@ void dkdv_block(const in uint wid) {
     ACC(BC, BR) st = ACC(BC, BR)(0.0), dpt = ACC(BC, BR)(0.0);
     st = coopMatMulAdd(mk, qt, st);
     dpt = coopMatMulAdd(mv, dot_, dpt);
-    coopMatPerElementNV(st, st, pt_op, b, t0, c0, lb + t0, scale);
+    if (whole_tile(t0, c0)) coopMatPerElementNV(st, st, pt_whole_op, scale);
+    else coopMatPerElementNV(st, st, pt_op, b, t0, c0, scale);
     MATB(BR, HD) mdo, mq;
     coopMatLoadTensorNV(mdo, h16, p.d16 * 8u, sliceTensorLayoutNV(lq, row, BR, h * HD, HD));
     coopMatLoadTensorNV(mq, h16, p.q16 * 8u, sliceTensorLayoutNV(lq, row, BR, h * HD, HD));
     MATA(BC, BR) pa = MATA(BC, BR)(st);
     dva = coopMatMulAdd(pa, mdo, dva);
-    coopMatPerElementNV(st, st, dst_op, dpt, t0, lb + t0);
+    coopMatPerElementNV(st, st, dst_op, dpt, t0);
     pa = MATA(BC, BR)(st);
     dka = coopMatMulAdd(pa, mq, dka);
   }
