@@ -138,11 +138,16 @@ std::string details_of(VkInstance inst, VkPhysicalDevice pd) {
     drv = cat(d.driverName, " ", d.driverInfo);
   }
   Limits l = read_limits(pd);
-  // Which tensor-core GEMMs: NVIDIA's extension, else VK_KHR_cooperative_matrix's shape (its kernel built
-  // with glslang 15) or why the device's cannot serve.
+  // Which tensor-core GEMMs: with cooperative matrices 2, VK_KHR_cooperative_matrix's shape for those cm2 does
+  // not take; else NVIDIA's extension; else KHR's shape (its kernel built with glslang 15) or why the
+  // device's cannot serve.
+  const bool cm2 = cm2_built() && cm2_supported(inst, pd);
   std::string coop;
   if (coopmat_supported(inst, pd)) {
-    coop = ", fp16 cooperative matrices (tensor-core GEMMs; fp16 attention)";
+    const KhrCoopShape khr = cm2 ? khr_coop_shape(inst, pd) : KhrCoopShape{};
+    coop = !khr ? ", fp16 cooperative matrices (tensor-core GEMMs; fp16 attention)"
+                : cat(", fp16 cooperative matrices (fp16 attention; tensor-core GEMMs through KHR's ", khr.m, "x",
+                      khr.n, "x", khr.k, ")");
   } else if (cm2_built() && device_offers(pd, kKhrCoopExtension)) {
     std::string why;
     const KhrCoopShape khr = khr_coop_shape(inst, pd, &why);
@@ -153,9 +158,7 @@ std::string details_of(VkInstance inst, VkPhysicalDevice pd) {
   return cat("Vulkan ", version_str(p.apiVersion), ", driver ", drv.empty() ? version_str(p.driverVersion) : drv,
              ", subgroup ", l.subgroup_size, ", shared memory ", l.max_shared_bytes, " B, max workgroup ",
              l.max_invocations, ", storage range ", l.max_storage_range, " B, device memory ",
-             l.device_local_heap >> 20, " MiB", coop,
-             cm2_built() && cm2_supported(inst, pd) ? ", cooperative matrices 2 (fp16 GEMMs and attention forward)"
-                                                    : "");
+             l.device_local_heap >> 20, " MiB", coop, cm2 ? ", cooperative matrices 2 (fp16 GEMMs and attention forward)" : "");
 }
 
 VKAPI_ATTR VkBool32 VKAPI_CALL on_message(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
@@ -404,6 +407,12 @@ Context::Context(const BackendOptions& opts) {
       v12_on.bufferDeviceAddress = VK_TRUE;  // memory.cpp: their buffers need device addresses
       dexts.insert(dexts.end(), std::begin(kCm2Extensions), std::end(kCm2Extensions));
       cm_on.pNext = cm2_on.chain(nullptr);
+      // Cooperative matrices 2 turn VK_KHR_cooperative_matrix on as well: the products cm2 does not take
+      // (the fp32 parts', the rest) then run khr/gemm_coop_khr.comp, gemm_coop.comp's kernel through KHR's
+      // types, which NVIDIA's driver runs faster (H200: fp32 products 20-27% faster; H100: the fp32 base
+      // step 47.0K -> 51.6K tokens/s; docs/PERFORMANCE.md, twenty-fifth session). EDGETRAIN_VK_COOP_KHR=0:
+      // gemm_coop.comp.
+      if (layer_knows_khr && tuning_.coop_khr != gpu::Force::never) limits_.coop_khr = khr_coop_shape(instance_, phys_);
     }
 
     float prio = 1.0f;

@@ -40,9 +40,10 @@ struct Limits {
   // (Tuning::cm2); not while the validation layer is on unless EDGETRAIN_VK_CM2=all: Debian 12's layer
   // predates the extension.
   bool cm2 = false;
-  // Where NVIDIA's extension is absent: VK_KHR_cooperative_matrix's fp16 fragment shape for the same GEMMs
-  // (coop_khr.h; khr/gemm_coop_khr.comp), enabled unless EDGETRAIN_VK_COOPMAT=0; on a software device
-  // (lavapipe) only with EDGETRAIN_VK_COOPMAT=all, for tests: there it emulates the tensor cores.
+  // VK_KHR_cooperative_matrix's fp16 fragment shape for the same GEMMs (coop_khr.h; khr/gemm_coop_khr.comp):
+  // where NVIDIA's extension is absent, enabled unless EDGETRAIN_VK_COOPMAT=0 (on a software device such as
+  // lavapipe only with EDGETRAIN_VK_COOPMAT=all, for tests: there it emulates the tensor cores); and beside
+  // cooperative matrices 2, which enable the extension anyway, unless EDGETRAIN_VK_COOP_KHR=0.
   KhrCoopShape coop_khr;
   // Multiprocessors (VK_NV_shader_sm_builtins' shaderSMCount; 0 where the device does not say): how many
   // workgroups of the tensor-core GEMM run at once, for its split-K choice.

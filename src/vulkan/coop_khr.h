@@ -1,5 +1,6 @@
 // VK_KHR_cooperative_matrix: the tensor-core GEMM where NVIDIA's extension is absent (Mesa 26's lavapipe,
-// with which the tests run it; an NVIDIA GPU with EDGETRAIN_VK_COOP_KHR=all), through khr/gemm_coop_khr.comp,
+// with which the tests run it) and, on NVIDIA GPUs with cooperative matrices 2, for the products cm2 does not
+// take (there it runs faster than through NVIDIA's extension), through khr/gemm_coop_khr.comp,
 // the same kernel as gemm_coop.comp with the fragment shape the device lists. The kernel needs the subgroup
 // size fixed: AMD and Intel GPUs, whose compute subgroup size varies (32..64, 8..32), are refused with that
 // reason until pipelines request a size (VK_EXT_subgroup_size_control; not done: no such device to test). This file reads that list and sizes

@@ -78,8 +78,8 @@ struct Tuning {
   gpu::Force split_k = gpu::Force::automatic;   // EDGETRAIN_VK_GEMM_SPLITK: split-K of gemm_big and gemm_coop
   gpu::Force coopmat = gpu::Force::automatic;   // EDGETRAIN_VK_COOPMAT: the tensor-core GEMMs ("0": device features off)
   gpu::Force cm2 = gpu::Force::automatic;       // EDGETRAIN_VK_CM2: cooperative matrices 2 (Limits::cm2)
-  // EDGETRAIN_VK_COOP_KHR: "all" takes VK_KHR_cooperative_matrix even where NVIDIA's extension is offered
-  // (to test and measure the KHR kernel on an NVIDIA GPU; NVIDIA's coop attention and cm2 then go too).
+  // EDGETRAIN_VK_COOP_KHR: "all" takes VK_KHR_cooperative_matrix instead of NVIDIA's extension (NVIDIA's coop
+  // attention and cm2 then go too); "0" keeps gemm_coop.comp beside cooperative matrices 2 (was the default).
   gpu::Force coop_khr = gpu::Force::automatic;
   static Tuning from_env();
 };

@@ -7,8 +7,9 @@
 // contiguous (KIND 1) keeps that k-major orientation (no transpose) and gemm_coop.comp reads it transposed.
 // Where the device has cooperative matrices 2, fp16 products run cm2/gemm_cm2.comp over the same staged
 // parts instead (a 4-bit weight then staged k-major too); H200 figures in docs/PERFORMANCE.md. Where the
-// device has only VK_KHR_cooperative_matrix, khr/gemm_coop_khr.comp (gemm_coop.comp's kernel with the
-// device's fragment shape; coop_khr.h) takes gemm_coop.comp's place, its k step from khr_coop_tile.
+// device has VK_KHR_cooperative_matrix — alone, or beside cooperative matrices 2 — khr/gemm_coop_khr.comp
+// (gemm_coop.comp's kernel with the device's fragment shape; coop_khr.h) takes gemm_coop.comp's place, its
+// k step from khr_coop_tile.
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -127,13 +128,15 @@ uint64_t coop_slices(uint64_t tiles, uint64_t Kp, uint64_t bk, const CoopEpilogu
   return gpu::splitk_slices(Kp, want, bk, kslice);
 }
 
-// Which tensor-core GEMM kernel the device takes: gemm_coop.comp (NVIDIA's extension, subgroups of 32, 48 KiB
-// of shared memory), else khr/gemm_coop_khr.comp with ctx.coop_khr (built with glslang 15), else none.
+// Which tensor-core GEMM kernel the device takes: khr/gemm_coop_khr.comp where the context found a KHR shape
+// (built with glslang 15; on NVIDIA GPUs with cooperative matrices 2 it runs gemm_coop.comp's kernel
+// faster), else gemm_coop.comp (NVIDIA's extension, subgroups of 32, 48 KiB of shared memory), else none.
 enum class CoopKernel { none, nv, khr };
 CoopKernel coop_kernel(const EncodeContext& ctx) {
   if (ctx.max_invocations < 256) return CoopKernel::none;
+  if (cm2_built() && ctx.coop_khr) return CoopKernel::khr;
   if (ctx.coopmat && ctx.subgroup_size == 32 && ctx.max_shared_bytes >= 48 * 1024) return CoopKernel::nv;
-  return cm2_built() && ctx.coop_khr ? CoopKernel::khr : CoopKernel::none;
+  return CoopKernel::none;
 }
 
 }  // namespace
