@@ -1,7 +1,7 @@
 // How an op becomes Vulkan work: an encoder turns one validated OpCall into one or more Dispatches of
-// embedded SPIR-V kernels. The runtime (context.cpp, program.cpp) owns devices, memory, pipelines and
-// command buffers, and checks every dispatch's grid against the device limits; encoders (ops_<family>.cpp)
-// only choose kernels, constants and grid sizes.
+// embedded SPIR-V kernels. The runtime (context.cpp, devices.cpp, backend.cpp, program.cpp) owns devices,
+// memory, pipelines and command buffers, and checks every dispatch's grid against the device limits;
+// encoders (ops_<family>.cpp) only choose kernels, constants and grid sizes.
 //
 // Binding convention, the same for every kernel, so shaders and encoders agree without tables:
 //   set 0, binding i            = call input i (an absent optional input is bound to a 16-byte dummy),
