@@ -14,17 +14,11 @@
 
 #ifdef EDGETRAIN_HAS_VULKAN
 #include "vulkan/ops_gemm.h"
+#include "harness/vulkan_test.h"
 #include "vulkan/program.h"
 
 namespace edgetrain::test {
 namespace {
-
-#define NEED_VULKAN()                                                    \
-  do {                                                                   \
-    if (!vulkan_usable()) GTEST_SKIP() << "no usable Vulkan device";     \
-  } while (0)
-
-vk::VulkanBackend& vb() { return dynamic_cast<vk::VulkanBackend&>(backend_for_tests("vulkan")); }
 
 
 // A small training step (forward, loss, weight gradient, AdamW, requant) recorded once and replayed with

@@ -14,17 +14,11 @@
 #include "harness/scoped_env.h"
 
 #ifdef EDGETRAIN_HAS_VULKAN
+#include "harness/vulkan_test.h"
 #include "vulkan/program.h"
 
 namespace edgetrain::test {
 namespace {
-
-#define NEED_VULKAN()                                                    \
-  do {                                                                   \
-    if (!vulkan_usable()) GTEST_SKIP() << "no usable Vulkan device";     \
-  } while (0)
-
-vk::VulkanBackend& vb() { return dynamic_cast<vk::VulkanBackend&>(backend_for_tests("vulkan")); }
 
 TEST(VulkanRuntime, ListsDevices) {
   auto devs = vk::list_vulkan_devices();  // never throws
