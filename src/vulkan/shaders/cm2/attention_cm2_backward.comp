@@ -82,23 +82,22 @@ bool sees(const in uint b, const in uint t, const in uint key) {
 bool whole_tile(const in uint t0, const in uint c0) {
   return HAS_POS == 0u && t0 + BR <= p.T && c0 + BC <= p.S && c0 + BC - 1u <= t0 + (p.S - p.T);
 }
-// MODE 0 on S (row: query t0 + r, column: key key0 + c): dS = P (dP - D), P = exp(scale S - lse).
-float ds_op(const in uint r, const in uint c, const in float s, const in float dp, const in uint b, const in uint t0,
-            const in uint key0, const in float scale) {
-  if (!sees(b, t0 + r, key0 + c)) return 0.0;
-  return exp(scale * s - Ls[r]) * (dp - Ds[r]);
-}
+// MODE 0 on S (row: query t0 + r, column: key key0 + c): dS = P (dP - D), P = exp(scale S - lse); the
+// masked form for tiles with keys some query does not see.
 float ds_whole_op(const in uint r, const in uint c, const in float s, const in float dp, const in float scale) {
   return exp(scale * s - Ls[r]) * (dp - Ds[r]);
 }
-// MODE 1 on S^T (row: key c0 + r, column: query t0 + c): P^T.
-float pt_op(const in uint r, const in uint c, const in float s, const in uint b, const in uint t0, const in uint c0,
-            const in float scale) {
-  if (!sees(b, t0 + c, c0 + r)) return 0.0;
-  return exp(scale * s - Ls[c]);
+float ds_op(const in uint r, const in uint c, const in float s, const in float dp, const in uint b, const in uint t0,
+            const in uint key0, const in float scale) {
+  return sees(b, t0 + r, key0 + c) ? ds_whole_op(r, c, s, dp, scale) : 0.0;
 }
+// MODE 1 on S^T (row: key c0 + r, column: query t0 + c): P^T; likewise masked.
 float pt_whole_op(const in uint r, const in uint c, const in float s, const in float scale) {
   return exp(scale * s - Ls[c]);
+}
+float pt_op(const in uint r, const in uint c, const in float s, const in uint b, const in uint t0, const in uint c0,
+            const in float scale) {
+  return sees(b, t0 + c, c0 + r) ? pt_whole_op(r, c, s, scale) : 0.0;
 }
 // MODE 1: dS^T = P^T (dP^T - D); 0 past T (whatever the next sample's rows hold).
 float dst_op(const in uint r, const in uint c, const in float pt, const in float dpt, const in uint t0) {
