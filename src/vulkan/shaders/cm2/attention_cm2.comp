@@ -48,6 +48,7 @@ layout(push_constant) uniform P {
 #define ACC(C) coopmat<float, gl_ScopeWorkgroup, BR, C, gl_MatrixUseAccumulator>
 #define NEG_INF uintBitsToFloat(0xff800000u)
 
+#include "attention_cm2_layout.glsl"
 #include "attention_pos.glsl"
 uint first_key(uint b, uint t) { return t - uint(clamp(tok_pos[b * p.T + t], 0, int(t))); }
 
@@ -92,12 +93,7 @@ void main() {
   // Rows of q: (batch, token) pairs, columns: head * HD + d; likewise k and v with S and KV. Loads past the
   // last row read zeros; rows of the next sample that a block's padding rows or a tile's keys past S reach
   // are masked or never stored.
-  tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> lq = createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
-  tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> lk = createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
-  lq = setTensorLayoutDimensionNV(lq, p.B * p.T, p.H * HD);
-  lq = setTensorLayoutStrideNV(lq, (p.H * HD) & ~7u, 1);  // HD % 16 == 0: rows 32-byte aligned
-  lk = setTensorLayoutDimensionNV(lk, p.B * p.S, p.KV * HD);
-  lk = setTensorLayoutStrideNV(lk, (p.KV * HD) & ~7u, 1);
+  const CLAMPED lq = rows_layout(p.B * p.T, p.H * HD), lk = rows_layout(p.B * p.S, p.KV * HD);
   tensorViewNV<2, false, 1, 0> transposed = createTensorViewNV(2, false, 1, 0);
 
   coopmat<float16_t, gl_ScopeWorkgroup, BR, HD, gl_MatrixUseA> mq;

@@ -67,8 +67,7 @@ shared float Ls[BR], Ds[BR];  // lse and D of the block's (MODE 0) or the tile's
 #define ACC(R, C) coopmat<float, gl_ScopeWorkgroup, R, C, gl_MatrixUseAccumulator>
 #define MATA(R, C) coopmat<float16_t, gl_ScopeWorkgroup, R, C, gl_MatrixUseA>
 #define MATB(R, C) coopmat<float16_t, gl_ScopeWorkgroup, R, C, gl_MatrixUseB>
-#define CLAMPED tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV>
-
+#include "attention_cm2_layout.glsl"
 #include "attention_pos.glsl"
 uint first_key(uint b, uint t) { return t - uint(clamp(tok_pos[b * p.T + t], 0, int(t))); }
 
@@ -139,12 +138,7 @@ void dq_block(const in uint wid) {
     }
     barrier();
   }
-  CLAMPED lq = createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
-  CLAMPED lk = createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
-  lq = setTensorLayoutDimensionNV(lq, p.B * p.T, p.H * HD);
-  lq = setTensorLayoutStrideNV(lq, (p.H * HD) & ~7u, 1);  // HD % 16 == 0: rows 32-byte aligned
-  lk = setTensorLayoutDimensionNV(lk, p.B * p.S, p.KV * HD);
-  lk = setTensorLayoutStrideNV(lk, (p.KV * HD) & ~7u, 1);
+  const CLAMPED lq = rows_layout(p.B * p.T, p.H * HD), lk = rows_layout(p.B * p.S, p.KV * HD);
   tensorViewNV<2, false, 1, 0> transposed = createTensorViewNV(2, false, 1, 0);
 
   MATA(BR, HD) mq, mdo;
@@ -183,12 +177,7 @@ void dkdv_block(const in uint wid) {
   const uint b = bh / p.H, h = bh - b * p.H, g = h / G;
   const uint c0 = kb * BC, nk = min(BC, p.S - c0), off = p.S - p.T, lb = bh * p.T;
   const float scale = scal[p.scale_idx];
-  CLAMPED lq = createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
-  CLAMPED lk = createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
-  lq = setTensorLayoutDimensionNV(lq, p.B * p.T, p.H * HD);
-  lq = setTensorLayoutStrideNV(lq, (p.H * HD) & ~7u, 1);
-  lk = setTensorLayoutDimensionNV(lk, p.B * p.S, p.KV * HD);
-  lk = setTensorLayoutStrideNV(lk, (p.KV * HD) & ~7u, 1);
+  const CLAMPED lq = rows_layout(p.B * p.T, p.H * HD), lk = rows_layout(p.B * p.S, p.KV * HD);
   tensorViewNV<2, false, 1, 0> transposed = createTensorViewNV(2, false, 1, 0);
 
   MATA(BC, HD) mk, mv;
