@@ -111,7 +111,7 @@ TEST(GemmCm2, CatalogueF16Cases) {
 // (fuse_low_rank_update, ops_gemm.h); values against the CPU backend running the same calls: with the
 // updates' operands given (not computed here), both sides multiply the same fp16 values and differ only in
 // the order of the K + r fp32 sums (the catalogue's f16 4-bit tolerance, tol::reduction). Partial tiles and a
-// bias (the per-element epilogue), whole tiles (tensor stores).
+// bias (the per-element epilogue), whole tiles (tensor stores), a tall narrow product.
 TEST(GemmCm2, LowRankUpdatesJoinTheFourBitProducts) {
   std::unique_ptr<Backend> be = cm2_backend("edgetrain_cm2_lora_profile.txt");
   CM2_OR_SKIP(be)
@@ -120,7 +120,8 @@ TEST(GemmCm2, LowRankUpdatesJoinTheFourBitProducts) {
     bool bias;
   };
   const int64_t rank = 16, gs = 32;
-  for (const Shp& s : {Shp{300, 384, 264, true}, Shp{256, 512, 256, false}}) {
+  // M = 4096 with N <= 1024: a product the KHR kernel would take alone (the next test) stays on cm2 to join.
+  for (const Shp& s : {Shp{300, 384, 264, true}, Shp{256, 512, 256, false}, Shp{4096, 256, 192, false}}) {
     SCOPED_TRACE("M " + std::to_string(s.M) + " K " + std::to_string(s.K) + " N " + std::to_string(s.N));
     Rng r(17);
     const HostTensor x = random_f32(r, Shape{s.M, s.K}), dy = random_f32(r, Shape{s.M, s.N}),
@@ -155,6 +156,39 @@ TEST(GemmCm2, LowRankUpdatesJoinTheFourBitProducts) {
   const std::string report = dynamic_cast<vk::VulkanBackend&>(*be).profiler()->report();
   EXPECT_NE(report.find("gemm_cm2 (linear_q4gsw + mm)"), std::string::npos) << report;
   EXPECT_NE(report.find("gemm_cm2 (linear_q4gsw_backward + mm)"), std::string::npos) << report;
+}
+
+// A 4-bit weight's tall, narrow fp16 products (M >= 4096 rows, N <= 1024) run khr/gemm_coop_khr.comp beside
+// cooperative matrices 2 (append_coop: faster there); against the CPU backend running the same calls, with
+// the catalogue's f16 4-bit tolerance.
+TEST(GemmCm2, NarrowFourBitProductsTakeTheKhrKernel) {
+  std::unique_ptr<Backend> be = cm2_backend("edgetrain_cm2_narrow_profile.txt");
+  CM2_OR_SKIP(be)
+  const int64_t M = 4096, K = 320, N = 200, gs = 32;  // partial tiles on both sides
+  Rng r(23);
+  const HostTensor x = random_f32(r, Shape{M, K}), dy = random_f32(r, Shape{M, N}), bias = random_f32(r, Shape{N});
+  const Q4Weight q = random_q4(r, N, K, gs);
+  auto run = [&](Backend& bk) {
+    auto up = [&](const HostTensor& h) { return bk.from_host(h.shape(), h.dtype(), h.data(), h.nbytes()); };
+    const Tensor tw = up(q.w), ts = up(q.scales);
+    auto p = bk.new_program();
+    Graph g(bk, *p);
+    g.set_precision(Precision::fp16);
+    Tensor y = g.linear_q4gsw(up(x), tw, ts, gs, up(bias));
+    Tensor dx = g.linear_q4gsw_backward(up(dy), tw, ts, gs, K);
+    p->finalize();
+    p->replay();
+    return std::vector<HostTensor>{HostTensor::from(y.shape(), DType::f32, bk.to_vector<float>(y)),
+                                   HostTensor::from(dx.shape(), DType::f32, bk.to_vector<float>(dx))};
+  };
+  const std::vector<HostTensor> want = run(backend_for_tests("cpu")), got = run(*be);
+  std::string d = compare(got[0], want[0], tol::reduction(K));
+  EXPECT_TRUE(d.empty()) << "y:\n" << d;
+  d = compare(got[1], want[1], tol::reduction(N));
+  EXPECT_TRUE(d.empty()) << "dx:\n" << d;
+  const std::string report = dynamic_cast<vk::VulkanBackend&>(*be).profiler()->report();
+  EXPECT_NE(report.find("gemm_coop_khr (linear_q4gsw)"), std::string::npos) << report;
+  EXPECT_NE(report.find("gemm_coop_khr (linear_q4gsw_backward)"), std::string::npos) << report;
 }
 
 // A whole qlora step (model/step.cpp) on cooperative matrices 2, every product forced onto the tensor cores

@@ -97,6 +97,7 @@ struct EncodeContext : gpu::EncodeLimits {
   uint32_t multiprocessors = 0;           // Limits::multiprocessors (0: unknown)
   uint64_t max_storage_range = 1u << 27;  // maxStorageBufferRange: the largest buffer a binding may cover
   Tuning tuning;
+  bool low_rank_update_follows = false;   // the next call may join this one's GEMM (low_rank_update_pair)
 };
 
 struct Encoded {

@@ -87,5 +87,8 @@ bool append_coop(const CoopOperand& a, const CoopOperand& b, const CoopEpilogue&
 // (nothing changed) where the pair is anything else. ctx: next's encode context.
 bool fuse_low_rank_update(const OpCall& prev, Encoded& prev_enc, const OpCall& next, const EncodeContext& ctx,
                           Encoded& next_enc);
+// Whether the calls are such a pair (what fuse_low_rank_update checks before it looks at prev's encoding);
+// the program tells prev's encoder (EncodeContext::low_rank_update_follows) so that it keeps gemm_cm2.comp.
+bool low_rank_update_pair(const OpCall& prev, const OpCall& next, const EncodeContext& ctx);
 
 }  // namespace edgetrain::vk

@@ -182,8 +182,15 @@ bool append_coop(const CoopOperand& a, const CoopOperand& b, const CoopEpilogue&
   // or an fp32 one with contiguous k on the 128-wide tile; the narrow tile's adapter A stays [N][K], as
   // measured), the parts padded to its tile. gemm_coop.comp's tiles are 128x128.
   const uint64_t M = a.R, N = b.R, Kp = round_up(a.K, bk), batch = ep.batch;
-  const bool cm2 =
-      cm2_built() && f16 && ctx.cm2 && batch * (round_up(M, 128) + round_up(N, 128)) * Kp < (1ull << 32);
+  // A 4-bit weight's tall, narrow fp16 products (M >= 4096 rows, N <= 1024: the base step's outputs and
+  // input gradients of width 768) run faster on the KHR kernel than on cm2's GEMM (H200, twenty-fifth
+  // session, call 1: 8192x768x768 0.081 vs 0.093 ms, 8192x768x2048 0.153 vs 0.195; at N = 2048 cm2 wins;
+  // the base fp16 step +3.6% on an H100, twenty-sixth session). Not where a low-rank update would join the
+  // product on cm2's GEMM (fuse_low_rank_update: that saves a pass over the output; not measured against).
+  const bool narrow_q4_on_khr =
+      khr && f16 && b.kind >= 2 && M >= 4096 && N <= 1024 && batch == 1 && !ctx.low_rank_update_follows;
+  const bool cm2 = cm2_built() && f16 && ctx.cm2 && !narrow_q4_on_khr &&
+                   batch * (round_up(M, 128) + round_up(N, 128)) * Kp < (1ull << 32);
   const Cm2Tile tile = cm2 ? cm2_tile(N) : Cm2Tile{};
   const uint64_t Mp = round_up(M, tile.bm), Np = round_up(N, tile.bn);
   // Scratch: A hi, A lo, B hi, B lo (halves), then the exponents of A's and B's rows (ints) and KIND 1's
@@ -248,15 +255,21 @@ bool append_coop(const CoopOperand& a, const CoopOperand& b, const CoopEpilogue&
   return true;
 }
 
-bool fuse_low_rank_update(const OpCall& prev, Encoded& prev_enc, const OpCall& next, const EncodeContext& ctx,
-                          Encoded& next_enc) {
-#if EDGETRAIN_VK_CM2
-  if (!ctx.cm2 || (prev.op != Op::linear_q4gsw && prev.op != Op::linear_q4gsw_backward) || next.op != Op::mm) return false;
+bool low_rank_update_pair(const OpCall& prev, const OpCall& next, const EncodeContext& ctx) {
+  if (!cm2_built() || !ctx.cm2 || (prev.op != Op::linear_q4gsw && prev.op != Op::linear_q4gsw_backward) ||
+      next.op != Op::mm)
+    return false;
   if (!f16_operands(prev) || !f16_operands(next) || next.ints.size() < 3 || next.ints[0] != 0 || next.ints[2] == 0)
     return false;
   if (next.floats.empty() || next.floats[0].is_slot() || next.floats[0].value != 1.0f) return false;
   const Tensor &out = prev.out.at(0), &into = next.out.at(0);
-  if (into.id() != out.id() || into.offset() != out.offset() || into.nbytes() != out.nbytes()) return false;
+  return into.id() == out.id() && into.offset() == out.offset() && into.nbytes() == out.nbytes();
+}
+
+bool fuse_low_rank_update(const OpCall& prev, Encoded& prev_enc, const OpCall& next, const EncodeContext& ctx,
+                          Encoded& next_enc) {
+#if EDGETRAIN_VK_CM2
+  if (!low_rank_update_pair(prev, next, ctx)) return false;
   // prev's GEMM on gemm_cm2.comp: one batch, alpha 1, not accumulating (what it computes is all of out).
   size_t g = 0;
   while (g < prev_enc.dispatches.size() && prev_enc.dispatches[g].kernel.spirv != kSpv_gemm_cm2) ++g;

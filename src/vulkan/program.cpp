@@ -123,6 +123,7 @@ void VulkanProgram::on_finalize() {
         block.push_back(f.value);
       }
     }
+    ec.low_rank_update_follows = c + 1 < calls.size() && low_rank_update_pair(call, calls[c + 1], ec);
     e(call, ec, enc[c]);
     // A low-rank update right after the 4-bit product it adds to joins that product's GEMM (ops_gemm.h).
     if (c > 0 && fuse_low_rank_update(calls[c - 1], enc[c - 1], call, ec, enc[c])) ++fused_updates_;
