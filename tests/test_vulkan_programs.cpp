@@ -1,8 +1,10 @@
 // Recorded Vulkan programs (vulkan/program.cpp): a training step replayed with changing slots against
 // the CPU reference, staged operands reused until their source changes, barriers only between dependent
-// calls, the profile. Suite VulkanRuntime, as the rest of the runtime tests (test_vulkan_runtime.cpp).
+// calls, the profile, the replay's device time. Suite VulkanRuntime, as the rest of the runtime tests
+// (test_vulkan_runtime.cpp).
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <sstream>
@@ -101,6 +103,37 @@ TEST(VulkanRuntime, ProgramReplaysWithChangingSlots) {
   if (!std::getenv("EDGETRAIN_VK_COOPMAT")) {
     EXPECT_EQ(vp->dispatch_count(), 6u);
   }
+}
+
+// A replay's device time (timestamps at its start and end, Program::device_seconds) is what `bench` sets
+// beside the wall clock to tell slow kernels from slow submissions or waits: positive, within the wall time
+// of the replay around it, and unknown (< 0) before the first replay and on the CPU.
+TEST(VulkanRuntime, ReplayTellsItsDeviceTime) {
+  NEED_VULKAN();
+  const int64_t M = 64, N = 48, K = 32, gs = 16;
+  q4::Geometry g(N, K, gs);
+  Rng r(12);
+  std::vector<float> x(M * K), lat(N * K), sc(g.groups() * N);
+  std::vector<int32_t> lab(M);
+  for (auto& v : x) v = r.uniform(-1, 1);
+  for (auto& v : lat) v = r.uniform(-0.5f, 0.5f);
+  for (auto& v : sc) v = r.uniform(0.05f, 0.1f);
+  for (auto& v : lab) v = r.integer(0, static_cast<int32_t>(N - 1));
+  Step a = build_step(vb(), x, lat, sc, lab, M, N, K, gs);
+  const auto& ctx = dynamic_cast<vk::VulkanBackend&>(vb()).context();
+  if (ctx.timestamp_bits() == 0) GTEST_SKIP() << "the device's compute queue writes no timestamps";
+  EXPECT_LT(a.p->device_seconds(), 0.0);
+  for (int i = 0; i < 3; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    a.p->replay();
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_GT(a.p->device_seconds(), 0.0);
+    EXPECT_LE(a.p->device_seconds(), wall);
+  }
+  auto cpu = make_cpu_backend();
+  Step c = build_step(*cpu, x, lat, sc, lab, M, N, K, gs);
+  c.p->replay();
+  EXPECT_LT(c.p->device_seconds(), 0.0);
 }
 
 // The tensor-core GEMMs stage each fp16 operand in the program's pooled scratch. A later call that would

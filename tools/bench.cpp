@@ -35,6 +35,7 @@ struct Result {
   std::string status = "ok", reason;
   int copies = 1;
   Stats per_call;       // seconds per op invocation (replay of `copies` calls / copies)
+  Stats device;         // the same by the device's timestamps (n = 0 where the backend cannot tell)
   double single = 0;    // seconds of one replay of a one-call program (submit overhead included)
   double value = 0, best_value = 0;
 };
@@ -77,9 +78,12 @@ Result run_case(Backend& b, const Case& c, const Flags& f, Precision precision) 
     prog = many.get();
   }
   res.copies = copies;
-  auto t = time_replays(*prog, f.warmup, f.reps, f.case_seconds);
+  std::vector<double> dev;
+  auto t = time_replays(*prog, f.warmup, f.reps, f.case_seconds, &dev);
   for (double& x : t) x /= copies;
+  for (double& x : dev) x /= copies;
   res.per_call = stats(t);
+  if (!dev.empty()) res.device = stats(dev);
   res.value = c.work / res.per_call.median / 1e9;
   res.best_value = c.work / res.per_call.min / 1e9;
   return res;
@@ -112,6 +116,7 @@ void run_ops(Backend& b, const Flags& f, bool small, const Peer& peer, Report& r
   std::printf("\n");
   json& out = rep.doc["cases"];
   out = json::array();
+  std::vector<std::pair<std::string, Result>> slow_waits;  // wall median > 1.1x the device's
   for (const Case& c : cases) {
     const std::string id = case_id(c, precision);
     json e = {{"id", id}, {"op", c.name()}, {"shape", c.shape}, {"unit", c.unit}, {"work", c.work}, {"model", c.model}};
@@ -144,6 +149,8 @@ void run_ops(Backend& b, const Flags& f, bool small, const Peer& peer, Report& r
       e["median_ms"] = r.per_call.median * 1e3;
       e["min_ms"] = r.per_call.min * 1e3;
       e["single_replay_ms"] = r.single * 1e3;
+      if (r.device.n) e["device_median_ms"] = r.device.median * 1e3, e["device_min_ms"] = r.device.min * 1e3;
+      if (r.device.n && r.per_call.median > 1.1 * r.device.median) slow_waits.push_back({id, r});
       e["value"] = r.value;
       e["best_value"] = r.best_value;
       if (const json* p = peer.op(id)) {
@@ -169,6 +176,12 @@ void run_ops(Backend& b, const Flags& f, bool small, const Peer& peer, Report& r
     if (&c == &cases.front() || c.name() != (&c - 1)->name())
       std::printf("  %-22s %s\n", c.name().c_str(), c.model.c_str());
   if (peer.loaded) std::printf("ours/peer = peer median ms / our median ms (> 1: edgetrain is faster)\n");
+  // Replays whose wall time the device's own time does not account for: the submission or the wait, not
+  // the kernels (device time from timestamps at each replay's start and end, where the backend has them).
+  for (const auto& [id, r] : slow_waits)
+    std::printf("%s: median %.4f ms per invocation by the wall clock, %.4f ms (min %.4f) on the device: the "
+                "rest is submission and waiting\n",
+                id.c_str(), r.per_call.median * 1e3, r.device.median * 1e3, r.device.min * 1e3);
 }
 
 int run_bench(const Flags& f) {

@@ -34,8 +34,10 @@ struct Stats {
 Stats stats(std::vector<double> v);
 
 // Times `reps` replays of prog (after `warmup`), stopping early once `budget` seconds are spent (at least
-// one timed replay). Returns seconds per replay.
-std::vector<double> time_replays(Program& prog, int warmup, int reps, double budget);
+// one timed replay). Returns seconds per replay (wall time: submission, the device's work, the wait); with
+// `device`, also the device's own time of each replay where the backend tells it (Program::device_seconds).
+std::vector<double> time_replays(Program& prog, int warmup, int reps, double budget,
+                                 std::vector<double>* device = nullptr);
 
 // A PyTorch peer's figures (bench/peer_torch.py), by case id.
 struct Peer {

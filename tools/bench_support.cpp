@@ -27,7 +27,7 @@ Stats stats(std::vector<double> v) {
   return s;
 }
 
-std::vector<double> time_replays(Program& prog, int warmup, int reps, double budget) {
+std::vector<double> time_replays(Program& prog, int warmup, int reps, double budget, std::vector<double>* device) {
   auto start = Clock::now();
   for (int i = 0; i < warmup && (i == 0 || seconds_since(start) < budget / 4); ++i) prog.replay();
   std::vector<double> t;
@@ -37,6 +37,7 @@ std::vector<double> time_replays(Program& prog, int warmup, int reps, double bud
     auto t0 = Clock::now();
     prog.replay();
     t.push_back(seconds_since(t0));
+    if (device && prog.device_seconds() >= 0) device->push_back(prog.device_seconds());
   }
   return t;
 }

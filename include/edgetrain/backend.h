@@ -75,6 +75,10 @@ class Program {
   void finalize();
   // Runs every recorded call in order with the current slot values; returns when the work is done.
   void replay();
+  // The device's own time for the last replay, from its start to its end on the device (submission and
+  // the host's wait left out); < 0 where the backend cannot tell (the CPU, WebGPU, a device without
+  // timestamps, the profiler on).
+  virtual double device_seconds() const { return -1; }
 
   bool finalized() const { return finalized_; }
   Backend& backend() const { return backend_; }

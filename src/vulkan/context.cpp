@@ -227,6 +227,11 @@ Context::Context(const BackendOptions& opts) {
     int fam = compute_family(phys_);
     ET_CHECK_KIND(ErrorKind::unsupported, fam >= 0, "vulkan: device ", props_.deviceName, " has no compute queue");
     queue_family_ = static_cast<uint32_t>(fam);
+    uint32_t nfam = 0;
+    vkGetPhysicalDeviceQueueFamilyProperties(phys_, &nfam, nullptr);
+    std::vector<VkQueueFamilyProperties> fams(nfam);
+    vkGetPhysicalDeviceQueueFamilyProperties(phys_, &nfam, fams.data());
+    if (props_.limits.timestampPeriod > 0) timestamp_bits_ = fams.at(queue_family_).timestampValidBits;
     limits_ = read_limits(phys_);
 
     // Portability drivers (MoltenVK) require their subset extension to be enabled when present.

@@ -67,6 +67,8 @@ class Context {
   VkDevice device() const { return device_; }
   VkQueue queue() const { return queue_; }
   uint32_t queue_family() const { return queue_family_; }
+  // Valid bits of the compute queue's timestamps (0: it cannot write them).
+  uint32_t timestamp_bits() const { return timestamp_bits_; }
   const VkPhysicalDeviceProperties& properties() const { return props_; }
   const VkPhysicalDeviceMemoryProperties& memory_properties() const { return mem_props_; }
   const Limits& limits() const { return limits_; }
@@ -90,6 +92,7 @@ class Context {
   VkDevice device_ = VK_NULL_HANDLE;
   VkQueue queue_ = VK_NULL_HANDLE;
   uint32_t queue_family_ = 0;
+  uint32_t timestamp_bits_ = 0;
   VkPhysicalDeviceProperties props_{};
   VkPhysicalDeviceMemoryProperties mem_props_{};
   Limits limits_;

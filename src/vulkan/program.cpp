@@ -85,6 +85,7 @@ VulkanProgram::~VulkanProgram() {
   if (cmd_) vkFreeCommandBuffers(d, vb_.transfer().pool(), 1, &cmd_);
   if (pool_) vkDestroyDescriptorPool(d, pool_, nullptr);
   if (queries_) vkDestroyQueryPool(d, queries_, nullptr);
+  if (span_) vkDestroyQueryPool(d, span_, nullptr);
   for (DeviceBuffer& s : scratch_) {
     vb_.transfer().forget(s.buffer);
     vb_.memory().destroy(s);
@@ -255,11 +256,26 @@ void VulkanProgram::on_finalize() {
     if (query_count) queries_ = prof->make_pool(dev, query_count);
   }
 
+  // Without the profiler, two timestamps time the whole replay on the device (device_seconds): a replay's
+  // wall time beyond it is the submission and the wait (bench shows both).
+  if (!queries_ && ctx.timestamp_bits() > 0) {
+    VkQueryPoolCreateInfo qi{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
+    qi.queryType = VK_QUERY_TYPE_TIMESTAMP;
+    qi.queryCount = 2;
+    check(vkCreateQueryPool(dev, &qi, nullptr, &span_), "vkCreateQueryPool");
+    tick_seconds_ = ctx.properties().limits.timestampPeriod * 1e-9;
+    tick_mask_ = ctx.timestamp_bits() >= 64 ? ~0ull : (1ull << ctx.timestamp_bits()) - 1;
+  }
+
   // One command buffer for the whole program.
   cmd_ = allocate_command_buffer(dev, vb_.transfer().pool());
   VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
   check(vkBeginCommandBuffer(cmd_, &bi), "vkBeginCommandBuffer");
   if (queries_) vkCmdResetQueryPool(cmd_, queries_, 0, query_count);
+  if (span_) {
+    vkCmdResetQueryPool(cmd_, span_, 0, 2);
+    vkCmdWriteTimestamp(cmd_, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, span_, 0);
+  }
   if (!block.empty()) {
     VkBufferCopy region{0, 0, block.size() * sizeof(float)};
     vkCmdCopyBuffer(cmd_, scalars_.buffer, scalars_dev_.buffer, 1, &region);
@@ -345,6 +361,7 @@ void VulkanProgram::on_finalize() {
   memory_barrier(cmd_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
                  VK_PIPELINE_STAGE_ALL_COMMANDS_BIT | VK_PIPELINE_STAGE_HOST_BIT,
                  VK_ACCESS_MEMORY_READ_BIT | VK_ACCESS_MEMORY_WRITE_BIT | VK_ACCESS_HOST_READ_BIT);
+  if (span_) vkCmdWriteTimestamp(cmd_, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, span_, 1);
   check(vkEndCommandBuffer(cmd_), "vkEndCommandBuffer");
   ctx.throw_if_messages("program finalize");
 }
@@ -385,6 +402,12 @@ void VulkanProgram::execute() {
   if (!slots.empty()) std::memcpy(scalars_.mapped, slots.data(), slots.size() * sizeof(float));
   vb_.transfer().submit(cmd_, what_.c_str());
   if (queries_) vb_.profiler()->collect(vb_.context().device(), queries_, *profile_);
+  if (span_) {
+    uint64_t ts[2] = {0, 0};
+    const VkResult r = vkGetQueryPoolResults(vb_.context().device(), span_, 0, 2, sizeof ts, ts, sizeof(uint64_t),
+                                             VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT);
+    device_seconds_ = r == VK_SUCCESS ? static_cast<double>((ts[1] - ts[0]) & tick_mask_) * tick_seconds_ : -1;
+  }
 }
 
 }  // namespace edgetrain::vk

@@ -92,6 +92,7 @@ class VulkanProgram : public Program {
   size_t skipped_stagings() const { return skipped_stagings_; }
   // Low-rank updates folded into the GEMM of the 4-bit product before them (fuse_low_rank_update).
   size_t fused_updates() const { return fused_updates_; }
+  double device_seconds() const override { return device_seconds_; }
 
  protected:
   void on_finalize() override;
@@ -109,6 +110,10 @@ class VulkanProgram : public Program {
   size_t skipped_stagings_ = 0;
   size_t fused_updates_ = 0;
   VkQueryPool queries_ = VK_NULL_HANDLE;     // profiling only: 2 timestamps per dispatch
+  VkQueryPool span_ = VK_NULL_HANDLE;        // otherwise 2: the replay's start and end (device_seconds)
+  double tick_seconds_ = 0;                  // timestampPeriod
+  uint64_t tick_mask_ = 0;                   // timestampValidBits
+  double device_seconds_ = -1;
   std::shared_ptr<ProgramProfile> profile_;  // profiling only
   std::string what_;  // "replay of [op, op, ...]" for messages
 };
