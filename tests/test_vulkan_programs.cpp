@@ -22,7 +22,6 @@
 namespace edgetrain::test {
 namespace {
 
-
 // A small training step (forward, loss, weight gradient, AdamW, requant) recorded once and replayed with
 // new learning rates and bias corrections, checked against the CPU reference after every replay.
 struct Step {
@@ -31,14 +30,33 @@ struct Step {
   Scalar lr, bc1, bc2, nvalid;
 };
 
-Step build_step(Backend& b, const std::vector<float>& x, const std::vector<float>& lat, const std::vector<float>& sc,
-                const std::vector<int32_t>& lab, int64_t M, int64_t N, int64_t K, int64_t gs) {
+// Its inputs: x [M, K], latent weights [N, K], group scales, labels (from label_min: -1 includes ignored rows).
+struct StepData {
+  int64_t M, N, K, gs;
+  std::vector<float> x, lat, sc;
+  std::vector<int32_t> lab;
+};
+
+StepData random_step_data(uint64_t seed, int64_t M, int64_t N, int64_t K, int64_t gs, int32_t label_min) {
+  q4::Geometry g(N, K, gs);
+  Rng r(seed);
+  StepData d{M, N, K, gs, std::vector<float>(M * K), std::vector<float>(N * K), std::vector<float>(g.groups() * N),
+             std::vector<int32_t>(M)};
+  for (auto& v : d.x) v = r.uniform(-1, 1);
+  for (auto& v : d.lat) v = r.uniform(-0.5f, 0.5f);
+  for (auto& v : d.sc) v = r.uniform(0.05f, 0.1f);
+  for (auto& v : d.lab) v = r.integer(label_min, static_cast<int32_t>(N - 1));
+  return d;
+}
+
+Step build_step(Backend& b, const StepData& d) {
+  const int64_t M = d.M, N = d.N, K = d.K, gs = d.gs;
   q4::Geometry g(N, K, gs);
   Step s;
-  s.x = b.from_vector(Shape{M, K}, DType::f32, x);
-  s.latent = b.from_vector(Shape{N, K}, DType::f32, lat);
-  s.scales = b.from_vector(Shape{g.groups(), N}, DType::f32, sc);
-  s.labels = b.from_vector(Shape{M}, DType::i32, lab);
+  s.x = b.from_vector(Shape{M, K}, DType::f32, d.x);
+  s.latent = b.from_vector(Shape{N, K}, DType::f32, d.lat);
+  s.scales = b.from_vector(Shape{g.groups(), N}, DType::f32, d.sc);
+  s.labels = b.from_vector(Shape{M}, DType::i32, d.lab);
   s.w = b.zeros(Shape{g.words()}, DType::u32);
   s.m = b.zeros(Shape{N, K}, DType::f32);
   s.v = b.zeros(Shape{N, K}, DType::f32);
@@ -62,18 +80,10 @@ Step build_step(Backend& b, const std::vector<float>& x, const std::vector<float
 
 TEST(VulkanRuntime, ProgramReplaysWithChangingSlots) {
   NEED_VULKAN();
-  const int64_t M = 37, N = 70, K = 52, gs = 16;
-  q4::Geometry g(N, K, gs);
-  Rng r(11);
-  std::vector<float> x(M * K), lat(N * K), sc(g.groups() * N);
-  std::vector<int32_t> lab(M);
-  for (auto& v : x) v = r.uniform(-1, 1);
-  for (auto& v : lat) v = r.uniform(-0.5f, 0.5f);
-  for (auto& v : sc) v = r.uniform(0.05f, 0.1f);
-  for (auto& v : lab) v = r.integer(-1, static_cast<int32_t>(N - 1));
+  const StepData data = random_step_data(11, 37, 70, 52, 16, -1);
   auto cpu = make_cpu_backend();
-  Step a = build_step(vb(), x, lat, sc, lab, M, N, K, gs);
-  Step c = build_step(*cpu, x, lat, sc, lab, M, N, K, gs);
+  Step a = build_step(vb(), data);
+  Step c = build_step(*cpu, data);
   for (int t = 1; t <= 5; ++t) {
     float lr = 1e-2f / t, bc1 = 1.0f - std::pow(0.9f, t), bc2 = 1.0f - std::pow(0.999f, t);
     for (Step* s : {&a, &c}) {
@@ -110,16 +120,8 @@ TEST(VulkanRuntime, ProgramReplaysWithChangingSlots) {
 // of the replay around it, and unknown (< 0) before the first replay and on the CPU.
 TEST(VulkanRuntime, ReplayTellsItsDeviceTime) {
   NEED_VULKAN();
-  const int64_t M = 64, N = 48, K = 32, gs = 16;
-  q4::Geometry g(N, K, gs);
-  Rng r(12);
-  std::vector<float> x(M * K), lat(N * K), sc(g.groups() * N);
-  std::vector<int32_t> lab(M);
-  for (auto& v : x) v = r.uniform(-1, 1);
-  for (auto& v : lat) v = r.uniform(-0.5f, 0.5f);
-  for (auto& v : sc) v = r.uniform(0.05f, 0.1f);
-  for (auto& v : lab) v = r.integer(0, static_cast<int32_t>(N - 1));
-  Step a = build_step(vb(), x, lat, sc, lab, M, N, K, gs);
+  const StepData data = random_step_data(12, 64, 48, 32, 16, 0);
+  Step a = build_step(vb(), data);
   const auto& ctx = dynamic_cast<vk::VulkanBackend&>(vb()).context();
   if (ctx.timestamp_bits() == 0) GTEST_SKIP() << "the device's compute queue writes no timestamps";
   EXPECT_LT(a.p->device_seconds(), 0.0);
@@ -131,7 +133,7 @@ TEST(VulkanRuntime, ReplayTellsItsDeviceTime) {
     EXPECT_LE(a.p->device_seconds(), wall);
   }
   auto cpu = make_cpu_backend();
-  Step c = build_step(*cpu, x, lat, sc, lab, M, N, K, gs);
+  Step c = build_step(*cpu, data);
   c.p->replay();
   EXPECT_LT(c.p->device_seconds(), 0.0);
 }
