@@ -103,6 +103,15 @@ void Context::add_message(std::string m) {
 
 PFN_vkVoidFunction Context::device_proc(const char* name) const { return vkGetDeviceProcAddr(device_, name); }
 
+VkQueryPool Context::make_timestamp_pool(uint32_t queries) const {
+  VkQueryPoolCreateInfo ci{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
+  ci.queryType = VK_QUERY_TYPE_TIMESTAMP;
+  ci.queryCount = queries;
+  VkQueryPool pool = VK_NULL_HANDLE;
+  check(vkCreateQueryPool(device_, &ci, nullptr, &pool), "vkCreateQueryPool");
+  return pool;
+}
+
 std::vector<std::string> Context::take_messages() {
   std::lock_guard<std::mutex> lock(msg_mu_);
   std::vector<std::string> m;
@@ -227,11 +236,7 @@ Context::Context(const BackendOptions& opts) {
     int fam = compute_family(phys_);
     ET_CHECK_KIND(ErrorKind::unsupported, fam >= 0, "vulkan: device ", props_.deviceName, " has no compute queue");
     queue_family_ = static_cast<uint32_t>(fam);
-    uint32_t nfam = 0;
-    vkGetPhysicalDeviceQueueFamilyProperties(phys_, &nfam, nullptr);
-    std::vector<VkQueueFamilyProperties> fams(nfam);
-    vkGetPhysicalDeviceQueueFamilyProperties(phys_, &nfam, fams.data());
-    if (props_.limits.timestampPeriod > 0) timestamp_bits_ = fams.at(queue_family_).timestampValidBits;
+    timestamp_bits_ = queue_families(phys_).at(queue_family_).timestampValidBits;
     limits_ = read_limits(phys_);
 
     // Portability drivers (MoltenVK) require their subset extension to be enabled when present.

@@ -69,6 +69,15 @@ class Context {
   uint32_t queue_family() const { return queue_family_; }
   // Valid bits of the compute queue's timestamps (0: it cannot write them).
   uint32_t timestamp_bits() const { return timestamp_bits_; }
+  // Whether the queue's timestamps can time work: valid bits and a tick period.
+  bool timestamps() const { return timestamp_bits_ > 0 && props_.limits.timestampPeriod > 0; }
+  // A pool of `queries` timestamp queries (the caller destroys it), and the nanoseconds from one
+  // timestamp to a later one (wrapping at the valid bits).
+  VkQueryPool make_timestamp_pool(uint32_t queries) const;
+  double timestamp_ns(uint64_t from, uint64_t to) const {
+    const uint64_t mask = timestamp_bits_ >= 64 ? ~uint64_t(0) : (uint64_t(1) << timestamp_bits_) - 1;
+    return static_cast<double>((to - from) & mask) * props_.limits.timestampPeriod;
+  }
   const VkPhysicalDeviceProperties& properties() const { return props_; }
   const VkPhysicalDeviceMemoryProperties& memory_properties() const { return mem_props_; }
   const Limits& limits() const { return limits_; }

@@ -32,12 +32,17 @@ std::string version_str(uint32_t v) {
   return cat(VK_API_VERSION_MAJOR(v), ".", VK_API_VERSION_MINOR(v), ".", VK_API_VERSION_PATCH(v));
 }
 
-int compute_family(VkPhysicalDevice pd) {
+std::vector<VkQueueFamilyProperties> queue_families(VkPhysicalDevice pd) {
   uint32_t n = 0;
   vkGetPhysicalDeviceQueueFamilyProperties(pd, &n, nullptr);
   std::vector<VkQueueFamilyProperties> fams(n);
   vkGetPhysicalDeviceQueueFamilyProperties(pd, &n, fams.data());
-  for (uint32_t i = 0; i < n; ++i)
+  return fams;
+}
+
+int compute_family(VkPhysicalDevice pd) {
+  const std::vector<VkQueueFamilyProperties> fams = queue_families(pd);
+  for (size_t i = 0; i < fams.size(); ++i)
     if (fams[i].queueFlags & VK_QUEUE_COMPUTE_BIT) return static_cast<int>(i);
   return -1;
 }

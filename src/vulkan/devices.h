@@ -16,6 +16,7 @@ const char* kind_of(VkPhysicalDeviceType t);  // "discrete", "integrated", "soft
 // Lower is better: discrete > integrated > virtual > cpu (software) > other.
 int rank_of(VkPhysicalDeviceType t);
 std::string version_str(uint32_t v);  // "1.3.239"
+std::vector<VkQueueFamilyProperties> queue_families(VkPhysicalDevice pd);
 int compute_family(VkPhysicalDevice pd);  // the first queue family with compute; -1 where none
 Limits read_limits(VkPhysicalDevice pd);  // the limits encoders need; the extensions' fields stay unset
 // Whether pd offers what gemm_coop.comp needs (see Limits::coopmat). The instance supplies the NV query.

@@ -14,27 +14,19 @@ namespace edgetrain::vk {
 std::unique_ptr<Profiler> Profiler::from_env(const Context& ctx) {
   const char* env = std::getenv("EDGETRAIN_PROFILE");
   if (!env || !*env) return nullptr;
-  uint32_t n = 0;
-  vkGetPhysicalDeviceQueueFamilyProperties(ctx.physical(), &n, nullptr);
-  std::vector<VkQueueFamilyProperties> fams(n);
-  vkGetPhysicalDeviceQueueFamilyProperties(ctx.physical(), &n, fams.data());
-  uint32_t bits = ctx.queue_family() < n ? fams[ctx.queue_family()].timestampValidBits : 0;
-  const VkPhysicalDeviceLimits& lim = ctx.properties().limits;
-  if (bits == 0 || lim.timestampPeriod <= 0.0f) {
+  if (!ctx.timestamps()) {
     std::fprintf(stderr,
                  "edgetrain vulkan: EDGETRAIN_PROFILE is set but the compute queue of %s cannot write timestamps "
                  "(timestampValidBits %u, timestampComputeAndGraphics %u); profiling is off\n",
-                 ctx.properties().deviceName, bits, lim.timestampComputeAndGraphics);
+                 ctx.properties().deviceName, ctx.timestamp_bits(),
+                 ctx.properties().limits.timestampComputeAndGraphics);
     return nullptr;
   }
-  return std::unique_ptr<Profiler>(new Profiler(env, lim.timestampPeriod, bits));
+  return std::unique_ptr<Profiler>(new Profiler(env, ctx));
 }
 
-Profiler::Profiler(std::string path, double period_ns, uint32_t valid_bits)
-    : path_(std::move(path)),
-      period_ns_(period_ns),
-      mask_(valid_bits >= 64 ? ~uint64_t(0) : (uint64_t(1) << valid_bits) - 1),
-      last_write_(std::chrono::steady_clock::now()) {
+Profiler::Profiler(std::string path, const Context& ctx)
+    : path_(std::move(path)), ctx_(ctx), last_write_(std::chrono::steady_clock::now()) {
   const char* order = std::getenv("EDGETRAIN_PROFILE_ORDER");
   in_order_ = order && *order && std::string(order) != "0";
 }
@@ -47,20 +39,11 @@ std::shared_ptr<ProgramProfile> Profiler::add_program() {
   return programs_.back();
 }
 
-VkQueryPool Profiler::make_pool(VkDevice dev, uint32_t queries) const {
-  VkQueryPoolCreateInfo ci{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
-  ci.queryType = VK_QUERY_TYPE_TIMESTAMP;
-  ci.queryCount = queries;
-  VkQueryPool pool = VK_NULL_HANDLE;
-  check(vkCreateQueryPool(dev, &ci, nullptr, &pool), "vkCreateQueryPool");
-  return pool;
-}
-
-void Profiler::collect(VkDevice dev, VkQueryPool pool, ProgramProfile& p) {
+void Profiler::collect(VkQueryPool pool, ProgramProfile& p) {
   const size_t n = p.key.size();
   if (n == 0) return;
   std::vector<uint64_t> ts(2 * n);
-  check(vkGetQueryPoolResults(dev, pool, 0, static_cast<uint32_t>(2 * n), ts.size() * sizeof(uint64_t), ts.data(),
+  check(vkGetQueryPoolResults(ctx_.device(), pool, 0, static_cast<uint32_t>(2 * n), ts.size() * sizeof(uint64_t), ts.data(),
                               sizeof(uint64_t), VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT),
         "vkGetQueryPoolResults");
   bool write = false;
@@ -69,10 +52,10 @@ void Profiler::collect(VkDevice dev, VkQueryPool pool, ProgramProfile& p) {
     std::vector<double> ns(n);
     p.last_start_ns.resize(n);
     for (size_t i = 0; i < n; ++i) {
-      ns[i] = double((ts[2 * i + 1] - ts[2 * i]) & mask_) * period_ns_;
-      p.last_start_ns[i] = double((ts[2 * i] - ts[0]) & mask_) * period_ns_;
+      ns[i] = ctx_.timestamp_ns(ts[2 * i], ts[2 * i + 1]);
+      p.last_start_ns[i] = ctx_.timestamp_ns(ts[0], ts[2 * i]);
     }
-    p.replay_ns.push_back(double((ts[2 * n - 1] - ts[0]) & mask_) * period_ns_);
+    p.replay_ns.push_back(ctx_.timestamp_ns(ts[0], ts[2 * n - 1]));
     p.kept.push_back(std::move(ns));
     if (p.kept.size() > kKeptReplays) p.kept.pop_front();
     auto now = std::chrono::steady_clock::now();

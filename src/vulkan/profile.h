@@ -39,21 +39,20 @@ class Profiler {
   // A new record for a program being finalized; the profiler keeps it after the program is gone.
   std::shared_ptr<ProgramProfile> add_program();
 
-  VkQueryPool make_pool(VkDevice dev, uint32_t queries) const;
   static constexpr size_t kKeptReplays = 32;  // per program, for the medians
-  // Reads the 2*n timestamps of a finished replay into p, then maybe rewrites the report file.
-  void collect(VkDevice dev, VkQueryPool pool, ProgramProfile& p);
+  // Reads the 2*n timestamps of a finished replay (a pool of Context::make_timestamp_pool) into p, then
+  // maybe rewrites the report file.
+  void collect(VkQueryPool pool, ProgramProfile& p);
 
   // The report of every program so far.
   std::string report() const;
 
  private:
-  Profiler(std::string path, double period_ns, uint32_t valid_bits);
+  Profiler(std::string path, const Context& ctx);  // ctx outlives it (VulkanBackend's members)
   void write_report();
 
   std::string path_;
-  double period_ns_;
-  uint64_t mask_;
+  const Context& ctx_;
   mutable std::mutex mu_;
   std::vector<std::shared_ptr<ProgramProfile>> programs_;
   std::chrono::steady_clock::time_point last_write_;

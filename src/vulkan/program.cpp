@@ -253,19 +253,12 @@ void VulkanProgram::on_finalize() {
     // left out) name theirs below, and only those are read back.
     for (size_t c = 0; c < calls.size(); ++c)
       for (const Dispatch& d : enc[c].dispatches) query_count += d.groups[0] && d.groups[1] && d.groups[2] ? 2 : 0;
-    if (query_count) queries_ = prof->make_pool(dev, query_count);
+    if (query_count) queries_ = ctx.make_timestamp_pool(query_count);
   }
 
   // Without the profiler, two timestamps time the whole replay on the device (device_seconds): a replay's
   // wall time beyond it is the submission and the wait (bench shows both).
-  if (!queries_ && ctx.timestamp_bits() > 0) {
-    VkQueryPoolCreateInfo qi{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
-    qi.queryType = VK_QUERY_TYPE_TIMESTAMP;
-    qi.queryCount = 2;
-    check(vkCreateQueryPool(dev, &qi, nullptr, &span_), "vkCreateQueryPool");
-    tick_seconds_ = ctx.properties().limits.timestampPeriod * 1e-9;
-    tick_mask_ = ctx.timestamp_bits() >= 64 ? ~0ull : (1ull << ctx.timestamp_bits()) - 1;
-  }
+  if (!queries_ && ctx.timestamps()) span_ = ctx.make_timestamp_pool(2);
 
   // One command buffer for the whole program.
   cmd_ = allocate_command_buffer(dev, vb_.transfer().pool());
@@ -401,12 +394,13 @@ void VulkanProgram::execute() {
   const auto& slots = slot_values();
   if (!slots.empty()) std::memcpy(scalars_.mapped, slots.data(), slots.size() * sizeof(float));
   vb_.transfer().submit(cmd_, what_.c_str());
-  if (queries_) vb_.profiler()->collect(vb_.context().device(), queries_, *profile_);
+  if (queries_) vb_.profiler()->collect(queries_, *profile_);
   if (span_) {
+    const Context& ctx = vb_.context();
     uint64_t ts[2] = {0, 0};
-    const VkResult r = vkGetQueryPoolResults(vb_.context().device(), span_, 0, 2, sizeof ts, ts, sizeof(uint64_t),
+    const VkResult r = vkGetQueryPoolResults(ctx.device(), span_, 0, 2, sizeof ts, ts, sizeof(uint64_t),
                                              VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT);
-    device_seconds_ = r == VK_SUCCESS ? static_cast<double>((ts[1] - ts[0]) & tick_mask_) * tick_seconds_ : -1;
+    device_seconds_ = r == VK_SUCCESS ? ctx.timestamp_ns(ts[0], ts[1]) * 1e-9 : -1;
   }
 }
 

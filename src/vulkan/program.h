@@ -111,8 +111,6 @@ class VulkanProgram : public Program {
   size_t fused_updates_ = 0;
   VkQueryPool queries_ = VK_NULL_HANDLE;     // profiling only: 2 timestamps per dispatch
   VkQueryPool span_ = VK_NULL_HANDLE;        // otherwise 2: the replay's start and end (device_seconds)
-  double tick_seconds_ = 0;                  // timestampPeriod
-  uint64_t tick_mask_ = 0;                   // timestampValidBits
   double device_seconds_ = -1;
   std::shared_ptr<ProgramProfile> profile_;  // profiling only
   std::string what_;  // "replay of [op, op, ...]" for messages
