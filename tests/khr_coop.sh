@@ -4,7 +4,7 @@
 # 8x8x8 fp16 fragments in subgroups of 8, emulated on the CPU; the tensor-core path is forced on every
 # product (EDGETRAIN_VK_COOPMAT=all) and the Vulkan catalogue, the backends' model and fp16 training tests,
 # and the runtime tests run against the CPU reference, then the products with split-K forced, with Debian
-# 13's validation layer on.
+# 13's validation layer on. Then WebGPU's precision rule on the same driver, through Dawn.
 # Usage: khr_coop.sh EDGETRAIN_TESTS_BINARY. Exit 77 (skipped) where .deps/mesa26 is absent.
 set -euo pipefail
 tests=$1
@@ -23,6 +23,9 @@ rc=0
 # The products again with split-K wherever allowed (up to 4 slices, then gemm_splitk_reduce.comp).
 EDGETRAIN_VK_GEMM_SPLITK=all "$run" "$tests" \
   --gtest_filter='Catalogue*vulkan_mm:Catalogue*vulkan_bmm:Catalogue*vulkan_linear*'
+# WebGPU through Dawn on the same lavapipe: an adapter with shader-f16, where --precision fp16 is taken
+# (SwiftShader, the suite's WebGPU device, has none: fp32 there).
+EDGETRAIN_TEST_BACKENDS=cpu,webgpu "$run" "$tests" --gtest_filter='Precision.WebGpuTakesFp16OnlyWithShaderF16'
 # The path must be the one tested: this test runs only where the tensor-core GEMMs are taken (and would be
 # skipped on a driver without the extension).
 if ! grep -q '^\[       OK \] VulkanRuntime.StagedOperandIsReusedUntilItsSourceChanges' "$log"; then

@@ -4,6 +4,7 @@
 // scaler survives a checkpoint; and the same through `edgetrain train` with an injected overflow.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -288,6 +289,33 @@ TEST(Precision, AutoPicksFp32WhereFp16IsNotFaster) {
       EXPECT_FALSE(speed.fast) << dev << ": " << speed.why;
     }
   }
+}
+
+// WebGPU takes --precision fp16 only on an adapter with shader-f16 (the rule); elsewhere the run is
+// fp32 and the one precision line says why. SwiftShader has no shader-f16; Mesa 26's lavapipe through Dawn
+// has it (tests/khr_coop.sh runs this test there).
+TEST(Precision, WebGpuTakesFp16OnlyWithShaderF16) {
+  bool ran = false;
+  for (const std::string& name : test_backends()) {
+    if (name != "webgpu") continue;
+    Backend& d = backend_for_tests(name);
+    const std::string dev = d.device_name();
+    const PrecisionChoice c = choose_precision("fp16", d);
+    const std::vector<DeviceInfo> devices = list_devices();
+    const bool has_f16 = std::any_of(devices.begin(), devices.end(), [](const DeviceInfo& i) {
+      return i.backend == "webgpu" && i.details.find("; shader-f16") != std::string::npos;
+    });
+    if (dev.find("SwiftShader") != std::string::npos) EXPECT_FALSE(has_f16) << dev;
+    if (dev.find("llvmpipe") != std::string::npos) EXPECT_TRUE(has_f16) << dev << " (Mesa 26 offers shader-f16)";
+    EXPECT_EQ(c.precision, has_f16 ? Precision::fp16 : Precision::fp32) << c.why;
+    if (!has_f16) {
+      EXPECT_NE(c.why.find("precision fp32 (--precision fp16 asked): the WebGPU adapter"), std::string::npos) << c.why;
+      EXPECT_NE(c.why.find("has no shader-f16"), std::string::npos) << c.why;
+    }
+    EXPECT_EQ(choose_precision("auto", d).precision, Precision::fp32);  // never faster without tensor cores
+    ran = true;
+  }
+  if (!ran) GTEST_SKIP() << "no webgpu backend under test";
 }
 
 // ---- through the CLI ----

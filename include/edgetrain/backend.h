@@ -111,10 +111,12 @@ class Backend {
   virtual bool supports(Op op) const = 0;
   // Whether GEMMs with fp16 operands (the f16 flag, --precision fp16) run faster here than fp32 ones, and
   // why, in one phrase (for --precision auto and `edgetrain info`). Every backend computes them; the
-  // default says they are not faster.
+  // default says they are not faster. `offered` false: a run asking for fp16 gets fp32 here (WebGPU
+  // without shader-f16), and `why` says so.
   struct Fp16Speed {
     bool fast = false;
     std::string why;
+    bool offered = true;
   };
   virtual Fp16Speed fp16_speed() const;
   // The memory tensors may use here, in bytes, for the check before a run (0: unknown): the device-local

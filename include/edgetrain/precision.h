@@ -17,9 +17,10 @@ struct PrecisionChoice {
   std::string why;  // one line for the run's log and `edgetrain info`
 };
 // flag: "fp32", "fp16" or "auto". auto takes fp16 where the backend's fp16 GEMMs are faster than its fp32
-// ones (Backend::fp16_speed) and fp32 elsewhere. An explicit fp16 is honoured everywhere (every backend
-// computes the same fp16 arithmetic); where it is not faster the reason says so. Throws Error (misuse)
-// naming a bad flag.
+// ones (Backend::fp16_speed) and fp32 elsewhere. An explicit fp16 is honoured wherever the backend offers
+// it (every backend computes the same fp16 arithmetic; WebGPU only on an adapter with shader-f16, as the
+// issue that specified the flag asked: fp32 there otherwise); where it is not faster the reason says so.
+// Throws Error (misuse) naming a bad flag.
 PrecisionChoice choose_precision(const std::string& flag, const Backend& b);
 // Checks a --precision value without a backend (for option validation before any device starts).
 void check_precision_flag(const std::string& flag);

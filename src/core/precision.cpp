@@ -16,6 +16,7 @@ PrecisionChoice choose_precision(const std::string& flag, const Backend& b) {
   check_precision_flag(flag);
   const Backend::Fp16Speed s = b.fp16_speed();
   if (flag == "fp32") return {Precision::fp32, "precision fp32 (--precision fp32)"};
+  if (flag == "fp16" && !s.offered) return {Precision::fp32, "precision fp32 (--precision fp16 asked): " + s.why};
   if (flag == "fp16")
     return {Precision::fp16, s.fast ? "precision fp16 (--precision fp16): " + s.why
                                     : "precision fp16 (--precision fp16), not faster than fp32 on " + b.name() +

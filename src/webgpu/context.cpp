@@ -127,6 +127,8 @@ void describe(const Dawn& d, Adapter a, AdapterSummary& s) {
     s.limits = cat("max workgroup ", l.maxComputeInvocationsPerWorkgroup, " invocations, workgroup storage ",
                    l.maxComputeWorkgroupStorageSize, " B, storage binding ", l.maxStorageBufferBindingSize,
                    " B, buffer ", l.maxBufferSize, " B, ", l.maxComputeWorkgroupsPerDimension, " workgroups per dimension");
+  s.shader_f16 = d.AdapterHasFeature(a, kFeatureShaderF16) != 0;
+  s.limits += s.shader_f16 ? "; shader-f16" : "; no shader-f16";
 }
 
 // One attempt on one backend type. Returns true with f filled, or false with a reason appended to why.
@@ -261,6 +263,11 @@ Context::Context(const BackendOptions& opts) : d(*[] {
   DeviceDescriptor dd{};
   dd.label = sv("edgetrain");
   dd.requiredLimits = &want;
+  const uint32_t f16_feature = kFeatureShaderF16;  // --precision fp16 runs only where the device has it
+  if (info.shader_f16) {
+    dd.requiredFeatureCount = 1;
+    dd.requiredFeatures = &f16_feature;
+  }
   dd.defaultQueue.label = sv_absent();
   dd.deviceLostCallbackInfo.mode = kCallbackModeAllowSpontaneous;
   dd.deviceLostCallbackInfo.callback = [](const Device*, uint32_t reason, StringView msg, void* u1, void*) {

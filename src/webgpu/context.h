@@ -22,6 +22,7 @@ struct AdapterSummary {
   std::string backend_name;      // "vulkan", "gles", "null"
   std::string how;               // e.g. "VK_ICD_FILENAMES set to SwiftShader during discovery"
   std::string limits;            // the adapter's compute limits, for `edgetrain info`
+  bool shader_f16 = false;       // the adapter offers WGSL's f16 type (feature shader-f16); the device asks for it
   bool software() const;
 };
 

@@ -69,6 +69,7 @@ constexpr Flags kStageCompute = 0x4;
 constexpr uint64_t kWholeSize = UINT64_MAX;
 constexpr size_t kStrlen = SIZE_MAX;
 constexpr uint32_t kLimitU32Undefined = 0xFFFFFFFFu;
+constexpr uint32_t kFeatureShaderF16 = 0x0000000A;  // WGPUFeatureName_ShaderF16
 
 // ---- basic structs ----
 struct StringView {

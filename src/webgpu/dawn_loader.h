@@ -20,6 +20,7 @@ namespace edgetrain::wgpu {
   X(AdapterGetInfo, uint32_t, (Adapter, AdapterInfo*))                                                       \
   X(AdapterInfoFreeMembers, void, (AdapterInfo))                                                             \
   X(AdapterGetLimits, uint32_t, (Adapter, Limits*))                                                          \
+  X(AdapterHasFeature, uint32_t, (Adapter, uint32_t))                                                        \
   X(AdapterRequestDevice, Future, (Adapter, const DeviceDescriptor*, RequestDeviceCallbackInfo))             \
   X(AdapterRelease, void, (Adapter))                                                                         \
   X(DeviceGetQueue, Queue, (Device))                                                                         \

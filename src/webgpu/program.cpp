@@ -257,6 +257,13 @@ WebGpuBackend::~WebGpuBackend() {
 
 std::unique_ptr<Program> WebGpuBackend::new_program() { return std::make_unique<WebGpuProgram>(*this); }
 
+Backend::Fp16Speed WebGpuBackend::fp16_speed() const {
+  if (!ctx_->info.shader_f16)
+    return {false, "the WebGPU adapter '" + ctx_->info.name + "' has no shader-f16, and fp16 precision on WebGPU needs it", false};
+  return {false, "WebGPU exposes no tensor-core (cooperative matrix) GEMMs: fp16 operands are rounded, then multiplied "
+                 "on the fp32 units"};
+}
+
 wgpu::Buffer WebGpuBackend::create_buffer(uint64_t bytes, wgpu::Flags usage, const char* label) {
   uint64_t size = round4(bytes);
   ET_CHECK_KIND(ErrorKind::unsupported, size <= ctx_->limits.maxBufferSize, "webgpu: a buffer of ", bytes,

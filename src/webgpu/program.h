@@ -32,10 +32,7 @@ class WebGpuBackend : public Backend {
   std::string name() const override { return "webgpu"; }
   std::string device_name() const override { return ctx_->info.name; }
   bool supports(Op op) const override { return encoder_for(op) != nullptr; }
-  Fp16Speed fp16_speed() const override {
-    return {false, "WebGPU exposes no tensor-core (cooperative matrix) GEMMs: fp16 operands would be rounded, then "
-                   "multiplied on the fp32 units"};
-  }
+  Fp16Speed fp16_speed() const override;
   // WebGPU does not say how much memory the device has: memory_capacity() stays unknown.
   uint64_t binding_alignment() const override { return ctx_->limits.minStorageBufferOffsetAlignment; }
   std::unique_ptr<Program> new_program() override;

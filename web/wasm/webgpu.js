@@ -243,6 +243,12 @@ mergeInto(LibraryManager.library, {
   wgpuAdapterGetLimits__deps: ['$WG'],
   wgpuAdapterGetLimits: function(adapter, p) { return WG.readLimits(p, WG.get(adapter).obj.limits); },
 
+  // The one feature the backend asks about: ShaderF16 (0xA), 'shader-f16' in the browser.
+  wgpuAdapterHasFeature__deps: ['$WG'],
+  wgpuAdapterHasFeature: function(adapter, feature) {
+    return feature === 0xA && WG.get(adapter).obj.features.has('shader-f16') ? 1 : 0;
+  },
+
   wgpuAdapterRequestDevice__deps: ['$WG'],
   wgpuAdapterRequestDevice: function(adapter, desc, info) {
     var rec = WG.get(adapter), a = rec.obj;
@@ -257,6 +263,12 @@ mergeInto(LibraryManager.library, {
         if (size === 8 ? v >= 18446744073709551615 : v === 0xFFFFFFFF) continue;
         required[name] = v;
       }
+    }
+    var features = [];
+    var nf = WG.u32(desc + WG.L('DeviceDescriptor.requiredFeatureCount'));
+    var fp = WG.u32(desc + WG.L('DeviceDescriptor.requiredFeatures'));
+    for (var i = 0; i < nf; i++) {
+      if (WG.u32(fp + 4 * i) === 0xA) features.push('shader-f16');
     }
     var lostInfo = WG.callbackInfo(desc + WG.L('DeviceDescriptor.deviceLostCallbackInfo'));
     var ue = desc + WG.L('DeviceDescriptor.uncapturedErrorCallbackInfo');
@@ -273,7 +285,7 @@ mergeInto(LibraryManager.library, {
       return fresh;
     }) : Promise.resolve(a);
     rec.consumed = true;
-    var p = adapterP.then(function(ad) { return ad.requestDevice({ label: label, requiredLimits: required }); }).then(function(device) {
+    var p = adapterP.then(function(ad) { return ad.requestDevice({ label: label, requiredLimits: required, requiredFeatures: features }); }).then(function(device) {
       var handle = WG.add({ kind: 'device', obj: device });
       // The callbacks take `const Device*`: a cell holding the handle, kept for the device's life.
       var cell = _malloc(4);
