@@ -4,7 +4,8 @@
 # 8x8x8 fp16 fragments in subgroups of 8, emulated on the CPU; the tensor-core path is forced on every
 # product (EDGETRAIN_VK_COOPMAT=all) and the Vulkan catalogue, the backends' model and fp16 training tests,
 # and the runtime tests run against the CPU reference, then the products with split-K forced, with Debian
-# 13's validation layer on. Then WebGPU's precision rule on the same driver, through Dawn.
+# 13's validation layer on. Then WebGPU through Dawn on the same driver: its precision rule and the fp16
+# products on subgroup matrices.
 # Usage: khr_coop.sh EDGETRAIN_TESTS_BINARY. Exit 77 (skipped) where .deps/mesa26 is absent.
 set -euo pipefail
 tests=$1
@@ -24,8 +25,18 @@ rc=0
 EDGETRAIN_VK_GEMM_SPLITK=all "$run" "$tests" \
   --gtest_filter='Catalogue*vulkan_mm:Catalogue*vulkan_bmm:Catalogue*vulkan_linear*'
 # WebGPU through Dawn on the same lavapipe: an adapter with shader-f16, where --precision fp16 is taken
-# (SwiftShader, the suite's WebGPU device, has none: fp32 there).
-EDGETRAIN_TEST_BACKENDS=cpu,webgpu "$run" "$tests" --gtest_filter='Precision.WebGpuTakesFp16OnlyWithShaderF16'
+# (SwiftShader, the suite's WebGPU device, has none: fp32 there), and with f16 subgroup matrices (8x8x8),
+# where the fp16 products run gemm_coop.wgsl, forced on every one, against the reference.
+wlog=$(mktemp)
+EDGETRAIN_WG_COOPMAT=all EDGETRAIN_TEST_BACKENDS=cpu,webgpu "$run" "$tests" \
+  --gtest_filter='Precision.WebGpuTakesFp16OnlyWithShaderF16:WebGpuRuntime.Fp16Products*:Catalogue*webgpu_mm:Catalogue*webgpu_bmm:Catalogue*webgpu_linear*' \
+  2>&1 | tee "$wlog" || rc=$?
+[[ $rc == 0 ]] || exit "$rc"
+if ! grep -q '^\[       OK \] WebGpuRuntime.Fp16ProductsTakeSubgroupMatricesWhereOffered' "$wlog"; then
+  echo "khr_coop: Dawn offered no f16 subgroup matrices on Mesa 26's lavapipe: gemm_coop.wgsl was not tested"
+  exit 1
+fi
+rm -f "$wlog"
 # The path must be the one tested: this test runs only where the tensor-core GEMMs are taken (and would be
 # skipped on a driver without the extension).
 if ! grep -q '^\[       OK \] VulkanRuntime.StagedOperandIsReusedUntilItsSourceChanges' "$log"; then

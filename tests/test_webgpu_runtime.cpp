@@ -58,6 +58,41 @@ TEST(WebGpuRuntime, AdapterInfo) {
   EXPECT_NE(b.ctx().info.backend_type, wgpu::kBackendNull);
 }
 
+// Where the adapter offers f16 subgroup matrices (Mesa 26's lavapipe through Dawn: tests/khr_coop.sh),
+// fp16-operand products of 64 or more each way take gemm_coop.wgsl on a hardware adapter, every one where
+// forced (EDGETRAIN_WG_COOPMAT=all, which the catalogue then checks against the reference), none without
+// the f16 flag or when turned off.
+TEST(WebGpuRuntime, Fp16ProductsTakeSubgroupMatricesWhereOffered) {
+  REQUIRE_WEBGPU();
+  wg::WebGpuBackend& b = webgpu();
+  const auto& m = b.ctx().info.matrix;
+  if (m.M == 0) GTEST_SKIP() << "the adapter offers no f16 subgroup matrices";
+  EXPECT_TRUE(m.M == 8 || m.M == 16) << m.M;
+  EXPECT_EQ(m.M, m.N);
+  EXPECT_EQ(m.M, m.K);
+  wg::EncodeContext e = b.encode_context();
+  EXPECT_EQ(e.matrix, m.M);
+  wg::GemmShape g{};
+  g.M = g.N = g.K = 256;
+  g.a_si = g.K;
+  g.a_sc = 1;
+  g.b_sc = g.N;
+  g.b_sj = 1;
+  g.f16 = true;
+  e.tuning.coopmat = gpu::Force::all;
+  EXPECT_TRUE(wg::coop_gemm(g, e));
+  e.tuning.coopmat = gpu::Force::automatic;
+  EXPECT_EQ(wg::coop_gemm(g, e), !e.software);
+  g.M = 32;
+  EXPECT_FALSE(wg::coop_gemm(g, e)) << "a product under 64 rows stays on gemm.wgsl unless forced";
+  e.tuning.coopmat = gpu::Force::never;
+  EXPECT_FALSE(wg::coop_gemm(g, e));
+  e.tuning.coopmat = gpu::Force::all;
+  g.f16 = false;
+  EXPECT_FALSE(wg::coop_gemm(g, e)) << "fp32 products never take fp16 matrices";
+  EXPECT_EQ(b.fp16_speed().fast, !e.software) << b.fp16_speed().why;
+}
+
 TEST(WebGpuRuntime, NullAdapterIsRefused) {
   if (!wgpu::dawn()) GTEST_SKIP() << "Dawn not found: " << wgpu::dawn_load_error();
   setenv("EDGETRAIN_WEBGPU_BACKEND", "null", 1);

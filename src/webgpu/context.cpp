@@ -44,8 +44,24 @@ void wait_future(const Dawn& d, Instance inst, Future f, const char* what) {
                 " failed (status ", s, ")");
 }
 
+// Dawn lists its experimental subgroup matrices only where the instance, the adapter request and the
+// device all carry these toggles (the second is an adapter toggle: Vulkan's memory model, which Dawn's
+// SPIR-V for subgroup matrices needs; Dawn uses it only where the driver has it).
+const char* const kToggles[] = {"allow_unsafe_apis", "use_vulkan_memory_model"};
+const DawnTogglesDescriptor* toggles() {
+  static const DawnTogglesDescriptor t = [] {
+    DawnTogglesDescriptor d{};
+    d.chain.sType = kSTypeDawnTogglesDescriptor;
+    d.enabledToggleCount = 2;
+    d.enabledToggles = kToggles;
+    return d;
+  }();
+  return &t;
+}
+
 Instance new_instance(const Dawn& d) {
   InstanceDescriptor desc{};
+  desc.nextInChain = &toggles()->chain;
   desc.capabilities.timedWaitAnyEnable = 1;
   return d.CreateInstance(&desc);
 }
@@ -88,6 +104,7 @@ AdapterResult request_adapter(const Dawn& d, Instance inst, uint32_t backend, ui
   MuteStderr mute;
   AdapterResult r;
   RequestAdapterOptions o{};
+  o.nextInChain = &toggles()->chain;
   o.featureLevel = level;
   o.backendType = backend;
   RequestAdapterCallbackInfo cb{};
@@ -111,6 +128,26 @@ struct Found {
   AdapterSummary summary;
 };
 
+// The f16 x f16 -> f32 subgroup-matrix shape gemm_coop.wgsl tiles (square, 8 or 16; the largest), on an
+// adapter whose subgroup size is fixed (the kernel counts subgroups per workgroup); none otherwise.
+void pick_subgroup_matrix(const Dawn& d, Adapter a, AdapterSummary& s) {
+  AdapterPropertiesSubgroupMatrixConfigs configs{};
+  configs.chain.sType = kSTypeAdapterPropertiesSubgroupMatrixConfigs;
+  AdapterInfo info{};
+  info.nextInChain = &configs.chain;
+  if (d.AdapterGetInfo(a, &info) != kStatusSuccess) return;
+  const uint32_t sg = info.subgroupMaxSize;
+  if (info.subgroupMinSize == sg && sg >= 4 && sg <= 64)
+    for (size_t i = 0; i < configs.configCount; ++i) {
+      const SubgroupMatrixConfig& c = configs.configs[i];
+      if (c.componentType == kMatrixComponentF16 && c.resultComponentType == kMatrixComponentF32 && c.M == c.N &&
+          c.N == c.K && (c.M == 8 || c.M == 16) && c.M > s.matrix.M)
+        s.matrix = {c.M, c.N, c.K, sg};
+    }
+  d.AdapterInfoFreeMembers(info);
+  d.AdapterPropertiesSubgroupMatrixConfigsFreeMembers(configs);
+}
+
 void describe(const Dawn& d, Adapter a, AdapterSummary& s) {
   AdapterInfo info{};
   d.AdapterGetInfo(a, &info);
@@ -129,6 +166,10 @@ void describe(const Dawn& d, Adapter a, AdapterSummary& s) {
                    " B, buffer ", l.maxBufferSize, " B, ", l.maxComputeWorkgroupsPerDimension, " workgroups per dimension");
   s.shader_f16 = d.AdapterHasFeature(a, kFeatureShaderF16) != 0;
   s.limits += s.shader_f16 ? "; shader-f16" : "; no shader-f16";
+  if (s.shader_f16 && d.AdapterHasFeature(a, kFeatureSubgroupMatrix)) pick_subgroup_matrix(d, a, s);
+  s.limits += s.matrix.M ? cat("; subgroup matrices f16 x f16 -> f32 ", s.matrix.M, "x", s.matrix.N, "x", s.matrix.K,
+                               " in subgroups of ", s.matrix.subgroup)
+                         : std::string("; no f16 subgroup matrices");
 }
 
 // One attempt on one backend type. Returns true with f filled, or false with a reason appended to why.
@@ -263,10 +304,12 @@ Context::Context(const BackendOptions& opts) : d(*[] {
   DeviceDescriptor dd{};
   dd.label = sv("edgetrain");
   dd.requiredLimits = &want;
-  const uint32_t f16_feature = kFeatureShaderF16;  // --precision fp16 runs only where the device has it
+  dd.nextInChain = &toggles()->chain;
+  // shader-f16: --precision fp16 runs only where the device has it; subgroup matrices: its tensor-core GEMMs.
+  const uint32_t features[] = {kFeatureShaderF16, kFeatureSubgroupMatrix};
   if (info.shader_f16) {
-    dd.requiredFeatureCount = 1;
-    dd.requiredFeatures = &f16_feature;
+    dd.requiredFeatureCount = info.matrix.M ? 2 : 1;
+    dd.requiredFeatures = features;
   }
   dd.defaultQueue.label = sv_absent();
   dd.deviceLostCallbackInfo.mode = kCallbackModeAllowSpontaneous;

@@ -23,6 +23,11 @@ struct AdapterSummary {
   std::string how;               // e.g. "VK_ICD_FILENAMES set to SwiftShader during discovery"
   std::string limits;            // the adapter's compute limits, for `edgetrain info`
   bool shader_f16 = false;       // the adapter offers WGSL's f16 type (feature shader-f16); the device asks for it
+  // The subgroup-matrix shape for gemm_coop.wgsl (f16 x f16 -> f32, M = N = K) and the adapter's fixed
+  // subgroup size; M = 0: none (no feature, no such shape, a varying subgroup size, or no shader-f16).
+  struct Matrix {
+    uint32_t M = 0, N = 0, K = 0, subgroup = 0;
+  } matrix;
   bool software() const;
 };
 

@@ -70,6 +70,12 @@ constexpr uint64_t kWholeSize = UINT64_MAX;
 constexpr size_t kStrlen = SIZE_MAX;
 constexpr uint32_t kLimitU32Undefined = 0xFFFFFFFFu;
 constexpr uint32_t kFeatureShaderF16 = 0x0000000A;  // WGPUFeatureName_ShaderF16
+// Dawn's experimental subgroup matrices (WGSL `chromium_experimental_subgroup_matrix`): listed only on an
+// adapter asked for with the toggles allow_unsafe_apis and use_vulkan_memory_model (DawnTogglesDescriptor).
+constexpr uint32_t kFeatureSubgroupMatrix = 0x00050037;
+constexpr uint32_t kSTypeDawnTogglesDescriptor = 0x0005000A;
+constexpr uint32_t kSTypeAdapterPropertiesSubgroupMatrixConfigs = 0x0005003B;
+constexpr uint32_t kMatrixComponentF32 = 1, kMatrixComponentF16 = 2;
 
 // ---- basic structs ----
 struct StringView {
@@ -132,6 +138,36 @@ ET_DAWN_ABI_ASSERT(sizeof(RequestAdapterOptions) == 32 && offsetof(RequestAdapte
               offsetof(RequestAdapterOptions, forceFallbackAdapter) == 16 &&
               offsetof(RequestAdapterOptions, backendType) == 20 &&
               offsetof(RequestAdapterOptions, compatibleSurface) == 24);
+
+// Chained on the instance descriptor, the adapter options and the device descriptor.
+struct DawnTogglesDescriptor {
+  ChainedStruct chain;
+  size_t enabledToggleCount;
+  const char* const* enabledToggles;
+  size_t disabledToggleCount;
+  const char* const* disabledToggles;
+};
+ET_DAWN_ABI_ASSERT(sizeof(DawnTogglesDescriptor) == 48 && offsetof(DawnTogglesDescriptor, enabledToggleCount) == 16 &&
+              offsetof(DawnTogglesDescriptor, enabledToggles) == 24 &&
+              offsetof(DawnTogglesDescriptor, disabledToggleCount) == 32 &&
+              offsetof(DawnTogglesDescriptor, disabledToggles) == 40);
+
+// One subgroup-matrix shape the adapter offers: left M x K, right K x N, result M x N.
+struct SubgroupMatrixConfig {
+  uint32_t componentType;
+  uint32_t resultComponentType;
+  uint32_t M, N, K;
+};
+ET_DAWN_ABI_ASSERT(sizeof(SubgroupMatrixConfig) == 20 && offsetof(SubgroupMatrixConfig, M) == 8);
+// Chained (out) on AdapterInfo; the configs are Dawn's, freed with its FreeMembers function.
+struct AdapterPropertiesSubgroupMatrixConfigs {
+  ChainedStruct chain;
+  size_t configCount;
+  const SubgroupMatrixConfig* configs;
+};
+ET_DAWN_ABI_ASSERT(sizeof(AdapterPropertiesSubgroupMatrixConfigs) == 32 &&
+              offsetof(AdapterPropertiesSubgroupMatrixConfigs, configCount) == 16 &&
+              offsetof(AdapterPropertiesSubgroupMatrixConfigs, configs) == 24);
 
 // Callback signatures (the last two arguments are always userdata1, userdata2).
 using RequestAdapterCallback = void (*)(uint32_t status, Adapter adapter, StringView message, void*, void*);

@@ -21,6 +21,7 @@ namespace edgetrain::wgpu {
   X(AdapterInfoFreeMembers, void, (AdapterInfo))                                                             \
   X(AdapterGetLimits, uint32_t, (Adapter, Limits*))                                                          \
   X(AdapterHasFeature, uint32_t, (Adapter, uint32_t))                                                        \
+  X(AdapterPropertiesSubgroupMatrixConfigsFreeMembers, void, (AdapterPropertiesSubgroupMatrixConfigs))       \
   X(AdapterRequestDevice, Future, (Adapter, const DeviceDescriptor*, RequestDeviceCallbackInfo))             \
   X(AdapterRelease, void, (Adapter))                                                                         \
   X(DeviceGetQueue, Queue, (Device))                                                                         \

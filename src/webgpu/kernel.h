@@ -29,6 +29,8 @@ namespace edgetrain::wg {
 struct Kernel {
   const char* name;  // shader file stem, e.g. "gemm"
   const char* wgsl;  // embedded source (kWgsl_<name> from <name>.wgsl.h)
+  // Compiled behind the subgroup-matrix first line (program.cpp): the extensions and the adapter's shape.
+  bool subgroup_matrix = false;
 };
 #define ET_WG_KERNEL(stem) (::edgetrain::wg::Kernel{#stem, kWgsl_##stem})
 
@@ -87,6 +89,9 @@ struct Tuning {
   // EDGETRAIN_WG_GEMM_SPLITK: split-K of gemm_big.wgsl "0" never, "all" up to 4 slices wherever allowed (to
   // test the edges); otherwise deep products with few output tiles (see ops_gemm.cpp).
   gpu::Force split_k = gpu::Force::automatic;
+  // EDGETRAIN_WG_COOPMAT: gemm_coop.wgsl (subgroup matrices) for products with the f16 flag "0" never, "all"
+  // for every one (tests; software adapters too); otherwise those of at least 64 x 64 x 64 on a hardware adapter.
+  gpu::Force coopmat = gpu::Force::automatic;
   static Tuning from_env();
 };
 
@@ -95,6 +100,8 @@ struct Tuning {
 struct EncodeContext : gpu::EncodeLimits {
   uint32_t max_size_x = 256;           // maxComputeWorkgroupSizeX
   uint64_t max_binding_bytes = 1u << 27;  // maxStorageBufferBindingSize
+  uint32_t matrix = 0;            // the subgroup-matrix shape (TM = TN = TK) for gemm_coop.wgsl; 0: none
+  bool software = false;          // a CPU adapter (lavapipe, SwiftShader): its matrix units are emulated
   Tuning tuning;
   // Largest power of two <= want that the device allows as a 1-D workgroup size.
   uint32_t wg_size(uint32_t want) const { return gpu::pow2_at_most(want, std::min(max_invocations, max_size_x)); }
@@ -133,6 +140,8 @@ struct GemmShape {
 void append_gemm(const GemmShape& g, Bind a, Bind b, Bind bias, Bind c, const EncodeContext& ctx, Encoded& out);
 // Whether append_gemm runs the large-tile kernel (gemm_big.wgsl) for g (Tuning::gemm_big).
 bool big_gemm(const GemmShape& g, const EncodeContext& ctx);
+// Whether append_gemm runs g on subgroup matrices (gemm_coop.wgsl; Tuning::coopmat).
+bool coop_gemm(const GemmShape& g, const EncodeContext& ctx);
 
 }  // namespace edgetrain::wg
 

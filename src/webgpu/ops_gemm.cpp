@@ -1,9 +1,11 @@
 // WebGPU encoders of the dense matrix products (mm, bmm, linear), all on the strided tiled GEMMs (gemm.wgsl,
-// gemm_big.wgsl for large products, split-K with gemm_splitk_reduce.wgsl for deep ones with few tiles).
+// gemm_big.wgsl for large products, split-K with gemm_splitk_reduce.wgsl for deep ones with few tiles;
+// gemm_coop.wgsl on subgroup matrices for fp16 operands where the adapter has them).
 #include <algorithm>
 
 #include "gemm.wgsl.h"
 #include "gemm_big.wgsl.h"
+#include "gemm_coop.wgsl.h"
 #include "gemm_splitk_reduce.wgsl.h"
 #include "webgpu/kernel.h"
 
@@ -13,7 +15,14 @@ Tuning Tuning::from_env() {
   Tuning t;
   t.gemm_big = gpu::force_from_env("EDGETRAIN_WG_GEMM_BIG", false);
   t.split_k = gpu::force_from_env("EDGETRAIN_WG_GEMM_SPLITK", false);
+  t.coopmat = gpu::force_from_env("EDGETRAIN_WG_COOPMAT", false);
   return t;
+}
+
+bool coop_gemm(const GemmShape& g, const EncodeContext& ctx) {
+  const gpu::Force force = ctx.tuning.coopmat;
+  if (!g.f16 || ctx.matrix == 0 || force == gpu::Force::never) return false;
+  return force == gpu::Force::all || (!ctx.software && g.M >= 64 && g.N >= 64 && g.K >= 64);
 }
 
 bool big_gemm(const GemmShape& g, const EncodeContext& ctx) {
@@ -69,6 +78,23 @@ Dispatch gemm_dispatch(const GemmShape& g, Bind a, Bind b, Bind bias, Bind c, co
 }  // namespace
 
 void append_gemm(const GemmShape& g, Bind a, Bind b, Bind bias, Bind c, const EncodeContext& ctx, Encoded& out) {
+  if (coop_gemm(g, ctx)) {
+    Kernel k = ET_WG_KERNEL(gemm_coop);
+    k.subgroup_matrix = true;
+    Dispatch d(k);
+    d.constant("F16", 1);
+    d.bind(a).bind(b).bind(bias).bind(c).scalars().uniform();
+    d.arg(g.M).arg(g.N).arg(g.K).arg(epilogue_flags(g));
+    d.arg(g.a_si).arg(g.a_sc).arg(g.b_sc).arg(g.b_sj);
+    d.arg(g.a_batch).arg(g.b_batch).arg(g.c_batch).arg(alpha_slot(g));
+    d.arg(0u).arg(0u).arg(0u).arg(0u);  // not split; padding
+    const uint64_t block = 4 * ctx.matrix;
+    d.groups[0] = static_cast<uint32_t>(ceil_div(g.N, block));
+    d.groups[1] = static_cast<uint32_t>(ceil_div(g.M, block));
+    d.groups[2] = g.batch;
+    out.dispatches.push_back(std::move(d));
+    return;
+  }
   uint32_t kslice = 0, slices = 1;
   if (big_gemm(g, ctx)) slices = split_slices(g, ceil_div(g.M, 128) * ceil_div(g.N, 128), ctx, kslice);
   if (slices < 2) {

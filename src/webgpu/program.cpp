@@ -260,8 +260,15 @@ std::unique_ptr<Program> WebGpuBackend::new_program() { return std::make_unique<
 Backend::Fp16Speed WebGpuBackend::fp16_speed() const {
   if (!ctx_->info.shader_f16)
     return {false, "the WebGPU adapter '" + ctx_->info.name + "' has no shader-f16, and fp16 precision on WebGPU needs it", false};
-  return {false, "WebGPU exposes no tensor-core (cooperative matrix) GEMMs: fp16 operands are rounded, then multiplied "
-                 "on the fp32 units"};
+  const wgpu::AdapterSummary& s = ctx_->info;
+  if (s.matrix.M && !s.software())
+    return {true, cat("fp16 subgroup matrices (", s.matrix.M, "x", s.matrix.N, "x", s.matrix.K,
+                      ", Dawn's experimental feature): the fp16 GEMMs run on the matrix units")};
+  if (s.matrix.M)
+    return {false, "a software adapter, whose subgroup matrices (taken only where forced for tests) are emulated: "
+                   "fp16 operands would be rounded, then multiplied in fp32"};
+  return {false, "the WebGPU adapter offers no f16 subgroup matrices: fp16 operands are rounded, then multiplied on "
+                 "the fp32 units"};
 }
 
 wgpu::Buffer WebGpuBackend::create_buffer(uint64_t bytes, wgpu::Flags usage, const char* label) {
@@ -388,7 +395,8 @@ const Pipeline& WebGpuBackend::pipeline(const Dispatch& dsp) {
   const wgpu::Dawn& dn = d();
   wgpu::arm_exit_teardown();  // Dawn may have created static state lazily since the last registration
   wgpu::ShaderModule& mod = modules_[dsp.kernel.name];
-  if (!mod) mod = ctx_->compile(dsp.kernel.name, dsp.kernel.wgsl);
+  if (!mod) mod = ctx_->compile(dsp.kernel.name, dsp.kernel.subgroup_matrix ? coop_prelude() + dsp.kernel.wgsl
+                                                                            : std::string(dsp.kernel.wgsl));
 
   std::vector<wgpu::BindGroupLayoutEntry> entries;
   for (size_t i = 0; i < dsp.binds.size(); ++i) {
@@ -447,8 +455,20 @@ EncodeContext WebGpuBackend::encode_context() const {
   e.max_size_x = l.maxComputeWorkgroupSizeX;
   e.max_shared_bytes = l.maxComputeWorkgroupStorageSize;
   e.max_binding_bytes = l.maxStorageBufferBindingSize;
+  e.matrix = ctx_->info.matrix.M;
+  e.software = ctx_->info.software();
   e.tuning = tuning_;
   return e;
+}
+
+// Prepended to a subgroup-matrix kernel on its first line (so Dawn's line numbers stay the file's): the
+// extensions, the uniformity check off (each subgroup's tiles follow its subgroup_id, the same for all its
+// invocations), and the adapter's matrix shape and subgroup size.
+std::string WebGpuBackend::coop_prelude() const {
+  const wgpu::AdapterSummary::Matrix& m = ctx_->info.matrix;
+  ET_CHECK(m.M != 0, "webgpu: a subgroup-matrix kernel on an adapter without f16 subgroup matrices");
+  return cat("enable f16; enable chromium_experimental_subgroup_matrix; diagnostic(off, chromium.subgroup_matrix_uniformity); ",
+             "const TM = ", m.M, "u; const SG = ", m.subgroup, "u; ");
 }
 
 void WebGpuBackend::compile_check(const std::string& name, const std::string& wgsl) {

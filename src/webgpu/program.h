@@ -53,6 +53,7 @@ class WebGpuBackend : public Backend {
   std::mutex& mutex() { return mu_; }
   // Compiles WGSL into a module and drops it (tests: a compile error must name the shader and the line).
   void compile_check(const std::string& name, const std::string& wgsl);
+  std::string coop_prelude() const;
 
  protected:
   uint64_t device_binding_bytes() const override { return ctx_->limits.maxStorageBufferBindingSize; }

@@ -243,6 +243,9 @@ mergeInto(LibraryManager.library, {
   wgpuAdapterGetLimits__deps: ['$WG'],
   wgpuAdapterGetLimits: function(adapter, p) { return WG.readLimits(p, WG.get(adapter).obj.limits); },
 
+  // Never called here (no browser offers Dawn's experimental subgroup matrices), but the table binds it.
+  wgpuAdapterPropertiesSubgroupMatrixConfigsFreeMembers: function(p) {},
+
   // The one feature the backend asks about: ShaderF16 (0xA), 'shader-f16' in the browser.
   wgpuAdapterHasFeature__deps: ['$WG'],
   wgpuAdapterHasFeature: function(adapter, feature) {
