@@ -59,8 +59,10 @@ uint32_t epilogue_flags(const GemmShape& g) {
 uint32_t alpha_slot(const GemmShape& g) { return static_cast<uint32_t>(g.alpha_index < 0 ? 0 : g.alpha_index); }
 
 Dispatch gemm_dispatch(const GemmShape& g, Bind a, Bind b, Bind bias, Bind c, const EncodeContext& ctx) {
-  const bool big = big_gemm(g, ctx);
-  Dispatch d(big ? ET_WG_KERNEL(gemm_big) : ET_WG_KERNEL(gemm));
+  const bool coop = coop_gemm(g, ctx), big = !coop && big_gemm(g, ctx);
+  Kernel k = coop ? ET_WG_KERNEL(gemm_coop) : big ? ET_WG_KERNEL(gemm_big) : ET_WG_KERNEL(gemm);
+  k.subgroup_matrix = coop;
+  Dispatch d(k);
   if (big) d.constant("A_K", g.a_sc == 1 ? 1 : 0).constant("B_N", g.b_sj == 1 ? 1 : 0);
   d.constant("F16", g.f16 ? 1 : 0);
   d.bind(a).bind(b).bind(bias).bind(c).scalars().uniform();
@@ -68,7 +70,7 @@ Dispatch gemm_dispatch(const GemmShape& g, Bind a, Bind b, Bind bias, Bind c, co
   d.arg(g.a_si).arg(g.a_sc).arg(g.b_sc).arg(g.b_sj);
   d.arg(g.a_batch).arg(g.b_batch).arg(g.c_batch).arg(alpha_slot(g));
   d.arg(g.kslice).arg(0u).arg(0u).arg(0u);  // then padding
-  const uint64_t tile = big ? 128 : 32;
+  const uint64_t tile = coop ? 4 * ctx.matrix : big ? 128 : 32;
   d.groups[0] = static_cast<uint32_t>(ceil_div(g.N, tile));
   d.groups[1] = static_cast<uint32_t>(ceil_div(g.M, tile));
   d.groups[2] = g.batch;
@@ -78,25 +80,8 @@ Dispatch gemm_dispatch(const GemmShape& g, Bind a, Bind b, Bind bias, Bind c, co
 }  // namespace
 
 void append_gemm(const GemmShape& g, Bind a, Bind b, Bind bias, Bind c, const EncodeContext& ctx, Encoded& out) {
-  if (coop_gemm(g, ctx)) {
-    Kernel k = ET_WG_KERNEL(gemm_coop);
-    k.subgroup_matrix = true;
-    Dispatch d(k);
-    d.constant("F16", 1);
-    d.bind(a).bind(b).bind(bias).bind(c).scalars().uniform();
-    d.arg(g.M).arg(g.N).arg(g.K).arg(epilogue_flags(g));
-    d.arg(g.a_si).arg(g.a_sc).arg(g.b_sc).arg(g.b_sj);
-    d.arg(g.a_batch).arg(g.b_batch).arg(g.c_batch).arg(alpha_slot(g));
-    d.arg(0u).arg(0u).arg(0u).arg(0u);  // not split; padding
-    const uint64_t block = 4 * ctx.matrix;
-    d.groups[0] = static_cast<uint32_t>(ceil_div(g.N, block));
-    d.groups[1] = static_cast<uint32_t>(ceil_div(g.M, block));
-    d.groups[2] = g.batch;
-    out.dispatches.push_back(std::move(d));
-    return;
-  }
   uint32_t kslice = 0, slices = 1;
-  if (big_gemm(g, ctx)) slices = split_slices(g, ceil_div(g.M, 128) * ceil_div(g.N, 128), ctx, kslice);
+  if (!coop_gemm(g, ctx) && big_gemm(g, ctx)) slices = split_slices(g, ceil_div(g.M, 128) * ceil_div(g.N, 128), ctx, kslice);
   if (slices < 2) {
     out.dispatches.push_back(gemm_dispatch(g, a, b, bias, c, ctx));
     return;

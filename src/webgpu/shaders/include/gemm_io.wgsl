@@ -1,5 +1,5 @@
-// The interface of the dense fp32 GEMMs gemm.wgsl and gemm_big.wgsl (one encoder, append_gemm, picks
-// either): parameters, bindings, the operand rounding of the f16 flag and the epilogue. C[b,i,j] = alpha * sum_c A(i,c) B(c,j) (+ bias[j])
+// The interface of the dense GEMMs gemm.wgsl, gemm_big.wgsl and gemm_coop.wgsl (one encoder, append_gemm,
+// picks one): parameters, bindings, the operand rounding of the f16 flag and the epilogue. C[b,i,j] = alpha * sum_c A(i,c) B(c,j) (+ bias[j])
 // (+ C when accumulating), with A(i,c) = A[b*a_batch + i*a_si + c*a_sc], B(c,j) = B[b*b_batch + c*b_sc +
 // j*b_sj] and b = workgroup z. Split-K (gemm_big.wgsl only, kslice != 0): z is instead a slice of the
 // contraction, [z*kslice, (z+1)*kslice), and C the pooled scratch of partial sums [z][M][N] (c_batch = M*N,
