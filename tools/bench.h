@@ -39,6 +39,8 @@ Stats stats(std::vector<double> v);
 // `device`, also the device's own time of each replay where the backend tells it (Program::device_seconds).
 std::vector<double> time_replays(Program& prog, int warmup, int reps, double budget,
                                  std::vector<double>* device = nullptr);
+// Whether time_replays keeps the device busy for 2 s after an idle gap (a hardware GPU's clocks; off by default).
+void set_ramp_after_idle(bool on);
 
 // A PyTorch peer's figures (bench/peer_torch.py), by case id.
 struct Peer {

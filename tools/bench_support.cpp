@@ -34,18 +34,22 @@ namespace {
 // up to 3x slow (H200, twenty-seventh session, call 5: the SM clock at 345 MHz ~1 s after the last work,
 // the power at full load ~1.7 s after it resumed; `mm` 4096^3 fp16, the first case, 1.32 ms median vs 0.61
 // minimum, on the device). So after a gap of more than kIdleGap since the last replay the program is replayed,
-// untimed, for kRamp first. Not on the CPU, which has no such governor at this scale.
+// untimed, for kRamp first. Only on a hardware GPU (set_ramp_after_idle): the CPU and software devices
+// have no such governor at this scale.
 constexpr double kIdleGap = 0.5, kRamp = 2.0;
 Clock::time_point last_replay_end{};
+bool ramp_on = false;
 
 void ramp_after_idle(Program& prog) {
-  if (prog.backend().name() == "cpu") return;
+  if (!ramp_on) return;
   if (last_replay_end != Clock::time_point{} && seconds_since(last_replay_end) < kIdleGap) return;
   const auto t0 = Clock::now();
   while (seconds_since(t0) < kRamp) prog.replay();
 }
 
 }  // namespace
+
+void set_ramp_after_idle(bool on) { ramp_on = on; }
 
 std::vector<double> time_replays(Program& prog, int warmup, int reps, double budget, std::vector<double>* device) {
   ramp_after_idle(prog);
