@@ -21,7 +21,9 @@ Tuning Tuning::from_env() {
 
 bool coop_gemm(const GemmShape& g, const EncodeContext& ctx) {
   const gpu::Force force = ctx.tuning.coopmat;
-  if (!g.f16 || ctx.matrix == 0 || force == gpu::Force::never) return false;
+  // gemm_coop.wgsl's workgroup memory: the fp16 A and B slices (rows padded by 8 halves) and the f32 block.
+  const uint64_t tm = ctx.matrix, shared = 4 * tm * (2 * tm + 8) * 2 + 2 * tm * (4 * tm + 8) * 2 + 16 * tm * tm * 4;
+  if (!g.f16 || tm == 0 || force == gpu::Force::never || shared > ctx.max_shared_bytes) return false;
   return force == gpu::Force::all || (!ctx.software && g.M >= 64 && g.N >= 64 && g.K >= 64);
 }
 
