@@ -90,6 +90,9 @@ TEST(WebGpuRuntime, Fp16ProductsTakeSubgroupMatricesWhereOffered) {
   e.tuning.coopmat = gpu::Force::all;
   g.f16 = false;
   EXPECT_FALSE(wg::coop_gemm(g, e)) << "fp32 products never take fp16 matrices";
+  g.f16 = true;
+  e.max_shared_bytes = 1024;
+  EXPECT_FALSE(wg::coop_gemm(g, e)) << "the kernel's workgroup memory must fit the device's limit";
   EXPECT_EQ(b.fp16_speed().fast, !e.software) << b.fp16_speed().why;
 }
 
