@@ -25,8 +25,9 @@ void set_reason(std::string r) {
   std::lock_guard<std::mutex> lock(g_reason_mu);
   g_reason = std::move(r);
 }
-bool is_real_gpu(const DeviceInfo& d) { return d.usable && (d.kind == "discrete" || d.kind == "integrated"); }
 }  // namespace
+
+bool is_real_gpu(const DeviceInfo& d) { return d.usable && (d.kind == "discrete" || d.kind == "integrated"); }
 
 std::vector<DeviceInfo> list_devices() {
   std::vector<DeviceInfo> all;

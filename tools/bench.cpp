@@ -201,7 +201,7 @@ int run_bench(const Flags& f) {
   bool small = f.size.empty() ? b->name() == "cpu" : f.size == "small";
   bool hardware_gpu = false;  // the 2 s ramp after an idle gap (time_replays) is for real GPUs' clocks only
   for (const DeviceInfo& d : list_devices())
-    hardware_gpu |= d.backend == b->name() && d.name == b->device_name() && d.kind != "cpu" && d.kind != "software";
+    hardware_gpu |= d.backend == b->name() && d.name == b->device_name() && is_real_gpu(d);
   set_ramp_after_idle(hardware_gpu);
   Report rep;
   rep.file = f.json_file;

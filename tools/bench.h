@@ -35,8 +35,9 @@ Stats stats(std::vector<double> v);
 
 // Times `reps` replays of prog (after `warmup`, and after 2 s of untimed replays where the GPU has been idle
 // for over half a second since the last timing: its clocks and power come back that slowly), stopping
-// early once `budget` seconds are spent (at least one timed replay). Returns seconds per replay (wall time: submission, the device's work, the wait); with
-// `device`, also the device's own time of each replay where the backend tells it (Program::device_seconds).
+// early once `budget` seconds are spent (at least one timed replay). Returns seconds per replay (wall time:
+// submission, the device's work, the wait); with `device`, also the device's own time of each replay where
+// the backend tells it (Program::device_seconds).
 std::vector<double> time_replays(Program& prog, int warmup, int reps, double budget,
                                  std::vector<double>* device = nullptr);
 // Whether time_replays keeps the device busy for 2 s after an idle gap (a hardware GPU's clocks; off by default).

@@ -32,6 +32,8 @@ struct DeviceInfo {
 
 // Every device of every compiled-in backend (never throws: failures become usable=false entries).
 std::vector<DeviceInfo> list_devices();
+// A usable hardware GPU (discrete or integrated), not the CPU or a software rasterizer.
+bool is_real_gpu(const DeviceInfo& d);
 
 // A --backend value names what to run on and whether to fall back:
 //   "cpu", "vulkan", "webgpu"  that backend only; if it fails, the failure is the error (no fallback);
